@@ -1,0 +1,32 @@
+"""vocalis: fast and faithful local text-to-speech."""
+
+from vocalis.errors import (
+    CapacityError,
+    CheckpointError,
+    HarnessError,
+    InputError,
+    ModelNotFound,
+    VocalisError,
+    VoiceError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CapacityError",
+    "CheckpointError",
+    "HarnessError",
+    "InputError",
+    "ModelNotFound",
+    "VocalisError",
+    "VoiceError",
+    "__version__",
+    "load",
+]
+
+
+def load(model_id: str = "pocket-tts", device: str = "cpu", **kwargs):
+    """Load a model by id (see :func:`vocalis.api.load`)."""
+    from vocalis.api import load as _load
+
+    return _load(model_id, device=device, **kwargs)
