@@ -1,0 +1,316 @@
+"""Public Python API.
+
+    >>> import vocalis
+    >>> tts = vocalis.load("pocket-tts")                 # or "pocket-tts/french", a YAML path
+    >>> voice = tts.voice("alba")                        # name, audio file, or .safetensors
+    >>> audio = tts.synthesize("Hello there.", voice=voice, seed=42)
+    >>> audio.samples, audio.sample_rate                 # float32 [T] mono, 24000 Hz
+    >>> for chunk in tts.stream("Hello there.", voice=voice, seed=42): ...
+
+Model ids: ``pocket-tts`` (= ``pocket-tts/english``), ``pocket-tts/<config>`` for every
+released config (``vocalis models list``), or a YAML config in the official format (a
+local path, a directory holding ``config.yaml``, or ``hf://owner/repo/file.yaml[@rev]``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vocalis.errors import InputError, ModelNotFound, VoiceError
+from vocalis.models.pocket import registry
+from vocalis.models.pocket.config import PocketConfig, load_config_file
+from vocalis.models.pocket.model import (
+    VOICE_MAX_SECONDS,
+    ChunkEnd,
+    ChunkStart,
+    Frame,
+    PocketTTSModel,
+    SamplingParams,
+    _Tokenizer,
+    resolve_weights,
+)
+from vocalis.models.pocket.voice import VoiceState, load_voice_state, save_voice_state
+
+log = logging.getLogger(__name__)
+
+FAMILY = "pocket-tts"
+
+
+@dataclass
+class Audio:
+    """Result of :meth:`TTS.synthesize`.
+
+    ``samples``: float32 mono ``[T]`` in [-1, 1] (not clipped); ``sample_rate`` in Hz;
+    ``ttfa_ms``: time from the call to the first decoded audio; ``wall_ms``: total time;
+    ``chunks``: per text chunk, its prepared text, token ids, frames and EOS step.
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    ttfa_ms: float = 0.0
+    wall_ms: float = 0.0
+    chunks: list[dict] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+
+@dataclass
+class Voice:
+    """A voice ready to use with one model: its prefilled state and where it came from."""
+
+    state: VoiceState
+    name: str
+
+    def save(self, path: str | Path) -> None:
+        """Write the voice state as an official-layout ``.safetensors`` voice file."""
+        save_voice_state(self.state, path)
+
+
+def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
+    """Model id -> (config, display name, is_released).
+
+    Raises:
+        ModelNotFound: unknown id (the message lists the released ones) or missing file.
+    """
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise ModelNotFound("model id is empty: use `pocket-tts` or see `vocalis models list`")
+    mid = model_id.strip()
+    if mid in (FAMILY, f"{FAMILY}/"):
+        mid = f"{FAMILY}/{registry.DEFAULT_CONFIG}"
+    if mid.startswith(f"{FAMILY}/"):
+        name = mid.split("/", 1)[1]
+        if name in registry.config_names():
+            return registry.released_config(name), name, True
+        raise ModelNotFound(f"unknown model {model_id!r}; known: "
+                            + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names())
+                            + ", or a path to a YAML config")
+    from vocalis import hub
+
+    if mid.startswith(("hf://", "http://", "https://")):
+        path = hub.resolve(mid)
+    else:
+        path = Path(mid).expanduser()
+        if path.is_dir():
+            path = path / "config.yaml"
+        if not path.exists():
+            raise ModelNotFound(
+                f"unknown model {model_id!r}: not a released model id and no such file; known: "
+                + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names()))
+    if path.suffix not in (".yaml", ".yml"):
+        raise ModelNotFound(f"model config must be a .yaml file, got {path}")
+    cfg = load_config_file(path)
+    _anchor_relative_paths(cfg, path.parent)
+    return cfg, str(path), False
+
+
+def _anchor_relative_paths(cfg: PocketConfig, base: Path) -> None:
+    """Relative local paths in a YAML are taken relative to the YAML's folder when they exist
+    there (the official loader takes them relative to the working directory)."""
+
+    def fix(p: str | None) -> str | None:
+        if p is None or "://" in p or Path(p).is_absolute():
+            return p
+        candidate = base / p
+        return str(candidate) if candidate.exists() else p
+
+    cfg.weights_path = fix(cfg.weights_path)
+    cfg.weights_path_without_voice_cloning = fix(cfg.weights_path_without_voice_cloning)
+    cfg.flow_lm.lookup_table.tokenizer_path = fix(cfg.flow_lm.lookup_table.tokenizer_path)
+
+
+def _check_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise InputError(f"unknown device {device!r}: use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} requested but CUDA is not available: use --device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"device {device!r} is not supported: use cpu or cuda")
+    return dev
+
+
+class TTS:
+    """A loaded model. Thread-safe: concurrent calls are served one at a time."""
+
+    def __init__(self, model: PocketTTSModel, model_id: str, released: bool):
+        self.model = model
+        self.model_id = model_id
+        self.released = released
+        self._lock = threading.Lock()
+
+    @property
+    def sample_rate(self) -> int:
+        return self.model.sample_rate
+
+    @property
+    def config_name(self) -> str:
+        return self.model.name
+
+    # ---------------------------------------------------------------- voices
+
+    def voice(self, src: str | Path | Voice | VoiceState | None = None) -> Voice:
+        """A voice from a predefined name, an audio file, or a ``.safetensors`` voice state.
+
+        Audio in any format soundfile reads, any rate and channel count: channels are
+        averaged, the rate converted to 24 kHz, and prompts longer than 30 s are cut to
+        their first 30 s (as the official server and ``export-voice`` do; a warning says so).
+
+        Raises:
+            VoiceError: unknown name (lists the predefined ones), unreadable audio, or a
+            voice state for another model. ModelNotFound: a predefined voice not cached
+            while offline.
+        """
+        if isinstance(src, Voice):
+            return Voice(self.model.check_voice(src.state), src.name)
+        if isinstance(src, VoiceState):
+            return Voice(self.model.check_voice(src), src.meta.get("source", "voice state"))
+        if src is None:
+            src = registry.default_voice(self.model.name) if self.released else None
+            if src is None:
+                raise VoiceError("this model has no predefined voices: pass voice= an audio "
+                                 "file or a .safetensors voice state")
+        if not isinstance(src, (str, Path)):
+            raise VoiceError(f"voice must be a name, a file path or a Voice, got "
+                             f"{type(src).__name__}")
+        from vocalis import hub
+
+        text = str(src)
+        if hub.is_safetensors_ref(text):
+            path = hub.resolve(text) if "://" in text else Path(text).expanduser()
+            if not path.exists():
+                raise VoiceError(f"voice file not found: {path}")
+            state = load_voice_state(path)
+            return Voice(self.model.check_voice(state), text)
+        if text in registry.PREDEFINED_VOICES and not Path(text).exists():
+            if not self.released:
+                raise VoiceError(
+                    f"predefined voice {text!r} was computed with the released weights and "
+                    f"cannot be used with {self.model.name}: pass an audio file instead")
+            path = hub.resolve(registry.predefined_voice_ref(self.model.name, text))
+            state = load_voice_state(path)
+            state.meta["source"] = text
+            return Voice(self.model.check_voice(state), text)
+        if "://" in text:
+            path = hub.resolve(text)
+        else:
+            path = Path(text).expanduser()
+            if not path.exists():
+                raise VoiceError(
+                    f"unknown voice {text!r}: not a file; predefined voices are "
+                    + ", ".join(registry.PREDEFINED_VOICES))
+        from vocalis.audio import read_audio, to_mono_24k
+
+        samples, rate = read_audio(path)
+        limit = int(VOICE_MAX_SECONDS * rate)
+        if samples.shape[0] > limit:
+            log.warning("voice audio %s is %.1f s long; using its first %.0f s (as the official "
+                        "package does)", path, samples.shape[0] / rate, VOICE_MAX_SECONDS)
+            samples = samples[:limit]
+        samples = to_mono_24k(samples, rate, self.sample_rate)
+        with self._lock:
+            state = self.model.voice_from_audio(samples, source=str(path))
+        return Voice(state, str(path))
+
+    # ---------------------------------------------------------------- generation
+
+    def _params(self, seed, sampling: dict) -> SamplingParams:
+        unknown = set(sampling) - set(SamplingParams.__dataclass_fields__) - {"seed"}
+        if unknown:
+            raise InputError(f"unknown sampling option(s): {', '.join(sorted(unknown))}; known: "
+                             + ", ".join(f for f in SamplingParams.__dataclass_fields__
+                                         if f != "seed"))
+        return SamplingParams(seed=seed, **sampling).validated()
+
+    def _events(self, text: str, voice, seed, sampling: dict):
+        params = self._params(seed, sampling)
+        v = self.voice(voice)
+        rng = torch.Generator()
+        rng.manual_seed(params.seed if params.seed is not None else secrets.randbits(63))
+        with self._lock:
+            yield from self.model.generate(text, v.state, params, rng)
+
+    def stream(self, text: str, voice=None, seed: int | None = None,
+               **sampling) -> Iterator[np.ndarray]:
+        """Yield float32 PCM chunks ``[n]`` (n = 1920 per frame) as frames are decoded.
+
+        Same arguments as :meth:`synthesize`; the concatenated chunks equal its samples.
+        """
+        for ev in self._events(text, voice, seed, sampling):
+            if isinstance(ev, Frame):
+                yield ev.pcm
+
+    def synthesize(self, text: str, voice=None, seed: int | None = None, **sampling) -> Audio:
+        """Speech for ``text``.
+
+        Args:
+            text: any length; split into chunks of at most ``max_tokens`` tokens.
+            voice: name, audio file, ``.safetensors`` voice state or :class:`Voice`
+                (default: the config's default predefined voice).
+            seed: integer; same seed -> same audio as the official package after
+                ``torch.manual_seed(seed)``. None = random.
+            sampling: ``temperature``, ``eos_threshold``, ``frames_after_eos``,
+                ``noise_clamp``, ``sampler_decode_steps``, ``max_tokens``
+                (official names and defaults), ``max_frames`` (fixed length, no EOS).
+
+        Raises:
+            InputError, VoiceError, ModelNotFound (see :meth:`voice`).
+        """
+        t0 = time.perf_counter()
+        pieces: list[np.ndarray] = []
+        chunks: list[dict] = []
+        ttfa = None
+        for ev in self._events(text, voice, seed, sampling):
+            if isinstance(ev, Frame):
+                if ttfa is None:
+                    ttfa = (time.perf_counter() - t0) * 1000
+                pieces.append(ev.pcm)
+            elif isinstance(ev, ChunkStart):
+                chunks.append({"text": ev.text, "token_ids": ev.token_ids})
+            elif isinstance(ev, ChunkEnd):
+                chunks[-1].update(frames=ev.frames, eos_step=ev.eos_step)
+        samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+        return Audio(samples, self.sample_rate, ttfa or 0.0, (time.perf_counter() - t0) * 1000,
+                     chunks)
+
+
+def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None) -> TTS:
+    """Load a model (config, weights, tokenizer) onto ``device``.
+
+    Weights come from the hub at the pinned revision (the gated repo with voice cloning,
+    else the open one, saying so) or from the paths in a YAML config.
+
+    Raises:
+        ModelNotFound: unknown id, or weights not available (offline and not cached: the
+        message says how to get them). CheckpointError: weights do not match the config.
+        InputError: bad device or thread count.
+    """
+    dev = _check_device(device)
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InputError(f"threads must be an integer >= 1, got {threads!r}")
+        torch.set_num_threads(threads)
+    cfg, name, released = resolve_model_id(model_id)
+    from vocalis import hub
+
+    lt = cfg.flow_lm.lookup_table
+    tok = _Tokenizer(lt.tokenizer, hub.resolve(lt.tokenizer_path), lt.n_bins)
+    weights, cloning = resolve_weights(cfg, name)
+    model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
+    model.load_weights(weights)
+    model.to(dev)
+    return TTS(model, model_id, released)
+
+
+__all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]

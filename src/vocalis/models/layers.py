@@ -1,0 +1,289 @@
+"""Building blocks shared by the model families: RoPE, attention over a KV cache,
+transformer layers, and causal streaming convolutions.
+
+Module attribute names follow the official checkpoints' tensor names so that a
+checkpoint's state dict loads with ``strict=True`` and no key mapping.
+
+Numerics: where the official Pocket TTS code fixes an op order (fp32 RoPE with
+interleaved pairs, boolean masks from absolute positions, SDPA with its
+default scale), the same op order is used here so that batch-1 results are
+bit-identical, not merely close.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def apply_rope(
+    q: torch.Tensor, k: torch.Tensor, offset: int, max_period: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary position embedding with interleaved pairs (GPT-J layout).
+
+    Args:
+        q: queries ``[B, T, H, D]``; k: keys ``[B, T, Hkv, D]``; ``offset``: absolute
+        position of the first of the T steps.
+
+    Pairs ``(x[..., 2i], x[..., 2i+1])`` are rotated by angle ``pos * max_period^(-2i/D)``,
+    computed in float32 (Su et al. 2021, arXiv:2104.09864; pair layout and op order as
+    pocket-tts ``modules/rope.py``).
+    """
+    B, T, H, D = q.shape
+    Hk = k.shape[2]
+    freqs = torch.exp(
+        torch.arange(D // 2, device=q.device, dtype=torch.float32) * (-math.log(max_period) * 2 / D)
+    )
+    ts = torch.arange(T, device=q.device, dtype=torch.float32)
+    ts += offset
+    ts = ts.view(-1, 1, 1)
+    angle = freqs * ts
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    q2 = q.view(B, T, H, D // 2, 2)
+    k2 = k.view(B, T, Hk, D // 2, 2)
+    qr, qi = q2[..., 0].float(), q2[..., 1].float()
+    kr, ki = k2[..., 0].float(), k2[..., 1].float()
+    qo = torch.stack([(qr * cos - qi * sin).to(q.dtype), (qr * sin + qi * cos).to(q.dtype)], dim=-1)
+    ko = torch.stack([(kr * cos - ki * sin).to(k.dtype), (kr * sin + ki * cos).to(k.dtype)], dim=-1)
+    return qo.view(B, T, H, D), ko.view(B, T, Hk, D)
+
+
+def causal_mask(q_start: int, t: int, k_start: int, s: int, context: int | None,
+                device: torch.device) -> torch.Tensor:
+    """Boolean attention mask ``[1, 1, t, s]`` from absolute positions.
+
+    Query i sits at ``q_start + i``, key j at ``k_start + j``; a key is visible when
+    ``0 <= q - k`` (and ``q - k < context`` for a finite context).
+    """
+    pos_q = torch.arange(t, device=device, dtype=torch.long).view(1, -1) + q_start
+    pos_k = torch.arange(s, device=device, dtype=torch.long).view(1, -1) + k_start
+    delta = pos_q[:, :, None] - pos_k[:, None, :]
+    mask = (pos_k[:, None, :] >= 0) & (delta >= 0)
+    if context is not None:
+        mask = mask & (delta < context)
+    return mask[:, None]
+
+
+@dataclass
+class KVCache:
+    """Static KV cache of one attention layer.
+
+    ``data``: ``[2, B, capacity, Hkv, D]`` (keys then values; keys carry RoPE), zero-filled
+    at allocation; ``offset``: number of positions written (the next write position, and
+    the RoPE position of the next query). Only ``[:offset]`` is ever read.
+    """
+
+    data: torch.Tensor
+    offset: int = 0
+
+    @classmethod
+    def empty(cls, batch: int, capacity: int, heads: int, head_dim: int,
+              device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> "KVCache":
+        return cls(torch.zeros(2, batch, capacity, heads, head_dim, device=device, dtype=dtype))
+
+    @property
+    def capacity(self) -> int:
+        return self.data.shape[2]
+
+
+class Attention(nn.Module):
+    """Multi-head (grouped-query) self-attention over a :class:`KVCache`.
+
+    ``in_proj``: ``[q_dim + 2*kv_dim, d_model]`` with columns q, k, v; ``out_proj``:
+    ``[d_model, q_dim]``. GQA repeats each KV head ``heads // kv_heads`` times.
+    """
+
+    def __init__(self, d_model: int, heads: int, max_period: float, context: int | None = None,
+                 q_dim: int | None = None, kv_heads: int | None = None):
+        super().__init__()
+        self.heads = heads
+        self.kv_heads = kv_heads or heads
+        self.q_dim = q_dim or d_model
+        self.head_dim = self.q_dim // heads
+        self.max_period = max_period
+        self.context = context
+        kv_dim = self.kv_heads * self.head_dim
+        self.in_proj = nn.Linear(d_model, self.q_dim + 2 * kv_dim, bias=False)
+        self.out_proj = nn.Linear(self.q_dim, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None, mask: torch.Tensor) -> torch.Tensor:
+        """x: ``[B, T, d_model]``; ``mask``: boolean ``[B|1, 1, T, S]`` for the keys read.
+
+        With a cache, the T new keys/values are written at ``cache.offset`` and attention
+        reads keys ``[k_start, offset + T)`` where ``S = offset + T - k_start`` (``k_start``
+        is inferred from the mask width). Without a cache, keys are the T inputs themselves.
+        The caller advances ``cache.offset``.
+        """
+        b, t, _ = x.shape
+        d = self.head_dim
+        proj = self.in_proj(x)
+        q = proj[..., : self.q_dim].view(b, t, self.heads, d)
+        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, d)
+        k, v = torch.unbind(kv, dim=2)
+        offset = 0 if cache is None else cache.offset
+        q, k = apply_rope(q, k, offset, self.max_period)
+        q = q.transpose(1, 2)
+        if cache is None:
+            k_all, v_all = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
+        else:
+            end = offset + t
+            cache.data[0, :, offset:end] = k
+            cache.data[1, :, offset:end] = v
+            start = end - mask.shape[-1]
+            valid = cache.data[:, :, start:end]
+            k_all, v_all = valid[0].permute(0, 2, 1, 3), valid[1].permute(0, 2, 1, 3)
+        if self.kv_heads != self.heads:
+            rep = self.heads // self.kv_heads
+            k_all = k_all.repeat_interleave(rep, dim=1)
+            v_all = v_all.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
+        y = y.transpose(1, 2).reshape(b, t, self.heads * d)
+        return self.out_proj(y)
+
+
+class LayerScale(nn.Module):
+    def __init__(self, channels: int, init: float):
+        super().__init__()
+        self.scale = nn.Parameter(torch.full((channels,), init))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale * x
+
+
+class TransformerLayer(nn.Module):
+    """Pre-norm layer: ``x += ls1(attn(norm1(x)))``; ``x += ls2(W2 gelu_tanh(W1 norm2(x)))``.
+
+    GELU uses the tanh approximation (pocket-tts >= 4.0, PR #278). LayerNorm eps 1e-5.
+    """
+
+    def __init__(self, d_model: int, heads: int, ffn_dim: int, max_period: float,
+                 context: int | None = None, layer_scale: float | None = None,
+                 q_dim: int | None = None, kv_heads: int | None = None):
+        super().__init__()
+        self.self_attn = Attention(d_model, heads, max_period, context, q_dim, kv_heads)
+        self.norm1 = nn.LayerNorm(d_model, eps=1e-5)
+        self.norm2 = nn.LayerNorm(d_model, eps=1e-5)
+        self.linear1 = nn.Linear(d_model, ffn_dim, bias=False)
+        self.linear2 = nn.Linear(ffn_dim, d_model, bias=False)
+        if layer_scale is None:
+            self.layer_scale_1: nn.Module = nn.Identity()
+            self.layer_scale_2: nn.Module = nn.Identity()
+        else:
+            self.layer_scale_1 = LayerScale(d_model, layer_scale)
+            self.layer_scale_2 = LayerScale(d_model, layer_scale)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.layer_scale_1(self.self_attn(self.norm1(x), cache, mask))
+        h = self.linear2(F.gelu(self.linear1(self.norm2(x)), approximate="tanh"))
+        return x + self.layer_scale_2(h)
+
+
+class Transformer(nn.Module):
+    """A stack of :class:`TransformerLayer` sharing one RoPE period and context."""
+
+    def __init__(self, d_model: int, heads: int, layers: int, ffn_dim: int, max_period: float,
+                 context: int | None = None, layer_scale: float | None = None,
+                 q_dim: int | None = None, kv_heads: int | None = None):
+        super().__init__()
+        self.context = context
+        self.layers = nn.ModuleList(
+            TransformerLayer(d_model, heads, ffn_dim, max_period, context, layer_scale, q_dim,
+                             kv_heads)
+            for _ in range(layers)
+        )
+
+    def new_caches(self, batch: int, capacity: int, device=None, dtype=torch.float32) -> list[KVCache]:
+        device = device or self.layers[0].linear1.weight.device
+        return [
+            KVCache.empty(batch, capacity, layer.self_attn.kv_heads, layer.self_attn.head_dim,
+                          device, dtype)
+            for layer in self.layers
+        ]
+
+    def forward(self, x: torch.Tensor, caches: list[KVCache] | None) -> torch.Tensor:
+        """x: ``[B, T, d_model]``. With caches, writes T positions and advances offsets;
+        keys older than ``context`` are not read. Without, full causal attention over x."""
+        t = x.shape[1]
+        if caches is None:
+            mask = causal_mask(0, t, 0, t, self.context, x.device)
+        else:
+            offset = caches[0].offset
+            k_start = 0 if self.context is None else max(0, offset - self.context + 1)
+            mask = causal_mask(offset, t, k_start, offset + t - k_start, self.context, x.device)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, None if caches is None else caches[i], mask)
+        if caches is not None:
+            for c in caches:
+                c.offset += t
+        return x
+
+
+# ---------------------------------------------------------------- streaming convolutions
+
+
+class StreamingConv1d(nn.Module):
+    """Causal Conv1d (``conv``: ``nn.Conv1d``) with left context carried across calls.
+
+    State: ``[B, C_in, K_eff - stride]`` of previous input samples; zeros at start
+    (``pad_mode='constant'``) or the first input sample repeated (``'replicate'``).
+    Input length must be a multiple of the stride.
+    """
+
+    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int = 1, dilation: int = 1,
+                 groups: int = 1, bias: bool = True, pad_mode: str = "constant"):
+        super().__init__()
+        self.pad_mode = pad_mode
+        self.conv = nn.Conv1d(c_in, c_out, kernel, stride, dilation=dilation, groups=groups,
+                              bias=bias)
+        self.context = (kernel - 1) * dilation + 1 - stride
+
+    def new_state(self, batch: int) -> list:
+        dev = self.conv.weight.device
+        return [torch.zeros(batch, self.conv.in_channels, self.context, device=dev), True]
+
+    def forward(self, x: torch.Tensor, state: list | None) -> torch.Tensor:
+        if self.context == 0:
+            return self.conv(x)
+        if state is None:
+            state = self.new_state(x.shape[0])
+        if state[1] and self.pad_mode == "replicate":
+            state[0] = x[..., :1].expand(-1, -1, self.context).clone()
+        x = torch.cat([state[0], x], dim=-1)
+        y = self.conv(x)
+        state[0] = x[..., -self.context:].clone()
+        state[1] = False
+        return y
+
+
+class StreamingConvTranspose1d(nn.Module):
+    """Causal ConvTranspose1d (``convtr``) with overlap-add carried across calls.
+
+    State: ``[B, C_out, K - stride]``, the tail of the previous output **without bias**,
+    added to the head of the next output (pocket-tts ``modules/conv.py`` semantics).
+    """
+
+    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, groups: int = 1,
+                 bias: bool = True):
+        super().__init__()
+        self.convtr = nn.ConvTranspose1d(c_in, c_out, kernel, stride, groups=groups, bias=bias)
+        self.tail = kernel - stride
+
+    def new_state(self, batch: int) -> list:
+        return [torch.zeros(batch, self.convtr.out_channels, self.tail,
+                            device=self.convtr.weight.device)]
+
+    def forward(self, x: torch.Tensor, state: list) -> torch.Tensor:
+        y = self.convtr(x)
+        n = self.tail
+        if n > 0:
+            y[..., :n] += state[0]
+            rest = y[..., -n:]
+            if self.convtr.bias is not None:
+                rest = rest - self.convtr.bias[:, None]
+            state[0] = rest.clone()
+            y = y[..., :-n]
+        return y

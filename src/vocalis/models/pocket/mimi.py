@@ -1,0 +1,201 @@
+"""The Mimi codec as Pocket TTS uses it: a SEANet + transformer encoder that turns
+24 kHz audio into 12.5 Hz latents (voice prompts), and a streaming decoder that
+turns each latent frame into 1920 samples.
+
+Architecture: Défossez et al., "Moshi" (arXiv:2410.00037), SEANet from Tagliasacchi
+et al. (arXiv:2009.02095); layer layout and tensor names as pocket-tts 4.0.1
+``models/mimi.py`` / ``modules/seanet.py`` so official checkpoints load directly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from vocalis.models.layers import (
+    KVCache,
+    StreamingConv1d,
+    StreamingConvTranspose1d,
+    Transformer,
+)
+from vocalis.models.pocket.config import CodecTransformer, Mimi as MimiConfig, SEANet
+
+
+class ResBlock(nn.Module):
+    """``x + conv1x1(elu(conv_k(elu(x))))`` with hidden width ``dim // compress``."""
+
+    def __init__(self, dim: int, kernel: int, dilation: int, compress: int, pad_mode: str):
+        super().__init__()
+        hidden = dim // compress
+        self.block = nn.ModuleList([
+            nn.ELU(), StreamingConv1d(dim, hidden, kernel, dilation=dilation, pad_mode=pad_mode),
+            nn.ELU(), StreamingConv1d(hidden, dim, 1, pad_mode=pad_mode),
+        ])
+
+    def forward(self, x: torch.Tensor, state: dict | None) -> torch.Tensor:
+        v = x
+        for layer in self.block:
+            v = layer(v, None if state is None else state[layer]) if isinstance(
+                layer, StreamingConv1d) else layer(v)
+        return x + v
+
+
+def _stateful(module: nn.Module) -> bool:
+    return isinstance(module, (StreamingConv1d, StreamingConvTranspose1d))
+
+
+class SEANetEncoder(nn.Module):
+    """Waveform ``[B, 1, T]`` -> features ``[B, dimension, T / hop]``."""
+
+    def __init__(self, c: SEANet):
+        super().__init__()
+        layers: list[nn.Module] = [StreamingConv1d(c.channels, c.n_filters, c.kernel_size,
+                                                   pad_mode=c.pad_mode)]
+        mult = 1
+        for ratio in reversed(c.ratios):
+            for j in range(c.n_residual_layers):
+                layers.append(ResBlock(mult * c.n_filters, c.residual_kernel_size,
+                                       c.dilation_base ** j, c.compress, c.pad_mode))
+            layers += [nn.ELU(), StreamingConv1d(mult * c.n_filters, mult * c.n_filters * 2,
+                                                 2 * ratio, stride=ratio, pad_mode=c.pad_mode)]
+            mult *= 2
+        layers += [nn.ELU(), StreamingConv1d(mult * c.n_filters, c.dimension, c.last_kernel_size,
+                                             pad_mode=c.pad_mode)]
+        self.model = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.model:
+            x = layer(x, None) if isinstance(layer, (StreamingConv1d, ResBlock)) else layer(x)
+        return x
+
+
+class SEANetDecoder(nn.Module):
+    """Features ``[B, dimension, n]`` -> waveform ``[B, 1, n * hop]``, streaming."""
+
+    def __init__(self, c: SEANet):
+        super().__init__()
+        mult = 2 ** len(c.ratios)
+        layers: list[nn.Module] = [StreamingConv1d(c.dimension, mult * c.n_filters, c.kernel_size,
+                                                   pad_mode=c.pad_mode)]
+        for ratio in c.ratios:
+            layers += [nn.ELU(), StreamingConvTranspose1d(mult * c.n_filters,
+                                                          mult * c.n_filters // 2, 2 * ratio, ratio)]
+            for j in range(c.n_residual_layers):
+                layers.append(ResBlock(mult * c.n_filters // 2, c.residual_kernel_size,
+                                       c.dilation_base ** j, c.compress, c.pad_mode))
+            mult //= 2
+        layers += [nn.ELU(), StreamingConv1d(c.n_filters, c.channels, c.last_kernel_size,
+                                             pad_mode=c.pad_mode)]
+        self.model = nn.ModuleList(layers)
+
+    def forward(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        for layer in self.model:
+            if _stateful(layer):
+                x = layer(x, state[layer])
+            elif isinstance(layer, ResBlock):
+                x = layer(x, state)
+            else:
+                x = layer(x)
+        return x
+
+
+class ProjectedTransformer(nn.Module):
+    """Transformer over ``[B, C, T]`` channel-first features (no input/output projection:
+    every released config has ``input_dimension == output_dimensions == (d_model,)``)."""
+
+    def __init__(self, c: CodecTransformer):
+        super().__init__()
+        if c.input_dimension != c.d_model or tuple(c.output_dimensions) != (c.d_model,):
+            raise NotImplementedError("codec transformer with projections is not supported")
+        self.transformer = Transformer(c.d_model, c.num_heads, c.num_layers, c.dim_feedforward,
+                                       c.max_period, context=c.context, layer_scale=c.layer_scale)
+
+    def forward(self, x: torch.Tensor, caches: list[KVCache] | None) -> torch.Tensor:
+        return self.transformer(x.transpose(1, 2), caches).transpose(1, 2)
+
+
+class Downsample(nn.Module):
+    def __init__(self, stride: int, dim: int, out_dim: int):
+        super().__init__()
+        self.conv = StreamingConv1d(dim, out_dim, 2 * stride, stride=stride, bias=False,
+                                    pad_mode="replicate")
+
+
+class Upsample(nn.Module):
+    def __init__(self, stride: int, dim: int, in_dim: int):
+        super().__init__()
+        self.convtr = StreamingConvTranspose1d(in_dim, dim, 2 * stride, stride, groups=dim,
+                                               bias=False)
+
+
+class OutputProjection(nn.Module):
+    def __init__(self, dim: int, out_dim: int):
+        super().__init__()
+        self.output_proj = nn.Conv1d(dim, out_dim, 1, bias=False)
+
+
+class DecoderState:
+    """Streaming state of the Mimi decoder for B rows: conv tails and transformer KV caches.
+
+    ``capacity_frames`` bounds how many latent frames one state can decode (the KV cache
+    holds ``16 * capacity_frames`` encoder-rate positions).
+    """
+
+    def __init__(self, mimi: "MimiCodec", batch: int, capacity_frames: int):
+        self.convs: dict = {m: m.new_state(batch) for m in mimi.modules() if _stateful(m)}
+        steps = capacity_frames * mimi.upsample_stride
+        self.caches = mimi.decoder_transformer.transformer.new_caches(batch, steps)
+        self.frames = 0
+
+
+class MimiCodec(nn.Module):
+    def __init__(self, c: MimiConfig):
+        super().__init__()
+        self.config = c
+        self.sample_rate = c.sample_rate
+        self.frame_samples = c.frame_samples
+        enc_rate = c.sample_rate / c.hop
+        stride = enc_rate / c.frame_rate
+        if stride != int(stride) or stride <= 1:
+            raise NotImplementedError("Mimi needs an integer encoder/frame rate ratio > 1")
+        self.upsample_stride = int(stride)
+        self.encoder = SEANetEncoder(c.seanet)
+        self.decoder = SEANetDecoder(c.dec_seanet)
+        self.encoder_transformer = ProjectedTransformer(c.transformer)
+        self.decoder_transformer = ProjectedTransformer(c.dec_transformer)
+        self.quantizer = OutputProjection(c.quantizer.dimension, c.quantizer.output_dimension)
+        self.downsample = Downsample(self.upsample_stride, c.seanet.dimension, c.latent_dim)
+        self.upsample = Upsample(self.upsample_stride, c.dec_seanet.dimension,
+                                 c.outer_dim or c.dec_seanet.dimension)
+
+    @torch.no_grad()
+    def encode(self, audio: torch.Tensor) -> torch.Tensor:
+        """Waveform ``[B, 1, T]`` at 24 kHz -> latents ``[B, ceil(T / 1920), latent_dim]``.
+
+        The input is right-padded with zeros to a whole number of frames; encoder
+        convolutions start from zero left context (replicate for the downsampler).
+        """
+        fs = self.frame_samples
+        n = max(1, math.ceil(audio.shape[-1] / fs))
+        pad = n * fs - audio.shape[-1]
+        if pad:
+            audio = torch.nn.functional.pad(audio, (0, pad))
+        x = self.encoder(audio)
+        x = self.encoder_transformer(x, None)
+        x = self.downsample.conv(x, None)
+        return x.transpose(1, 2)
+
+    def new_decoder_state(self, batch: int, capacity_frames: int) -> DecoderState:
+        return DecoderState(self, batch, capacity_frames)
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Denormalized latents ``[B, n, 32]`` -> PCM ``[B, 1, n * 1920]``, continuing ``state``."""
+        x = self.quantizer.output_proj(latents.transpose(1, 2))
+        x = self.upsample.convtr(x, state.convs[self.upsample.convtr])
+        x = self.decoder_transformer(x, state.caches)
+        x = self.decoder(x, state.convs)
+        state.frames += latents.shape[1]
+        return x

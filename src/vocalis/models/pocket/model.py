@@ -1,0 +1,549 @@
+"""Pocket TTS: loading, voice prompts, and the per-request generation loop.
+
+The request loop reproduces the official pass boundaries and random draws so that
+a seeded request equals the official package run after ``torch.manual_seed(seed)``:
+
+* per text chunk: one forward over the chunk's tokens (after the voice prefix), which
+  also draws one ``[1, 32]`` noise sample that is discarded;
+* then one forward per frame from BOS, each drawing one noise sample; EOS counts only
+  from frame 6; frames are emitted until ``eos_step + frames_after_eos`` (exclusive) or
+  ``max_gen_len = ceil((tokens / 3 + 2) * 12.5)``;
+* each chunk is decoded with a fresh codec state, and its first 120 samples (5 ms) are
+  faded in linearly.
+
+Source: pocket-tts 4.0.1 ``models/tts_model.py``; see ``shared/reference/pocket-tts.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+
+from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
+from vocalis.models.layers import KVCache
+from vocalis.models.pocket.config import PocketConfig
+from vocalis.models.pocket.flow_lm import FlowLM
+from vocalis.models.pocket.mimi import MimiCodec
+from vocalis.models.pocket.voice import VoiceState
+from vocalis.text.pocket import TextRules, prepare, split_chunks
+
+log = logging.getLogger(__name__)
+
+FRAMES_BEFORE_EOS = 6  # EOS is ignored on the first frames of a chunk
+TOKENS_PER_SECOND = 3.0
+PADDING_SECONDS = 2.0
+FADE_IN_SAMPLES = 120  # 5 ms at 24 kHz
+VOICE_MAX_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request generation parameters (official names and defaults).
+
+    ``temperature``: noise variance (std = sqrt(temperature)); ``eos_threshold``: EOS when
+    the logit is strictly above it; ``frames_after_eos``: frames kept after EOS (None =
+    3 for texts of <= 4 words else 1, plus 2); ``noise_clamp``: truncate the noise to
+    [-clamp, clamp]; ``sampler_decode_steps``: LSD steps; ``max_tokens``: chunk size;
+    ``seed``: None = random; ``max_frames``: if set, ignore EOS and emit exactly this many
+    frames per chunk (benchmarking on random weights).
+    """
+
+    temperature: float | None = None
+    eos_threshold: float | None = None
+    frames_after_eos: int | None = None
+    noise_clamp: float | None = None
+    sampler_decode_steps: int = 1
+    max_tokens: int = 50
+    seed: int | None = None
+    max_frames: int | None = None
+
+    def validated(self) -> "SamplingParams":
+        def bad(name: str, why: str) -> InputError:
+            return InputError(f"{name} {why}")
+
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise bad("seed", f"must be an integer, got {self.seed!r}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise bad("seed", f"must be in [0, 2**63), got {self.seed}")
+        for name in ("temperature", "eos_threshold", "noise_clamp"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v)):
+                raise bad(name, f"must be a finite number, got {v!r}")
+        if self.temperature is not None and self.temperature < 0:
+            raise bad("temperature", f"must be >= 0, got {self.temperature}")
+        if self.noise_clamp is not None and self.noise_clamp <= 0:
+            raise bad("noise_clamp", f"must be > 0, got {self.noise_clamp}")
+        for name, lo in (("frames_after_eos", 0), ("sampler_decode_steps", 1), ("max_tokens", 1),
+                         ("max_frames", 1)):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise bad(name, f"must be an integer >= {lo}, got {v!r}")
+        return self
+
+
+@dataclass
+class ChunkStart:
+    index: int
+    text: str
+    token_ids: list[int]
+    max_frames: int
+
+
+@dataclass
+class Frame:
+    """One generated frame: ``latent`` (normalized, ``[32]``) and its PCM ``[1920]`` float32."""
+
+    chunk: int
+    index: int
+    latent: torch.Tensor
+    pcm: np.ndarray
+
+
+@dataclass
+class ChunkEnd:
+    index: int
+    frames: int
+    eos_step: int | None
+
+
+def max_gen_len(n_tokens: int, frame_rate: float = 12.5) -> int:
+    """Frame budget of a chunk: ``ceil((tokens / 3 + 2) * frame_rate)``."""
+    return math.ceil((n_tokens / TOKENS_PER_SECOND + PADDING_SECONDS) * frame_rate)
+
+
+class _Tokenizer:
+    """tokenizers JSON or SentencePiece model behind one ``encode/decode`` interface."""
+
+    def __init__(self, kind: str, path: Path, n_bins: int):
+        self.path = path
+        try:
+            if kind in ("tokenizers", "json") or path.suffix == ".json":
+                import tokenizers
+
+                self._tok = tokenizers.Tokenizer.from_file(str(path))
+                size = self._tok.get_vocab_size()
+                self.encode = lambda text: self._tok.encode(text).ids
+                self.decode = lambda ids: self._tok.decode(ids)
+            else:
+                import sentencepiece
+
+                self._sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
+                size = self._sp.vocab_size()
+                self.encode = lambda text: self._sp.encode(text, out_type=int)
+                self.decode = lambda ids: self._sp.decode(ids)
+        except Exception as e:  # the libraries raise bare Exception/RuntimeError on bad files
+            raise CheckpointError(f"cannot load tokenizer {path}: {e}") from None
+        if size != n_bins:
+            raise CheckpointError(
+                f"tokenizer {path} has {size} tokens but the config says n_bins={n_bins}")
+
+
+def _fingerprint(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.detach().float().cpu().numpy().tobytes()).hexdigest()[:16]
+
+
+class PocketTTSModel:
+    """A loaded Pocket TTS model (FlowLM + Mimi + tokenizer) on one device.
+
+    Attributes: ``config``, ``name`` (config name or YAML path), ``sample_rate`` (Hz),
+    ``frame_samples`` (1920), ``has_voice_cloning``.
+    """
+
+    def __init__(self, config: PocketConfig, name: str, tokenizer: _Tokenizer,
+                 device: str | torch.device = "cpu", has_voice_cloning: bool = True):
+        self.config = config
+        self.name = name
+        self.tokenizer = tokenizer
+        self.has_voice_cloning = has_voice_cloning
+        self.device = torch.device(device)
+        m = config.mimi
+        self.flow_lm = FlowLM(config.flow_lm, m.quantizer.dimension, m.latent_dim)
+        self.mimi = MimiCodec(m)
+        self.sample_rate = m.sample_rate
+        self.frame_samples = m.frame_samples
+        self.rules = TextRules(
+            pad_with_spaces_for_short_inputs=config.pad_with_spaces_for_short_inputs,
+            remove_semicolons=config.remove_semicolons,
+            append_terminal_punctuation=config.append_terminal_punctuation,
+            capitalize_first_letter=config.capitalize_first_letter,
+            replace_characters=dict(config.replace_characters),
+        )
+        self._caches: list[KVCache] | None = None
+        self.weights_fingerprint = ""
+
+    # ---------------------------------------------------------------- loading
+
+    def state_dict_template(self) -> dict[str, torch.Tensor]:
+        """Official tensor names -> tensors of this model (``flow_lm.*``, ``mimi.*``)."""
+        out = {f"flow_lm.{k}": v for k, v in self.flow_lm.state_dict().items()}
+        out.update({f"mimi.{k}": v for k, v in self.mimi.state_dict().items()})
+        return out
+
+    def load_weights(self, path: Path) -> None:
+        """Load an official-layout ``model.safetensors`` bundle (any float dtype; cast to fp32).
+
+        Raises:
+            CheckpointError: unreadable file, or missing/unexpected/mis-shaped tensors
+            (the message names them).
+        """
+        try:
+            tensors = load_file(str(path))
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"cannot read weights {path}: {e}") from None
+        expected = self.state_dict_template()
+        missing = sorted(set(expected) - set(tensors))
+        unexpected = sorted(set(tensors) - set(expected))
+        wrong = sorted(k for k in set(expected) & set(tensors)
+                       if tuple(expected[k].shape) != tuple(tensors[k].shape))
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} missing ({', '.join(missing[:5])}"
+                            f"{', ...' if len(missing) > 5 else ''})")
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected ({', '.join(unexpected[:5])}"
+                            f"{', ...' if len(unexpected) > 5 else ''})")
+        if wrong:
+            k = wrong[0]
+            problems.append(f"{len(wrong)} with wrong shape (e.g. {k}: file "
+                            f"{list(tensors[k].shape)}, config {list(expected[k].shape)})")
+        if problems:
+            raise CheckpointError(f"weights {path} do not match config {self.name}: "
+                                  + "; ".join(problems))
+        with torch.no_grad():
+            for k, v in tensors.items():
+                expected[k].copy_(v.to(expected[k].dtype))
+        self.weights_fingerprint = _fingerprint(self.flow_lm.speaker_proj_weight)
+
+    def to(self, device: str | torch.device) -> "PocketTTSModel":
+        self.device = torch.device(device)
+        self.flow_lm.to(self.device).eval()
+        self.mimi.to(self.device).eval()
+        self._caches = None
+        return self
+
+    # ---------------------------------------------------------------- text
+
+    def chunk_text(self, text: str, max_tokens: int = 50) -> list[tuple[str, list[int], int]]:
+        """Split and prepare text: ``[(prepared chunk text, token ids, frames_after_eos_guess)]``.
+
+        Raises:
+            InputError: nothing to speak.
+        """
+        if not isinstance(text, str):
+            raise InputError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise InputError("text is empty: give some words to speak")
+        out = []
+        for chunk in split_chunks(self.tokenizer, text, max_tokens, self.rules):
+            prepared, guess = prepare(chunk, self.rules)
+            out.append((prepared, self.tokenizer.encode(prepared), guess + 2))
+        return out
+
+    # ---------------------------------------------------------------- voices
+
+    @torch.no_grad()
+    def voice_from_audio(self, audio: np.ndarray, source: str = "audio") -> VoiceState:
+        """Voice state from mono float32 PCM ``[T]`` at the model's sample rate.
+
+        The prompt is cut after its last loud 20 ms frame (within 35 dB of the loudest),
+        the last 20 ms faded out and 80 ms of silence appended (official ``end_on_pause``);
+        then encoded by Mimi, projected with ``speaker_proj_weight`` and run through the
+        FlowLM in one pass (after ``bos_before_voice`` where the config has it).
+
+        Raises:
+            VoiceError: the model has no voice-cloning weights, or the audio is empty.
+        """
+        if not self.has_voice_cloning:
+            raise VoiceError(
+                "these weights have no voice cloning (the gated kyutai/pocket-tts repo could "
+                "not be downloaded): use a predefined voice name or a .safetensors voice state, "
+                "or accept the terms at https://huggingface.co/kyutai/pocket-tts and run "
+                "`hf auth login`")
+        if audio.size == 0:
+            raise VoiceError(f"voice audio {source} is empty")
+        wav = _end_on_pause(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None],
+                            self.sample_rate)
+        latents = self.mimi.encode(wav[None].to(self.device)).float()
+        prompt = torch.nn.functional.linear(latents, self.flow_lm.speaker_proj_weight)
+        if self.flow_lm.insert_bos_before_voice:
+            prompt = torch.cat([self.flow_lm.bos_before_voice, prompt], dim=1)
+        caches = self.flow_lm.new_caches(1, prompt.shape[1])
+        self.flow_lm.transformer(prompt, caches)
+        kv = [c.data.clone() for c in caches]
+        return VoiceState(kv, {"config": self.name, "weights": self.weights_fingerprint,
+                               "source": source})
+
+    def check_voice(self, voice: VoiceState) -> VoiceState:
+        """Raise :class:`VoiceError` unless ``voice`` fits this model's layers and heads."""
+        t = self.config.flow_lm.transformer
+        want = (t.num_layers, t.kv_heads, t.head_dim)
+        got = (len(voice.kv), voice.kv[0].shape[3], voice.kv[0].shape[4])
+        where = voice.meta.get("source", "voice state")
+        if got != want:
+            raise VoiceError(
+                f"{where} was made for a model with {got[0]} layers x {got[1]} KV heads x "
+                f"{got[2]} dims, but {self.name} has {want[0]} x {want[1]} x {want[2]}: export "
+                "the voice again with this model (`vocalis voices export --model ...`)")
+        fp = voice.meta.get("weights")
+        if fp and self.weights_fingerprint and fp != self.weights_fingerprint:
+            raise VoiceError(
+                f"{where} was made with other weights (config {voice.meta.get('config', '?')}) "
+                f"than {self.name}; a voice state only works with the weights that made it: "
+                "export it again from the audio with this model")
+        return voice.to(self.device) if voice.kv[0].device != self.device else voice
+
+    # ---------------------------------------------------------------- generation
+
+    def _flow_caches(self, needed: int) -> list[KVCache]:
+        if self._caches is None or self._caches[0].capacity < needed:
+            capacity = max(needed, 1024)
+            self._caches = self.flow_lm.new_caches(1, capacity)
+        return self._caches
+
+    @torch.no_grad()
+    def generate(self, text: str, voice: VoiceState, params: SamplingParams,
+                 rng: torch.Generator, should_stop=lambda: False,
+                 ) -> Iterator[ChunkStart | Frame | ChunkEnd]:
+        """Generate speech for ``text`` in ``voice``; yields events as frames are decoded.
+
+        ``rng`` is a CPU generator: its draws reproduce the official package's use of the
+        global generator. ``should_stop()`` is polled before every frame.
+
+        Raises:
+            InputError: empty text or invalid parameters. VoiceError: incompatible voice.
+        """
+        params = params.validated()
+        temp = self.config.default_temperature if params.temperature is None else params.temperature
+        threshold = (self.config.default_eos_threshold if params.eos_threshold is None
+                     else params.eos_threshold)
+        std = temp ** 0.5
+        voice = self.check_voice(voice)
+        chunks = self.chunk_text(text, params.max_tokens)
+        with _DecodeWorker(self) as worker:
+            yield from self._generate(chunks, voice, params, rng, should_stop, worker, std,
+                                      threshold)
+
+    def _generate(self, chunks, voice, params, rng, should_stop, worker, std, threshold):
+        fm = self.flow_lm
+        first = True
+        for ci, (prepared, ids, guess) in enumerate(chunks):
+            if should_stop():
+                return
+            after_eos = params.frames_after_eos
+            if after_eos is None:
+                after_eos = self.config.model_recommended_frames_after_eos
+            if after_eos is None:
+                after_eos = guess
+            budget = max_gen_len(len(ids), self.config.mimi.frame_rate)
+            if params.max_frames is not None:
+                budget = params.max_frames
+            yield ChunkStart(ci, prepared, list(ids), budget)
+            p = voice.length
+            caches = self._flow_caches(p + len(ids) + budget)
+            for c, kv in zip(caches, voice.kv):
+                c.data[:, :, :p] = kv
+                c.offset = p
+            tokens = torch.tensor([ids], dtype=torch.long, device=self.device)
+            fm.transformer(fm.conditioner(tokens), caches)
+            self._draw(rng, std, params.noise_clamp)  # the official prompt pass draws one too
+            worker.reset(budget)
+            latent_in = None
+            eos_step = None
+            emitted = 0
+            for step in range(budget):
+                if should_stop():
+                    return
+                cond = fm.backbone(fm.embed_latents(latent_in), caches)
+                is_eos = bool(fm.eos(cond, threshold)[0])
+                noise = self._draw(rng, std, params.noise_clamp)
+                latent = fm.sample(cond, noise, params.sampler_decode_steps)
+                if params.max_frames is None:
+                    if is_eos and eos_step is None and step >= FRAMES_BEFORE_EOS:
+                        eos_step = step
+                    if eos_step is not None and step >= eos_step + after_eos:
+                        break
+                latent_in = latent[:, None, :]
+                worker.submit(ci, step, latent[0])
+                emitted += 1
+                # The first frame of a request is awaited (time to first audio); later ones
+                # are handed over as they come while the FlowLM runs ahead.
+                yield from worker.ready(wait=first)
+                first = False
+            else:
+                if params.max_frames is None:
+                    log.warning("chunk %d reached its maximum length (%d frames) without EOS",
+                                ci, budget)
+            yield from worker.drain()
+            yield ChunkEnd(ci, emitted, eos_step)
+
+    def _draw(self, rng: torch.Generator, std: float, clamp: float | None) -> torch.Tensor:
+        noise = torch.empty(1, self.flow_lm.latent_dim, dtype=torch.float32)
+        if clamp is None:
+            noise.normal_(0.0, std, generator=rng)
+        else:
+            torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=rng)
+        return noise.to(self.device)
+
+
+class _DecodeWorker:
+    """Mimi decoding on a background thread, so the codec overlaps the FlowLM steps.
+
+    Latents of a chunk are decoded with one streaming codec state; whatever has queued up
+    since the last call is decoded in one call (as the official decoder thread does), and
+    the PCM is handed back per frame, with the 5 ms fade-in on the chunk's first samples.
+    """
+
+    def __init__(self, model: "PocketTTSModel"):
+        self.model = model
+        self.inbox: queue.Queue = queue.Queue()
+        self.outbox: queue.Queue = queue.Queue()
+        self.pending = 0
+        self.thread = threading.Thread(target=self._run, name="vocalis-decoder", daemon=True)
+
+    def __enter__(self) -> "_DecodeWorker":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.inbox.put(None)
+        self.thread.join()
+
+    def reset(self, capacity_frames: int) -> None:
+        self.inbox.put(("reset", capacity_frames))
+
+    def submit(self, chunk: int, step: int, latent: torch.Tensor) -> None:
+        self.pending += 1
+        self.inbox.put(("latent", chunk, step, latent))
+
+    def _take(self, block: bool) -> Frame:
+        item = self.outbox.get(block=block)
+        self.pending -= 1
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def ready(self, wait: bool = False) -> Iterator[Frame]:
+        """Frames decoded so far (waiting for at least one if ``wait``)."""
+        if wait and self.pending:
+            yield self._take(True)
+        while self.pending:
+            try:
+                yield self._take(False)
+            except queue.Empty:
+                return
+
+    def drain(self) -> Iterator[Frame]:
+        while self.pending:
+            yield self._take(True)
+
+    @torch.no_grad()
+    def _run(self) -> None:
+        mimi, fm = self.model.mimi, self.model.flow_lm
+        fade = torch.linspace(0, 1, FADE_IN_SAMPLES)
+        state = None
+        faded = False
+        backlog: list = []  # a message taken while draining, to handle next
+        while True:
+            item = backlog.pop() if backlog else self.inbox.get()
+            if item is None:
+                return
+            if item[0] == "reset":
+                state = mimi.new_decoder_state(1, item[1])
+                faded = False
+                continue
+            batch = [item]
+            while not backlog:  # take every latent already queued for this chunk
+                try:
+                    nxt = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is not None and nxt[0] == "latent":
+                    batch.append(nxt)
+                else:
+                    backlog.append(nxt)
+            try:
+                lat = torch.stack([b[3] for b in batch])[None]
+                pcm = mimi.decode(lat * fm.emb_std + fm.emb_mean, state)[0, 0]
+                if not faded:
+                    n = min(FADE_IN_SAMPLES, pcm.shape[-1])
+                    pcm[:n] *= fade[:n].to(pcm)
+                    faded = True
+                pcm = pcm.float().cpu().numpy()
+                fs = self.model.frame_samples
+                for j, b in enumerate(batch):
+                    self.outbox.put(Frame(b[1], b[2], b[3], pcm[j * fs:(j + 1) * fs]))
+            except Exception as e:  # surfaced to the caller by _take
+                for _ in batch:
+                    self.outbox.put(e)
+
+
+
+
+def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,
+                  fade_s: float = 0.02, floor_db: float = 35.0) -> torch.Tensor:
+    """``[1, T]`` -> ``[1, T']``: cut trailing silence, fade out 20 ms, append 80 ms of zeros.
+
+    20 ms frames; a frame is loud when its RMS level (dB) is within ``floor_db`` of the
+    loudest. Same arithmetic as pocket-tts ``data/audio_utils.end_on_pause``.
+    """
+    frame = max(1, int(0.02 * sample_rate))
+    n = wav.shape[-1] // frame
+    if n == 0:
+        return wav
+    rms = wav[..., : n * frame].reshape(-1, n, frame).square().mean(dim=(0, 2)).sqrt()
+    db = 20 * torch.log10(rms + 1e-12)
+    loud = torch.nonzero(db > db.max() - floor_db).flatten()
+    end = (int(loud[-1]) + 1) * frame
+    wav = wav[..., :end].clone()
+    fade = min(int(fade_s * sample_rate), end)
+    wav[..., end - fade:] *= torch.linspace(1, 0, fade, dtype=wav.dtype)
+    return torch.cat([wav, wav.new_zeros(*wav.shape[:-1], int(pause_s * sample_rate))], dim=-1)
+
+
+def resolve_weights(config: PocketConfig, name: str) -> tuple[Path, bool]:
+    """Local path of the weights bundle and whether it has voice cloning.
+
+    Tries ``weights_path`` (gated repo with voice cloning) and falls back to
+    ``weights_path_without_voice_cloning``, saying so, as the official loader does.
+
+    Raises:
+        ModelNotFound: neither can be had (the message says how to get them).
+    """
+    from vocalis import hub
+
+    if config.weights_path is None and config.weights_path_without_voice_cloning is None:
+        raise ModelNotFound(f"config {name} names no weights_path")
+    first_error: Exception | None = None
+    if config.weights_path is not None:
+        try:
+            return hub.resolve(config.weights_path), True
+        except ModelNotFound as e:
+            first_error = e
+            if config.weights_path_without_voice_cloning is None:
+                raise
+    alt = config.weights_path_without_voice_cloning
+    assert alt is not None
+    try:
+        path = hub.resolve(alt)
+    except ModelNotFound as e:
+        if first_error is not None and not isinstance(first_error, hub.GatedRepoError):
+            raise first_error from None
+        raise e from None
+    log.warning("weights with voice cloning unavailable (%s); using %s: predefined voices and "
+                ".safetensors voice states work, cloning from audio does not",
+                str(first_error).splitlines()[0] if first_error else "?", alt)
+    return path, False

@@ -1,0 +1,114 @@
+"""Random-weight Pocket TTS checkpoints in the official file layout.
+
+Real weights cannot be downloaded everywhere (CI, air-gapped machines), but the
+whole pipeline — loading, voice cloning, generation, decoding, the official package
+itself — runs on any weights with the right names and shapes. ``write_random_checkpoint``
+writes, for one released config:
+
+* ``model.safetensors``: every tensor of the official bundle (same names and shapes;
+  parameters stored as bfloat16 like the released bundles, buffers as float32);
+* the tokenizer the config asks for (tokenizers JSON or SentencePiece model) with its
+  ``n_bins`` vocabulary;
+* ``config.yaml``: the released config with absolute local paths, loadable by both
+  vocalis (``--model DIR``) and pocket-tts (``--config DIR/config.yaml``);
+* ``voice.wav``: a 2 s synthetic voice prompt (24 kHz mono) to clone from.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from vocalis.errors import InputError
+from vocalis.models.pocket import registry
+from vocalis.models.pocket.config import dump_config
+from vocalis.models.pocket.flow_lm import FlowLM
+from vocalis.models.pocket.mimi import MimiCodec
+
+_BUFFERS = ("emb_std", "emb_mean", ".freqs")
+
+
+def random_state_dict(config_name: str, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Official tensor names -> random tensors for ``config_name``.
+
+    Parameters get PyTorch's default initialisation for their layer type (drawn from a
+    generator seeded with ``seed``), normalisation gains 1 and biases 0 as at init;
+    ``bos_emb``, ``bos_before_voice`` and ``speaker_proj_weight`` are Gaussian;
+    ``emb_std``/``emb_mean`` are drawn around 1 and 0, ``freqs`` keep their formula.
+    """
+    cfg = registry.released_config(config_name)
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        flow = FlowLM(cfg.flow_lm, cfg.mimi.quantizer.dimension, cfg.mimi.latent_dim)
+        mimi = MimiCodec(cfg.mimi)
+        with torch.no_grad():
+            flow.bos_emb.normal_()
+            if flow.insert_bos_before_voice:
+                flow.bos_before_voice.normal_()
+            flow.speaker_proj_weight.normal_(0.0, 1.0 / math.sqrt(cfg.mimi.latent_dim))
+            flow.emb_std.uniform_(0.5, 1.5)
+            flow.emb_mean.normal_(0.0, 0.1)
+            flow.conditioner.embed.weight.normal_()
+    finally:
+        torch.random.set_rng_state(state)
+    out: dict[str, torch.Tensor] = {}
+    for prefix, module in (("flow_lm", flow), ("mimi", mimi)):
+        for k, v in module.state_dict().items():
+            name = f"{prefix}.{k}"
+            keep = any(name.endswith(b) for b in _BUFFERS)
+            out[name] = v.detach().clone().contiguous() if keep else v.detach().to(torch.bfloat16)
+    return out
+
+
+def _synthetic_voice(seconds: float = 2.0, rate: int = 24000, seed: int = 0) -> np.ndarray:
+    """A voiced-speech-like test signal: a glottal-ish harmonic series with pitch glide,
+    syllable-rate amplitude modulation and a little noise, ending in silence."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    x = sum(np.sin(k * phase) / k for k in range(1, 12))
+    env = 0.5 * (1 - np.cos(2 * np.pi * 4 * t)) * (t < seconds - 0.3)
+    x = 0.2 * env * x + 0.005 * rng.standard_normal(t.shape)
+    return x.astype(np.float32)
+
+
+def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a random checkpoint for a released config into ``out_dir``; returns the YAML path.
+
+    Raises:
+        InputError: unknown config name (lists the known ones).
+    """
+    if config_name not in registry.config_names():
+        raise InputError(f"unknown config {config_name!r}; known: "
+                         + ", ".join(registry.config_names()))
+    from vocalis.models.pocket import tokenizer_files
+
+    out = Path(out_dir).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = registry.released_config(config_name)
+    lt = cfg.flow_lm.lookup_table
+    if lt.tokenizer in ("tokenizers", "json"):
+        tok_path = out / "tokenizer.json"
+        tokenizer_files.write_tokenizers_json(tok_path, vocab_size=lt.n_bins, seed=seed)
+    else:
+        tok_path = out / "tokenizer.model"
+        tokenizer_files.write_sentencepiece_model(tok_path, vocab_size=lt.n_bins, seed=seed)
+    weights = out / "model.safetensors"
+    save_file(random_state_dict(config_name, seed), str(weights),
+              metadata={"vocalis.random_checkpoint": config_name, "vocalis.seed": str(seed)})
+    cfg.weights_path = str(weights)
+    cfg.weights_path_without_voice_cloning = None
+    lt.tokenizer_path = str(tok_path)
+    yaml_path = out / "config.yaml"
+    yaml_path.write_text(f"# random-weight checkpoint of {config_name} (seed {seed}), written by "
+                         "`vocalis models random`\n" + dump_config(cfg), encoding="utf-8")
+    import soundfile
+
+    soundfile.write(str(out / "voice.wav"), _synthetic_voice(seed=seed), 24000, subtype="PCM_16")
+    return yaml_path
