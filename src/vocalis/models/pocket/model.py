@@ -402,9 +402,10 @@ class PocketTTSModel:
 class _DecodeWorker:
     """Mimi decoding on a background thread, so the codec overlaps the FlowLM steps.
 
-    Latents of a chunk are decoded with one streaming codec state; whatever has queued up
-    since the last call is decoded in one call (as the official decoder thread does), and
-    the PCM is handed back per frame, with the 5 ms fade-in on the chunk's first samples.
+    Latents of a chunk are decoded one frame per call with one streaming codec state (the
+    official decoder groups whatever has queued up, which makes its rounding depend on
+    thread timing), and the PCM is handed back per frame, with the 5 ms fade-in on the
+    chunk's first samples.
     """
 
     def __init__(self, model: "PocketTTSModel"):
@@ -456,41 +457,21 @@ class _DecodeWorker:
         fade = torch.linspace(0, 1, FADE_IN_SAMPLES)
         state = None
         faded = False
-        backlog: list = []  # a message taken while draining, to handle next
-        while True:
-            item = backlog.pop() if backlog else self.inbox.get()
-            if item is None:
-                return
+        while (item := self.inbox.get()) is not None:
             if item[0] == "reset":
                 state = mimi.new_decoder_state(1, item[1])
                 faded = False
                 continue
-            batch = [item]
-            while not backlog:  # take every latent already queued for this chunk
-                try:
-                    nxt = self.inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is not None and nxt[0] == "latent":
-                    batch.append(nxt)
-                else:
-                    backlog.append(nxt)
+            _, chunk, step, latent = item
             try:
-                lat = torch.stack([b[3] for b in batch])[None]
-                pcm = mimi.decode(lat * fm.emb_std + fm.emb_mean, state)[0, 0]
+                pcm = mimi.decode((latent * fm.emb_std + fm.emb_mean)[None, None], state)[0, 0]
                 if not faded:
                     n = min(FADE_IN_SAMPLES, pcm.shape[-1])
                     pcm[:n] *= fade[:n].to(pcm)
                     faded = True
-                pcm = pcm.float().cpu().numpy()
-                fs = self.model.frame_samples
-                for j, b in enumerate(batch):
-                    self.outbox.put(Frame(b[1], b[2], b[3], pcm[j * fs:(j + 1) * fs]))
+                self.outbox.put(Frame(chunk, step, latent, pcm.float().cpu().numpy()))
             except Exception as e:  # surfaced to the caller by _take
-                for _ in batch:
-                    self.outbox.put(e)
-
-
+                self.outbox.put(e)
 
 
 def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,

@@ -1,0 +1,76 @@
+"""Shared fixtures: random-weight checkpoints in the official layout, voice audio files.
+
+Checkpoints are written by vocalis's own tool (``write_random_checkpoint``) under a
+session temp dir and loaded by both vocalis and the official pocket-tts package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class Checkpoints:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def get(self, name: str) -> Path:
+        """Directory of a random checkpoint for released config ``name`` (written once)."""
+        from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
+
+        d = self.root / name
+        if not (d / "config.yaml").exists():
+            write_random_checkpoint(name, d, seed=0)
+        return d
+
+    def drop(self, name: str) -> None:
+        shutil.rmtree(self.root / name, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> Checkpoints:
+    return Checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+def synthetic_voice(seconds: float, rate: int, channels: int = 1, seed: int = 1) -> np.ndarray:
+    """Voice-like test signal ``[T, C]`` float32: harmonics with a pitch glide and syllable
+    envelope, a different phase per channel, silence at the end."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    out = []
+    for c in range(channels):
+        f0 = 120 + 25 * np.sin(2 * np.pi * 0.9 * t + c)
+        phase = 2 * np.pi * np.cumsum(f0) / rate
+        x = sum(np.sin(k * phase + c) / k for k in range(1, 10))
+        env = 0.5 * (1 - np.cos(2 * np.pi * 3 * t)) * (t < seconds - 0.25)
+        out.append(0.25 * env * x + 0.003 * rng.standard_normal(t.shape))
+    return np.stack(out, axis=1).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def voice_files(tmp_path_factory) -> dict[str, Path]:
+    """Voice prompts in several formats, rates and channel counts."""
+    import soundfile as sf
+
+    d = tmp_path_factory.mktemp("voices")
+    specs = {
+        "24k_mono_pcm16.wav": (24000, 1, "WAV", "PCM_16"),
+        "44k_stereo_pcm16.wav": (44100, 2, "WAV", "PCM_16"),
+        "16k_mono.flac": (16000, 1, "FLAC", "PCM_16"),
+        "48k_6ch_float.wav": (48000, 6, "WAV", "FLOAT"),
+        "22k_stereo_pcm24.wav": (22050, 2, "WAV", "PCM_24"),
+        "8k_mono_u8.wav": (8000, 1, "WAV", "PCM_U8"),
+        "32k_stereo.ogg": (32000, 2, "OGG", "VORBIS"),
+    }
+    out = {}
+    for name, (rate, ch, fmt, subtype) in specs.items():
+        path = d / name
+        sf.write(str(path), synthetic_voice(1.6, rate, ch), rate, format=fmt, subtype=subtype)
+        out[name] = path
+    return out

@@ -1,0 +1,198 @@
+"""Public API behaviour and bad input: typed exceptions with messages that name the
+problem and the fix."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+
+import vocalis
+from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
+
+SMALL = "english_2m_2026-10"
+
+
+@pytest.fixture(scope="module")
+def small(checkpoints):
+    d = checkpoints.get(SMALL)
+    return d, vocalis.load(str(d))
+
+
+def test_load_by_directory_and_yaml(small):
+    d, tts = small
+    assert tts.sample_rate == 24000
+    assert vocalis.load(str(d / "config.yaml")).config_name.endswith("config.yaml")
+
+
+def test_seeded_synthesis_is_reproducible_and_seeds_differ(small):
+    d, tts = small
+    voice = tts.voice(str(d / "voice.wav"))
+    a = tts.synthesize("Same seed, same audio.", voice=voice, seed=3, eos_threshold=100.0)
+    b = tts.synthesize("Same seed, same audio.", voice=voice, seed=3, eos_threshold=100.0)
+    c = tts.synthesize("Same seed, same audio.", voice=voice, seed=4, eos_threshold=100.0)
+    np.testing.assert_array_equal(a.samples, b.samples)
+    assert a.samples.shape == c.samples.shape  # no EOS: length fixed by the token count
+    assert not np.array_equal(a.samples, c.samples)
+    assert a.samples.dtype == np.float32 and a.ttfa_ms > 0 and a.wall_ms >= a.ttfa_ms
+
+
+def test_max_frames_fixes_length(small):
+    d, tts = small
+    audio = tts.synthesize("One chunk.", voice=str(d / "voice.wav"), seed=0, max_frames=7)
+    assert audio.samples.shape[0] == 7 * 1920
+
+
+def test_unicode_emoji_cjk_control_characters(small):
+    d, tts = small
+    audio = tts.synthesize("Hi \U0001F600 \u4f60\u597d \x07 caf\u00e9\u2026", voice=str(d / "voice.wav"),
+                           seed=1)
+    assert audio.samples.size > 0 and np.isfinite(audio.samples).all()
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_text(small, text):
+    d, tts = small
+    with pytest.raises(InputError, match="empty"):
+        tts.synthesize(text, voice=str(d / "voice.wav"))
+
+
+@pytest.mark.parametrize("seed", ["12", 1.5, True, -1])
+def test_bad_seed(small, seed):
+    d, tts = small
+    with pytest.raises(InputError, match="seed"):
+        tts.synthesize("Hello.", voice=str(d / "voice.wav"), seed=seed)
+
+
+@pytest.mark.parametrize("options,match", [
+    (dict(temperature=-1.0), "temperature"), (dict(max_tokens=0), "max_tokens"),
+    (dict(sampler_decode_steps=0), "sampler_decode_steps"), (dict(noise_clamp=0.0), "noise_clamp"),
+    (dict(frames_after_eos=-2), "frames_after_eos"), (dict(speed=2.0), "unknown sampling"),
+])
+def test_bad_sampling_options(small, options, match):
+    d, tts = small
+    with pytest.raises(InputError, match=match):
+        tts.synthesize("Hello.", voice=str(d / "voice.wav"), **options)
+
+
+def test_unknown_model_lists_known_ids():
+    with pytest.raises(ModelNotFound, match="pocket-tts/english_2m_2026-10"):
+        vocalis.load("pocket-tts/klingon")
+    with pytest.raises(ModelNotFound, match="unknown model"):
+        vocalis.load("/no/such/config.yaml")
+
+
+def test_offline_without_cache_says_how_to_get_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelNotFound) as e:
+        vocalis.load("pocket-tts")
+    msg = str(e.value)
+    assert "vocalis models download" in msg and "models random" in msg
+
+
+def test_unknown_voice_name_lists_predefined(small):
+    d, tts = small
+    with pytest.raises(VoiceError, match="alba"):
+        tts.voice("nobody")
+
+
+def test_predefined_voice_refused_for_custom_weights(small):
+    d, tts = small
+    with pytest.raises(VoiceError, match="audio file"):
+        tts.voice("alba")
+
+
+@pytest.mark.parametrize("kind", ["empty", "text", "truncated", "missing"])
+def test_bad_voice_files(small, tmp_path, kind):
+    d, tts = small
+    path = tmp_path / f"{kind}.wav"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "text":
+        path.write_text("this is not audio at all\n" * 20)
+    elif kind == "truncated":
+        data = (d / "voice.wav").read_bytes()
+        path.write_bytes(data[:30])
+    with pytest.raises(VoiceError) as e:
+        tts.voice(str(path))
+    assert path.name in str(e.value)
+
+
+def test_very_short_and_very_long_voices(small, tmp_path, caplog):
+    d, tts = small
+    short = tmp_path / "short.wav"
+    sf.write(str(short), np.full(2400, 0.1, np.float32), 24000)  # 0.1 s
+    assert tts.voice(str(short)).state.length >= 2
+    long = tmp_path / "long.flac"
+    rng = np.random.default_rng(0)
+    sf.write(str(long), (0.05 * rng.standard_normal(16000 * 600)).astype(np.float32), 16000)
+    with caplog.at_level("WARNING"):
+        v = tts.voice(str(long))  # 10 minutes at 16 kHz
+    assert "first 30 s" in caplog.text
+    # 30 s -> 375 frames of 80 ms (plus BOS), however long the file
+    assert v.state.length <= 30 * 12.5 + 3
+
+
+def test_voice_state_for_other_model_is_refused(small, checkpoints, tmp_path):
+    d, tts = small
+    other = vocalis.load(str(checkpoints.get("english_18m_2026-10")))
+    f = tmp_path / "v18m.safetensors"
+    other.voice(str(d / "voice.wav")).save(f)
+    with pytest.raises(VoiceError, match="layers"):
+        tts.voice(str(f))
+    # same shapes, other weights: refused thanks to the fingerprint in the metadata
+    rnd = checkpoints.root / "reseeded"
+    from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
+
+    write_random_checkpoint(SMALL, rnd, seed=5)
+    f2 = tmp_path / "reseeded.safetensors"
+    vocalis.load(str(rnd)).voice(str(d / "voice.wav")).save(f2)
+    with pytest.raises(VoiceError, match="other weights"):
+        tts.voice(str(f2))
+    bogus = tmp_path / "bogus.safetensors"
+    save_file({"something": torch.zeros(3)}, str(bogus))
+    with pytest.raises(VoiceError, match="not a Pocket TTS voice state"):
+        tts.voice(str(bogus))
+
+
+def test_checkpoint_missing_tensors_are_named(small, tmp_path):
+    d, _ = small
+    tensors = load_file(str(d / "model.safetensors"))
+    del tensors["flow_lm.out_eos.weight"]
+    del tensors["mimi.quantizer.output_proj.weight"]
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["weights_path"] = str(tmp_path / "model.safetensors")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(CheckpointError) as e:
+        vocalis.load(str(tmp_path / "config.yaml"))
+    assert "flow_lm.out_eos.weight" in str(e.value) and "2 missing" in str(e.value)
+
+
+def test_concurrent_calls_from_threads(small):
+    d, tts = small
+    voice = tts.voice(str(d / "voice.wav"))
+    solo = {i: tts.synthesize(f"Thread number {i}.", voice=voice, seed=i).samples for i in range(4)}
+    results: dict = {}
+
+    def run(i):
+        results[i] = tts.synthesize(f"Thread number {i}.", voice=voice, seed=i).samples
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        np.testing.assert_array_equal(results[i], solo[i])
