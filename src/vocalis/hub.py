@@ -44,12 +44,16 @@ from vocalis.errors import InputError, ModelNotFound
 __all__ = [
     "GatedRepoError",
     "hf_cache_dir",
+    "is_hf_ref",
     "is_offline",
     "is_safetensors_ref",
+    "is_url",
     "parse_hf",
+    "ref_suffix",
     "resolve",
     "url_cache_dir",
     "url_cache_path",
+    "vocalis_cache_dir",
 ]
 
 logger = logging.getLogger(__name__)
