@@ -1,0 +1,541 @@
+"""The ``vocalis`` command line.
+
+Commands::
+
+    vocalis generate --text "Hello." -o hello.wav      speech to a WAV file (or -o - for stdout)
+    vocalis voices list | export AUDIO OUT.safetensors
+    vocalis models list | show ID | download ID | random --config NAME --out DIR
+    vocalis reference ...                              the parity harness (vocalis.reference.cli)
+
+Every :class:`~vocalis.errors.VocalisError` and every usage error ends the command with
+one line ``error: <message>`` on stderr and exit code 2; no tracebacks for user mistakes.
+Logs (the ``vocalis`` logger only) go to stderr at INFO, WARNING with ``-q``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+try:  # typer >= 0.2x ships its own copy of click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click import exceptions as _cx
+
+from vocalis.errors import HarnessError, InputError, VocalisError, VoiceError
+
+log = logging.getLogger("vocalis.cli")
+
+EXIT_USER_ERROR = 2
+DEFAULT_MODEL = "pocket-tts"
+DEFAULT_OUTPUT = "./vocalis_output.wav"
+
+_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+app = typer.Typer(
+    name="vocalis",
+    help="Fast and faithful local text-to-speech (Pocket TTS).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings=_SETTINGS,
+)
+voices_app = typer.Typer(help="Predefined voices and voice-state files.", no_args_is_help=True)
+models_app = typer.Typer(help="Released model configs, downloads and random-weight checkpoints.",
+                         no_args_is_help=True)
+app.add_typer(voices_app, name="voices")
+app.add_typer(models_app, name="models")
+
+MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
+              "list`), a YAML config in the official format, a directory holding config.yaml, "
+              "or an hf:// or https:// YAML.")
+QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
+
+
+# --------------------------------------------------------------------------- logging
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at emit time (rich's progress display swaps it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ assigns it
+        pass
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if record.exc_info and record.levelno >= logging.ERROR:
+            msg += "\n" + self.formatException(record.exc_info)
+        if record.levelno >= logging.WARNING:
+            return f"{record.levelname.lower()}: {msg}"
+        return msg
+
+
+_handler: logging.Handler | None = None
+
+
+def _setup_logging(quiet: bool = False) -> None:
+    """Log the ``vocalis`` logger (only) to stderr: INFO, or WARNING when quiet."""
+    global _handler
+    logger = logging.getLogger("vocalis")
+    if _handler is None:
+        _handler = _StderrHandler()
+        _handler.setFormatter(_Formatter())
+        logger.addHandler(_handler)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("vocalis")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+            v = "unknown"
+        typer.echo(f"vocalis {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version_callback,
+                                          is_eager=True, help="Print the version and exit.")]
+    = False,
+) -> None:
+    """Fast and faithful local text-to-speech (Pocket TTS)."""
+
+
+def _read_text(text: str | None, text_file: str | None) -> str:
+    if text is not None and text_file is not None:
+        raise InputError("give either --text or --text-file, not both")
+    if text is None and text_file is None:
+        raise InputError("no text given: use --text TEXT, --text - (stdin) or --text-file FILE")
+    if text == "-" or text_file == "-":
+        if sys.stdin.isatty():
+            log.info("reading text from stdin (end with Ctrl-D)")
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"text on stdin is not UTF-8: {e}") from None
+    elif text_file is not None:
+        path = Path(text_file).expanduser()
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "not found"
+            raise InputError(f"text file {what}: {path}")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"text file {path} is not UTF-8: {e}") from None
+        except OSError as e:
+            raise InputError(f"cannot read text file {path}: {e.strerror or e}") from None
+    assert text is not None
+    if not text.strip():
+        raise InputError("text is empty: give some words to speak")
+    return text
+
+
+def _check_output(output: str) -> None:
+    if output == "-":
+        if sys.stdout.isatty():
+            raise InputError("refusing to write WAV bytes to a terminal: redirect stdout "
+                             "(-o - > out.wav, -o - | player) or use -o FILE")
+        return
+    path = Path(output).expanduser()
+    if path.is_dir():
+        raise InputError(f"output {path} is a directory: give a file name such as {path}/out.wav")
+    if not path.parent.is_dir():
+        raise InputError(f"output folder does not exist: {path.parent}")
+
+
+def _sampling(**options) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _progress(total_chunks: int, quiet: bool):
+    """A rich progress bar over text chunks on stderr, or None."""
+    if quiet or total_chunks <= 1:
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return None
+    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TextColumn("chunks"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+# --------------------------------------------------------------------------- generate
+
+
+@app.command(context_settings=_SETTINGS)
+def generate(
+    text: Annotated[str | None, typer.Option(
+        "--text", "-t", help="Text to speak; - reads it from stdin.", show_default=False)] = None,
+    text_file: Annotated[str | None, typer.Option(
+        "--text-file", "-f", help="Read the text from this UTF-8 file (- = stdin).",
+        show_default=False)] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v",
+        help="A predefined voice name (`vocalis voices list`), an audio file to clone, or a "
+             ".safetensors voice state. Default: the model's default voice (released models "
+             "only).", show_default=False)] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="WAV file to write (16-bit PCM mono 24 kHz, written as audio is "
+                               "generated); - streams the WAV to stdout.")] = DEFAULT_OUTPUT,
+    seed: Annotated[int | None, typer.Option(
+        help="Random seed (integer >= 0): same seed, same audio. Default: random.",
+        show_default=False)] = None,
+    temperature: Annotated[float | None, typer.Option(
+        help="Noise variance. Default: the model's (0.3).", show_default=False)] = None,
+    eos_threshold: Annotated[float | None, typer.Option(
+        help="End of speech when the EOS logit is above this. Default: the model's.",
+        show_default=False)] = None,
+    frames_after_eos: Annotated[int | None, typer.Option(
+        help="Frames kept after end of speech. Default: from the text length.",
+        show_default=False)] = None,
+    noise_clamp: Annotated[float | None, typer.Option(
+        help="Clamp the sampling noise to +-this. Default: no clamp.", show_default=False)] = None,
+    sampler_decode_steps: Annotated[int | None, typer.Option(
+        help="Flow sampler steps per frame. Default: 1.", show_default=False)] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        help="Maximum tokens per text chunk. Default: 50.", show_default=False)] = None,
+    max_frames: Annotated[int | None, typer.Option(
+        help="Benchmarks: ignore end of speech and emit exactly this many frames (80 ms each) "
+             "per chunk.", show_default=False)] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Speak text into a WAV file (or stdout)."""
+    _setup_logging(quiet)
+    text = _read_text(text, text_file)
+    _check_output(output)
+    sampling = _sampling(temperature=temperature, eos_threshold=eos_threshold,
+                         frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
+                         sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
+                         max_frames=max_frames)
+
+    from vocalis import api
+    from vocalis.models.pocket.model import ChunkEnd, Frame
+
+    tts = api.load(model, device=device, threads=threads)
+    if voice is None and not tts.released:
+        raise VoiceError(f"model {model} is not a released model, so it has no predefined "
+                         "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
+    v = tts.voice(voice)
+
+    t0 = time.perf_counter()
+    # Pulling the first event validates the parameters, the voice and the text before the
+    # output is opened, so a mistake never leaves an empty or truncated file behind.
+    events = tts._events(text, v, seed, sampling)
+    first = next(events)
+    n_chunks = len(tts.model.chunk_text(text, sampling.get("max_tokens", 50)))
+
+    from vocalis.audio import WavStreamWriter
+
+    to_stdout = output == "-"
+    sink = sys.stdout.buffer if to_stdout else Path(output).expanduser()
+    try:
+        writer = WavStreamWriter(sink, tts.sample_rate)
+    except OSError as e:
+        events.close()
+        raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+    progress = _progress(n_chunks, quiet)
+    ttfa_ms: float | None = None
+    try:
+        task = None
+        if progress is not None:
+            progress.start()
+            task = progress.add_task("speaking", total=n_chunks)
+        ev = first
+        while True:
+            if isinstance(ev, Frame):
+                writer.write(ev.pcm)
+                if to_stdout:
+                    sys.stdout.buffer.flush()
+                if ttfa_ms is None:
+                    ttfa_ms = (time.perf_counter() - t0) * 1000
+            elif isinstance(ev, ChunkEnd) and progress is not None:
+                progress.advance(task)
+            ev = next(events, None)
+            if ev is None:
+                break
+    finally:
+        events.close()
+        if progress is not None:
+            progress.stop()
+        writer.close()
+    wall_s = time.perf_counter() - t0
+    duration_s = writer.num_samples / tts.sample_rate
+    speed = duration_s / wall_s if wall_s > 0 else float("inf")
+    where = "stdout" if to_stdout else str(output)
+    log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), TTFA %.0f ms", where, duration_s,
+             wall_s, speed, ttfa_ms or 0.0)
+
+
+# --------------------------------------------------------------------------- voices
+
+
+@voices_app.command("list", context_settings=_SETTINGS)
+def voices_list(
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+) -> None:
+    """List the predefined voices of a model (one per line, the default marked)."""
+    _setup_logging()
+    from vocalis.api import resolve_model_id
+    from vocalis.models.pocket import registry
+
+    _, name, released = resolve_model_id(model)
+    if not released:
+        typer.echo(f"none: {name} is not a released model; predefined voices were computed with "
+                   "the released weights. Use --voice AUDIO_FILE or a .safetensors voice state "
+                   "exported with `vocalis voices export --model ...`.")
+        return
+    default = registry.default_voice(name)
+    for v in registry.PREDEFINED_VOICES:
+        typer.echo(f"{v} (default)" if v == default else v)
+
+
+@voices_app.command("export", context_settings=_SETTINGS)
+def voices_export(
+    audio: Annotated[str, typer.Argument(
+        help="Audio file to clone (any format soundfile reads; first 30 s), a voice name or a "
+             ".safetensors voice.", show_default=False)],
+    out: Annotated[str, typer.Argument(help="The .safetensors voice state to write.",
+                                       show_default=False)],
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Turn an audio prompt into a voice state file for fast reuse with --voice."""
+    _setup_logging(quiet)
+    out_path = Path(out).expanduser()
+    if out_path.suffix.lower() != ".safetensors":
+        raise InputError(f"voice file name must end in .safetensors, got {out}")
+    if not out_path.parent.is_dir():
+        raise InputError(f"output folder does not exist: {out_path.parent}")
+    from vocalis import api
+
+    tts = api.load(model, device=device)
+    voice = tts.voice(audio)
+    try:
+        voice.save(out_path)
+    except OSError as e:
+        raise InputError(f"cannot write {out_path}: {e.strerror or e}") from None
+    log.info("wrote %s (voice %s, model %s)", out_path, voice.name, tts.config_name)
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _describe_config(name: str) -> str:
+    from vocalis.models.pocket import registry
+
+    cfg = registry.released_config(name)
+    t = cfg.flow_lm.transformer
+    parts = [f"{t.num_layers:>2} layers", f"d_model {t.d_model:>4}",
+             f"head {cfg.flow_lm.flow.type:<9}", f"tokenizer {cfg.flow_lm.lookup_table.tokenizer}"]
+    text = "  ".join(parts)
+    if name == registry.DEFAULT_CONFIG:
+        text += "  (default: pocket-tts)"
+    return text
+
+
+@models_app.command("list", context_settings=_SETTINGS)
+def models_list() -> None:
+    """List every released model id with its shape."""
+    from vocalis.models.pocket import registry
+
+    names = registry.config_names()
+    width = max(len(n) for n in names) + len("pocket-tts/")
+    for name in names:
+        typer.echo(f"{'pocket-tts/' + name:<{width}}  {_describe_config(name)}")
+
+
+@models_app.command("show", context_settings=_SETTINGS)
+def models_show(
+    model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
+) -> None:
+    """Print a model's config as YAML (the official format)."""
+    _setup_logging()
+    from vocalis.api import resolve_model_id
+    from vocalis.models.pocket.config import dump_config
+
+    cfg, _, _ = resolve_model_id(model_id)
+    typer.echo(dump_config(cfg), nl=False)
+
+
+@models_app.command("download", context_settings=_SETTINGS)
+def models_download(
+    model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
+    all_voices: Annotated[bool, typer.Option(
+        "--all-voices", help="Also fetch every predefined voice, not only the default one.")]
+    = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Fetch weights, tokenizer and voices into the Hugging Face cache for offline use.
+
+    Prints one line per file: what it is and its local path. Later runs with
+    HF_HUB_OFFLINE=1 use these files.
+    """
+    _setup_logging(quiet)
+    from vocalis import hub
+    from vocalis.api import resolve_model_id
+    from vocalis.models.pocket import registry
+    from vocalis.models.pocket.model import resolve_weights
+
+    cfg, name, released = resolve_model_id(model_id)
+    weights, cloning = resolve_weights(cfg, name)
+    typer.echo(f"weights{'' if cloning else ' (no voice cloning)'}: {weights}")
+    typer.echo(f"tokenizer: {hub.resolve(cfg.flow_lm.lookup_table.tokenizer_path)}")
+    if released:
+        wanted = registry.PREDEFINED_VOICES if all_voices else (registry.default_voice(name),)
+        for v in wanted:
+            typer.echo(f"voice {v}: {hub.resolve(registry.predefined_voice_ref(name, v))}")
+
+
+@models_app.command("random", context_settings=_SETTINGS)
+def models_random(
+    config: Annotated[str, typer.Option(
+        help="Released config name to copy the shapes from (e.g. english, english_2m_2026-10).",
+        show_default=False)],
+    out: Annotated[str, typer.Option(help="Folder to write the checkpoint into.",
+                                     show_default=False)],
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Write a random-weight checkpoint (official layout) for tests and offline use.
+
+    Prints the YAML path, then a ready-to-run generate command.
+    """
+    _setup_logging(quiet)
+    from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
+
+    name = config.removeprefix("pocket-tts/")
+    out_dir = Path(out).expanduser()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out {out_dir} exists and is not a folder")
+    yaml_path = write_random_checkpoint(name, out_dir, seed=seed)
+    folder = yaml_path.parent
+    typer.echo(str(yaml_path))
+    typer.echo(f"vocalis generate --model {shlex.quote(str(folder))} --voice "
+               f"{shlex.quote(str(folder / 'voice.wav'))} --text 'Hello from vocalis.' "
+               "-o out.wav")
+
+
+# --------------------------------------------------------------------------- reference
+
+
+@app.command(
+    "reference",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+    help="Parity harness against pocket-tts 4.0.1: export, replay, compare "
+         "(`vocalis reference --help`).",
+)
+def reference(ctx: typer.Context) -> None:
+    # Forwards to vocalis.reference.cli:app, imported only when used (it needs the official
+    # package); says so in one line when it is missing.
+    try:
+        from vocalis.reference import cli as reference_cli
+    except ImportError as e:
+        missing = getattr(e, "name", None) or ""
+        if missing.startswith("pocket_tts"):
+            raise HarnessError("the reference harness needs the official package: "
+                               "pip install -e '.[reference]' (pocket-tts==4.0.1)") from None
+        raise HarnessError(f"the reference harness is not available in this build ({e})") from None
+    command = typer.main.get_command(reference_cli.app)
+    rv = command.main(args=list(ctx.args), prog_name="vocalis reference", standalone_mode=False)
+    if isinstance(rv, int) and rv:
+        raise typer.Exit(rv)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+class _Never(Exception):
+    pass
+
+
+_NoArgsIsHelp = getattr(_cx, "NoArgsIsHelpError", _Never)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _error(message: str) -> None:
+    try:
+        sys.stderr.write(f"error: {_one_line(message)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 2 user error, 1 other failure, 130 Ctrl-C)."""
+    _setup_logging()
+    command = typer.main.get_command(app)
+    try:
+        rv = command.main(args=argv, prog_name="vocalis", standalone_mode=False)
+    except _NoArgsIsHelp as e:
+        help_text = e.format_message()
+        if help_text:
+            typer.echo(help_text)
+        return 0
+    except _cx.UsageError as e:
+        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        _error(e.format_message() + hint)
+        return EXIT_USER_ERROR
+    except typer.Abort:
+        _error("aborted")
+        return 1
+    except _cx.ClickException as e:
+        _error(e.format_message())
+        return EXIT_USER_ERROR
+    except VocalisError as e:
+        _error(str(e) or type(e).__name__)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`vocalis generate -o - | head -c 100`): leave quietly.
+        try:
+            import os
+
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

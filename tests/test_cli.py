@@ -1,0 +1,167 @@
+"""The ``vocalis`` command line, run for real as a subprocess (``python -m vocalis.cli``).
+
+One random-weight checkpoint of the small ``english_2m_2026-10`` config is written per
+module with ``vocalis models random``; everything else runs against it, offline.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TEXT = "Hello from vocalis."
+FRAME = 1920  # samples per 80 ms frame at 24 kHz
+
+
+def run(*args: str, input: bytes | None = None, cwd: Path | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, "-m", "vocalis.cli", *args], input=input,
+                          capture_output=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def stderr_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return proc.stderr.decode("utf-8", "replace").splitlines()
+
+
+def parse_wav(data: bytes) -> tuple[dict, np.ndarray]:
+    """A 16-bit PCM WAV (sizes may be the streaming 0xFFFFFFFF) -> (format, int16 samples)."""
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE", data[:12]
+    assert data[12:16] == b"fmt "
+    fmt_size, tag, channels, rate, byte_rate, align, bits = struct.unpack("<IHHIIHH", data[16:36])
+    assert data[36:40] == b"data"
+    (data_size,) = struct.unpack("<I", data[40:44])
+    pcm = data[44:]
+    if data_size != 0xFFFFFFFF:
+        assert data_size == len(pcm)
+    info = {"fmt_size": fmt_size, "tag": tag, "channels": channels, "rate": rate,
+            "byte_rate": byte_rate, "align": align, "bits": bits, "data_size": data_size}
+    return info, np.frombuffer(pcm, dtype="<i2")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "ckpt"
+    proc = run("models", "random", "--config", "english_2m_2026-10", "--out", str(out),
+               "--seed", "0")
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0] == str(out.resolve() / "config.yaml")
+    assert lines[1].startswith("vocalis generate --model ") and "voice.wav" in lines[1]
+    assert (out / "voice.wav").is_file() and (out / "model.safetensors").is_file()
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_wav(ckpt, tmp_path_factory) -> Path:
+    """The file every other seeded generation of TEXT is compared with."""
+    out = tmp_path_factory.mktemp("gen") / "hello.wav"
+    proc = run("generate", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"),
+               "--text", TEXT, "--seed", "7", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = stderr_lines(proc)[-1]
+    assert "x real time" in summary and "TTFA" in summary and str(out) in summary
+    return out
+
+
+def gen_args(ckpt: Path, *extra: str) -> list[str]:
+    return ["generate", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), *extra]
+
+
+def test_generate_to_file(reference_wav):
+    import soundfile as sf
+
+    info = sf.info(str(reference_wav))
+    assert info.samplerate == 24000
+    assert info.channels == 1
+    assert info.subtype == "PCM_16"
+    assert info.frames > 0 and info.frames % FRAME == 0
+    data, rate = sf.read(str(reference_wav), dtype="int16")
+    assert rate == 24000 and data.dtype == np.int16 and data.shape == (info.frames,)
+    header, samples = parse_wav(reference_wav.read_bytes())  # sizes patched after streaming
+    assert header["data_size"] == 2 * info.frames
+    assert header["tag"] == 1 and header["bits"] == 16 and header["channels"] == 1
+
+
+def test_generate_to_stdout_streams_same_audio(ckpt, reference_wav):
+    proc = run(*gen_args(ckpt, "--text", TEXT, "--seed", "7", "-o", "-"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    header, samples = parse_wav(proc.stdout)
+    assert (header["tag"], header["channels"], header["rate"], header["bits"]) == (1, 1, 24000, 16)
+    assert header["data_size"] == 0xFFFFFFFF  # a pipe cannot seek: streaming header
+    _, expected = parse_wav(reference_wav.read_bytes())
+    np.testing.assert_array_equal(samples, expected)
+
+
+def test_generate_from_stdin_same_seed_same_file(ckpt, reference_wav, tmp_path):
+    out = tmp_path / "stdin.wav"
+    proc = run(*gen_args(ckpt, "--text", "-", "--seed", "7", "-o", str(out), "-q"),
+               input=TEXT.encode())
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stderr == b""  # -q: no summary
+    assert out.read_bytes() == reference_wav.read_bytes()
+
+
+def test_generate_from_text_file(ckpt, reference_wav, tmp_path):
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(TEXT + "\n", encoding="utf-8")
+    out = tmp_path / "file.wav"
+    proc = run(*gen_args(ckpt, "--text-file", str(text_file), "--seed", "7", "-o", str(out)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.read_bytes() == reference_wav.read_bytes()
+
+
+def test_voices_export_then_generate(ckpt, tmp_path):
+    import soundfile as sf
+
+    voice = tmp_path / "voice.safetensors"
+    proc = run("voices", "export", str(ckpt / "voice.wav"), str(voice), "--model", str(ckpt))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert voice.is_file() and voice.stat().st_size > 0
+    out = tmp_path / "exported.wav"
+    proc = run("generate", "--model", str(ckpt), "--voice", str(voice), "--text", TEXT,
+               "--seed", "1", "--max-frames", "3", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    info = sf.info(str(out))
+    assert (info.samplerate, info.channels, info.frames) == (24000, 1, 3 * FRAME)
+
+
+BAD_INPUTS = {
+    "empty text": ["--text", "  \n "],
+    "unknown model": ["--model", "pocket-tts/no-such-model", "--text", TEXT],
+    "unknown voice name": ["--voice", "no_such_voice", "--text", TEXT],
+    "non-audio voice file": ["--voice", "{ckpt}/config.yaml", "--text", TEXT],
+    "non-integer seed": ["--text", TEXT, "--seed", "abc"],
+    "missing text file": ["--text-file", "{tmp}/missing.txt"],
+    "text and text file": ["--text", TEXT, "--text-file", "{ckpt}/config.yaml"],
+    "no text": [],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_error_line_exit_2(case, ckpt, tmp_path):
+    args = [a.format(ckpt=ckpt, tmp=tmp_path) for a in BAD_INPUTS[case]]
+    out = tmp_path / "never.wav"
+    base = ["generate", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav")]
+    proc = run(*base, *args, "-o", str(out))
+    lines = stderr_lines(proc)
+    assert proc.returncode == 2, (case, proc.stderr.decode())
+    assert len(lines) == 1 and lines[0].startswith("error: "), (case, lines)
+    assert not out.exists()  # nothing written on a mistake
+
+
+def test_models_list():
+    proc = run("models", "list")
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 27
+    assert all(line.startswith("pocket-tts/") for line in lines)
+    ids = [line.split()[0] for line in lines]
+    assert len(set(ids)) == 27 and "pocket-tts/english_2m_2026-10" in ids
+    assert "default" in lines[0] and ids[0] == "pocket-tts/english"
