@@ -305,8 +305,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     from vocalis import hub
 
     lt = cfg.flow_lm.lookup_table
-    tok = _Tokenizer(lt.tokenizer, hub.resolve(lt.tokenizer_path), lt.n_bins)
-    weights, cloning = resolve_weights(cfg, name)
+    tok = _Tokenizer(lt.tokenizer, hub.resolve(lt.tokenizer_path, model_id=model_id), lt.n_bins)
+    weights, cloning = resolve_weights(cfg, name, model_id=model_id)
     model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
     model.load_weights(weights)
     model.to(dev)

@@ -495,7 +495,8 @@ def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,
     return torch.cat([wav, wav.new_zeros(*wav.shape[:-1], int(pause_s * sample_rate))], dim=-1)
 
 
-def resolve_weights(config: PocketConfig, name: str) -> tuple[Path, bool]:
+def resolve_weights(config: PocketConfig, name: str, model_id: str | None = None,
+                    ) -> tuple[Path, bool]:
     """Local path of the weights bundle and whether it has voice cloning.
 
     Tries ``weights_path`` (gated repo with voice cloning) and falls back to
@@ -511,7 +512,7 @@ def resolve_weights(config: PocketConfig, name: str) -> tuple[Path, bool]:
     first_error: Exception | None = None
     if config.weights_path is not None:
         try:
-            return hub.resolve(config.weights_path), True
+            return hub.resolve(config.weights_path, model_id=model_id), True
         except ModelNotFound as e:
             first_error = e
             if config.weights_path_without_voice_cloning is None:
@@ -519,7 +520,7 @@ def resolve_weights(config: PocketConfig, name: str) -> tuple[Path, bool]:
     alt = config.weights_path_without_voice_cloning
     assert alt is not None
     try:
-        path = hub.resolve(alt)
+        path = hub.resolve(alt, model_id=model_id)
     except ModelNotFound as e:
         if first_error is not None and not isinstance(first_error, hub.GatedRepoError):
             raise first_error from None
