@@ -165,3 +165,15 @@ def test_models_list():
     ids = [line.split()[0] for line in lines]
     assert len(set(ids)) == 27 and "pocket-tts/english_2m_2026-10" in ids
     assert "default" in lines[0] and ids[0] == "pocket-tts/english"
+
+
+def test_models_download_and_voices_list_for_a_local_checkpoint(ckpt):
+    proc = run("models", "download", str(ckpt))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().splitlines() == [
+        f"weights: {ckpt.resolve() / 'model.safetensors'}",
+        f"tokenizer: {ckpt.resolve() / 'tokenizer.model'}",
+    ]
+    proc = run("voices", "list", "--model", str(ckpt))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().startswith("none:")

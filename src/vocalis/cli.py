@@ -412,11 +412,13 @@ def models_download(
     cfg, name, released = resolve_model_id(model_id)
     weights, cloning = resolve_weights(cfg, name)
     typer.echo(f"weights{'' if cloning else ' (no voice cloning)'}: {weights}")
-    typer.echo(f"tokenizer: {hub.resolve(cfg.flow_lm.lookup_table.tokenizer_path)}")
+    tokenizer = hub.resolve(cfg.flow_lm.lookup_table.tokenizer_path, model_id=model_id)
+    typer.echo(f"tokenizer: {tokenizer}")
     if released:
         wanted = registry.PREDEFINED_VOICES if all_voices else (registry.default_voice(name),)
         for v in wanted:
-            typer.echo(f"voice {v}: {hub.resolve(registry.predefined_voice_ref(name, v))}")
+            path = hub.resolve(registry.predefined_voice_ref(name, v), model_id=model_id)
+            typer.echo(f"voice {v}: {path}")
 
 
 @models_app.command("random", context_settings=_SETTINGS)
