@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vocalis.engine.scheduler import Engine, make_job
+from vocalis.engine.types import AudioChunk, Failed, Request
 from vocalis.errors import InputError, ModelNotFound, VoiceError
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import PocketConfig, load_config_file
 from vocalis.models.pocket.model import (
     VOICE_MAX_SECONDS,
-    ChunkEnd,
-    ChunkStart,
-    Frame,
     PocketTTSModel,
     SamplingParams,
     _Tokenizer,
@@ -142,13 +140,17 @@ def _check_device(device: str) -> torch.device:
 
 
 class TTS:
-    """A loaded model. Thread-safe: concurrent calls are served one at a time."""
+    """A loaded model. Thread-safe: concurrent requests share one batch in the engine."""
 
-    def __init__(self, model: PocketTTSModel, model_id: str, released: bool):
+    def __init__(self, model: PocketTTSModel, model_id: str, released: bool,
+                 max_batch: int = 16, max_queue: int = 256):
         self.model = model
         self.model_id = model_id
         self.released = released
+        self.max_batch = max_batch
+        self.max_queue = max_queue
         self._lock = threading.Lock()
+        self._engine: Engine | None = None
 
     @property
     def sample_rate(self) -> int:
@@ -233,23 +235,52 @@ class TTS:
                                          if f != "seed"))
         return SamplingParams(seed=seed, **sampling).validated()
 
-    def _events(self, text: str, voice, seed, sampling: dict):
-        params = self._params(seed, sampling)
-        v = self.voice(voice)
-        rng = torch.Generator()
-        rng.manual_seed(params.seed if params.seed is not None else secrets.randbits(63))
+    @property
+    def engine(self) -> Engine:
+        """The continuous-batching engine (started on first use)."""
         with self._lock:
-            yield from self.model.generate(text, v.state, params, rng)
+            if self._engine is None:
+                self._engine = Engine(self.model, self.max_batch, self.max_queue)
+            return self._engine
+
+    def submit(self, text: str, voice=None, seed: int | None = None, **sampling) -> Request:
+        """Queue a request and return its handle at once (see :mod:`vocalis.engine.types`).
+
+        Text, options and voice are checked here, in the caller's thread: bad input raises
+        before anything is queued. ``Request.events()`` yields ``AudioChunk`` events as
+        frames are decoded, then ``Finished`` or ``Failed``; ``Request.cancel()`` frees the
+        row within one engine step. ``request.n_chunks`` is the number of text chunks.
+
+        Raises:
+            InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
+            ``max_queue`` requests are already waiting.
+        """
+        params = self._params(seed, sampling)
+        chunks = self.model.chunk_text(text, params.max_tokens)
+        v = self.voice(voice)
+        seed_value = params.seed if params.seed is not None else secrets.randbits(63)
+        return self.engine.submit(make_job(self.model, v.state, chunks, params, seed_value))
 
     def stream(self, text: str, voice=None, seed: int | None = None,
                **sampling) -> Iterator[np.ndarray]:
         """Yield float32 PCM chunks ``[n]`` (n = 1920 per frame) as frames are decoded.
 
         Same arguments as :meth:`synthesize`; the concatenated chunks equal its samples.
+        Closing the generator early cancels the request.
+
+        Raises:
+            as :meth:`submit`, plus the request's own error if it fails while running.
         """
-        for ev in self._events(text, voice, seed, sampling):
-            if isinstance(ev, Frame):
-                yield ev.pcm
+        req = self.submit(text, voice, seed, **sampling)
+        try:
+            for ev in req.events():
+                if isinstance(ev, AudioChunk):
+                    yield ev.samples
+                elif isinstance(ev, Failed):
+                    raise ev.error
+        finally:
+            if not req.done.is_set():
+                req.cancel()
 
     def synthesize(self, text: str, voice=None, seed: int | None = None, **sampling) -> Audio:
         """Speech for ``text``.
@@ -265,27 +296,34 @@ class TTS:
                 (official names and defaults), ``max_frames`` (fixed length, no EOS).
 
         Raises:
-            InputError, VoiceError, ModelNotFound (see :meth:`voice`).
+            InputError, VoiceError, ModelNotFound (see :meth:`voice`), CapacityError.
         """
-        t0 = time.perf_counter()
+        req = self.submit(text, voice, seed, **sampling)
         pieces: list[np.ndarray] = []
-        chunks: list[dict] = []
-        ttfa = None
-        for ev in self._events(text, voice, seed, sampling):
-            if isinstance(ev, Frame):
-                if ttfa is None:
-                    ttfa = (time.perf_counter() - t0) * 1000
-                pieces.append(ev.pcm)
-            elif isinstance(ev, ChunkStart):
-                chunks.append({"text": ev.text, "token_ids": ev.token_ids})
-            elif isinstance(ev, ChunkEnd):
-                chunks[-1].update(frames=ev.frames, eos_step=ev.eos_step)
+        for ev in req.events():
+            if isinstance(ev, AudioChunk):
+                pieces.append(ev.samples)
+            elif isinstance(ev, Failed):
+                raise ev.error
+        st = req.stats
         samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-        return Audio(samples, self.sample_rate, ttfa or 0.0, (time.perf_counter() - t0) * 1000,
-                     chunks)
+        return Audio(samples, self.sample_rate, st.ttfa_ms or 0.0, st.wall_ms, st.chunks)
+
+    def engine_status(self) -> dict:
+        """Rows in use, queue depth and limits of the engine."""
+        if self._engine is None:
+            return {"active_rows": 0, "queued": 0, "max_batch": self.max_batch,
+                    "max_queue": self.max_queue, "steps": 0, "frames": 0}
+        return self._engine.status()
+
+    def close(self) -> None:
+        """Cancel running requests and stop the engine threads."""
+        if self._engine is not None:
+            self._engine.close()
 
 
-def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None) -> TTS:
+def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
+         max_batch: int = 16, max_queue: int = 256) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
@@ -297,6 +335,9 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
         InputError: bad device or thread count.
     """
     dev = _check_device(device)
+    for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}")
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise InputError(f"threads must be an integer >= 1, got {threads!r}")
@@ -310,7 +351,7 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
     model.load_weights(weights)
     model.to(dev)
-    return TTS(model, model_id, released)
+    return TTS(model, model_id, released, max_batch, max_queue)
 
 
 __all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]

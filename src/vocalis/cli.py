@@ -241,7 +241,7 @@ def generate(
                          max_frames=max_frames)
 
     from vocalis import api
-    from vocalis.models.pocket.model import ChunkEnd, Frame
+    from vocalis.engine.types import AudioChunk, Failed
 
     tts = api.load(model, device=device, threads=threads)
     if voice is None and not tts.released:
@@ -250,11 +250,10 @@ def generate(
     v = tts.voice(voice)
 
     t0 = time.perf_counter()
-    # Pulling the first event validates the parameters, the voice and the text before the
-    # output is opened, so a mistake never leaves an empty or truncated file behind.
-    events = tts._events(text, v, seed, sampling)
-    first = next(events)
-    n_chunks = len(tts.model.chunk_text(text, sampling.get("max_tokens", 50)))
+    # submit() checks the parameters, the voice and the text before anything is queued, so a
+    # mistake never leaves an empty or truncated file behind.
+    req = tts.submit(text, v, seed, **sampling)
+    n_chunks = req.n_chunks
 
     from vocalis.audio import WavStreamWriter
 
@@ -263,7 +262,7 @@ def generate(
     try:
         writer = WavStreamWriter(sink, tts.sample_rate)
     except OSError as e:
-        events.close()
+        req.cancel()
         raise InputError(f"cannot write {output}: {e.strerror or e}") from None
     progress = _progress(n_chunks, quiet)
     ttfa_ms: float | None = None
@@ -272,24 +271,27 @@ def generate(
         if progress is not None:
             progress.start()
             task = progress.add_task("speaking", total=n_chunks)
-        ev = first
-        while True:
-            if isinstance(ev, Frame):
-                writer.write(ev.pcm)
+        chunk = 0
+        for ev in req.events():
+            if isinstance(ev, AudioChunk):
+                writer.write(ev.samples)
                 if to_stdout:
                     sys.stdout.buffer.flush()
                 if ttfa_ms is None:
                     ttfa_ms = (time.perf_counter() - t0) * 1000
-            elif isinstance(ev, ChunkEnd) and progress is not None:
-                progress.advance(task)
-            ev = next(events, None)
-            if ev is None:
-                break
+                if progress is not None and ev.chunk > chunk:
+                    progress.advance(task, ev.chunk - chunk)
+                    chunk = ev.chunk
+            elif isinstance(ev, Failed):
+                raise ev.error
+        if progress is not None:
+            progress.advance(task, n_chunks - chunk)
     finally:
-        events.close()
+        req.cancel()
         if progress is not None:
             progress.stop()
         writer.close()
+        tts.close()
     wall_s = time.perf_counter() - t0
     duration_s = writer.num_samples / tts.sample_rate
     speed = duration_s / wall_s if wall_s > 0 else float("inf")
@@ -448,6 +450,180 @@ def models_random(
     typer.echo(f"vocalis generate --model {shlex.quote(str(folder))} --voice "
                f"{shlex.quote(str(folder / 'voice.wav'))} --text 'Hello from vocalis.' "
                "-o out.wav")
+
+
+# --------------------------------------------------------------------------- batch, bench
+
+
+def _log_to_file(log_file: str | None, quiet: bool) -> None:
+    """Also log the ``vocalis`` logger, with timestamps, to ``log_file`` (INFO and up)."""
+    if log_file is None:
+        return
+    path = Path(log_file).expanduser()
+    if path.is_dir():
+        raise InputError(f"--log-file {path} is a directory: give a file name")
+    if not path.parent.is_dir():
+        raise InputError(f"--log-file folder does not exist: {path.parent}")
+    try:
+        handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot open --log-file {path}: {e.strerror or e}") from None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    logger = logging.getLogger("vocalis")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    if quiet and _handler is not None:
+        _handler.setLevel(logging.WARNING)
+
+
+@app.command(context_settings=_SETTINGS)
+def batch(
+    requests: Annotated[str, typer.Option(
+        "--requests", "-r", help='JSON array of requests: [{"text": ..., "voice": ..., '
+        '"options": {"seed": 42, ...}}, ...]; "voice" and "options" are optional.',
+        show_default=False)],
+    out_dir: Annotated[str, typer.Option(
+        "--out-dir", help="Folder for NNNN.wav (request NNNN, measured pass) and report.json "
+                          "(created if missing).", show_default=False)],
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", "-b", help="Requests in flight in the engine at once (1-256). "
+                                   "Default: 16.", show_default=False)] = None,
+    sequential: Annotated[bool, typer.Option(
+        "--sequential", help="One request at a time (same as --batch-size 1).")] = False,
+    mode: Annotated[str, typer.Option(
+        help="oneshot, or streaming: also time every audio event and check that each "
+             "request's events concatenate exactly to its WAV file.")] = "oneshot",
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    session_options: Annotated[str | None, typer.Option(
+        "--session-options", help='JSON object: engine limits ("max_batch", "max_queue") and '
+        'default sampling options for every request ("temperature", "max_frames", ...).',
+        show_default=False)] = None,
+    log_file: Annotated[str | None, typer.Option(
+        "--log-file", help="Also write the log, with timestamps, to this file.",
+        show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Run a file of requests through one engine session: warm-up pass, measured pass, WAVs
+    and a JSON report.
+
+    Everything is checked before anything runs. Prints the report's path. Exit 0 when every
+    request succeeded, 1 when some failed (the others still complete; see the report), 2 for
+    bad input.
+    """
+    _setup_logging(quiet)
+    _log_to_file(log_file, quiet)
+    from vocalis.bench.batch import REPORT_NAME, run_batch
+
+    report, rc = run_batch(model, requests, out_dir, batch_size=batch_size,
+                           sequential=sequential, mode=mode, threads=threads, device=device,
+                           session_options=session_options)
+    s = report["session"]
+    ttfa = (s.get("ttfa_ms") or {}).get("mean")
+    log.info("measured pass: %d/%d request(s) ok, %.2f s of audio in %.2f s (%s x real time), "
+             "mean TTFA %s ms, peak RSS %.0f MB, %d in flight",
+             s["ok"], s["ok"] + s["failed"], s["audio_s"] or 0.0, (s["wall_ms"] or 0) / 1000,
+             f"{s['x_real_time']:.2f}" if s["x_real_time"] else "-",
+             f"{ttfa:.0f}" if ttfa is not None else "-", s["peak_rss_mb"] or 0,
+             report["batch_size"])
+    if report["streaming"] is not None:
+        st = report["streaming"]
+        log.info("streaming check: %d/%d request(s) equal to their WAV", st["equal"], st["checked"])
+    path = Path(out_dir).expanduser() / REPORT_NAME
+    typer.echo(str(path))
+    if rc:
+        problems = [f"request {f['index']}: {f['error']}" for f in report["failures"]]
+        if not report["after"]["ok"]:
+            problems.append(f"after-run request: {report['after']['error']}")
+        if report["streaming"] is not None and not report["streaming"]["all_equal"]:
+            problems.append("streamed events differ from the WAV files")
+        _error(f"{len(report['failures'])} of {s['ok'] + s['failed']} request(s) failed; "
+               + "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else "")
+               + f" (see {path})")
+        raise typer.Exit(rc)
+
+
+@app.command(context_settings=_SETTINGS)
+def bench(
+    text: Annotated[list[str], typer.Option(
+        "--text", "-t", help="A benchmark text of 80+ characters; give at least two distinct "
+                             "ones.", show_default=False)],
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v", help="Voice name, audio file or .safetensors voice state (needed for "
+                              "non-released models and --against official).",
+        show_default=False)] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for torch (both sides with --against). Default: torch's choice.",
+        show_default=False)] = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", "-c", help="Requests in flight at once (1-256).")] = 1,
+    frames: Annotated[int | None, typer.Option(
+        help="Ignore end of speech: exactly this many frames (80 ms) per text chunk, on both "
+             "sides with --against (for random-weight checkpoints).", show_default=False)] = None,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", "-n", help="Requests per pass (text i mod number of texts, seed "
+                                 "SEED+i). Default: max(texts, concurrency).",
+        show_default=False)] = None,
+    seed: Annotated[int, typer.Option(help="Seed of request 0 (request i gets SEED+i).")] = 0,
+    against: Annotated[str | None, typer.Option(
+        "--against", help="official: also run the official pocket-tts (one request at a time, "
+                          "own process) on the same checkpoint, texts, seeds and threads, and "
+                          "print ratios.", show_default=False)] = None,
+    official_quantize: Annotated[bool, typer.Option(
+        "--official-quantize", help="Load the official model with quantize=True (its int8 "
+                                    "path).")] = False,
+    session_options: Annotated[str | None, typer.Option(
+        "--session-options", help='JSON object of engine limits: {"max_batch": N, '
+                                  '"max_queue": N}. Default: max_batch = concurrency.',
+        show_default=False)] = None,
+    json_out: Annotated[str | None, typer.Option(
+        "--json", help="Write the full report (schema vocalis.bench) to this JSON file.",
+        show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+) -> None:
+    """Benchmark: one excluded pass then one measured pass; TTFA, x real time, throughput at
+    a concurrency, peak RSS; optionally against the official package."""
+    _setup_logging(quiet)
+    import json
+
+    from vocalis.bench.batch import LOAD_KEYS, parse_session_options
+    from vocalis.bench.benchmark import check_texts, render_table, run_bench
+
+    check_texts(text)
+    engine_kw, extra = parse_session_options(session_options)
+    if extra:
+        raise InputError(f"--session-options for bench takes only {', '.join(LOAD_KEYS)}; use "
+                         f"--frames for fixed lengths (got {', '.join(sorted(extra))})")
+    if against is not None and against != "official":
+        raise InputError(f"--against {against!r}: only 'official' is supported")
+    json_path = None
+    if json_out is not None:
+        json_path = Path(json_out).expanduser()
+        if json_path.is_dir() or not json_path.parent.is_dir():
+            raise InputError(f"--json {json_path}: not a file in an existing folder")
+    report = run_bench(model, text, voice, device=device, threads=threads,
+                       concurrency=concurrency, frames=frames, requests=requests, seed=seed,
+                       against=against, official_quantize=official_quantize,
+                       session_options=engine_kw)
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)
+    console.print(render_table(report))
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        log.info("wrote %s", json_path)
+    failed = report["vocalis"]["session"]["failed"]
+    if failed:
+        errors = [r["error"] for r in report["vocalis"]["per_request"] if not r["ok"]]
+        _error(f"{failed} benchmark request(s) failed: {errors[0]}")
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------- reference

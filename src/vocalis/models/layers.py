@@ -21,13 +21,14 @@ from torch.nn import functional as F
 
 
 def apply_rope(
-    q: torch.Tensor, k: torch.Tensor, offset: int, max_period: float
+    q: torch.Tensor, k: torch.Tensor, offset: int | torch.Tensor, max_period: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotary position embedding with interleaved pairs (GPT-J layout).
 
     Args:
         q: queries ``[B, T, H, D]``; k: keys ``[B, T, Hkv, D]``; ``offset``: absolute
-        position of the first of the T steps.
+        position of the first of the T steps: an int for all rows, or a long tensor ``[B]``
+        (one position per row).
 
     Pairs ``(x[..., 2i], x[..., 2i+1])`` are rotated by angle ``pos * max_period^(-2i/D)``,
     computed in float32 (Su et al. 2021, arXiv:2104.09864; pair layout and op order as
@@ -39,8 +40,11 @@ def apply_rope(
         torch.arange(D // 2, device=q.device, dtype=torch.float32) * (-math.log(max_period) * 2 / D)
     )
     ts = torch.arange(T, device=q.device, dtype=torch.float32)
-    ts += offset
-    ts = ts.view(-1, 1, 1)
+    if isinstance(offset, torch.Tensor) and offset.dim() == 1:
+        ts = (ts[None, :] + offset[:, None].to(torch.float32)).view(B, T, 1, 1)
+    else:
+        ts += offset
+        ts = ts.view(-1, 1, 1)
     angle = freqs * ts
     cos, sin = torch.cos(angle), torch.sin(angle)
     q2 = q.view(B, T, H, D // 2, 2)
@@ -145,6 +149,47 @@ class Attention(nn.Module):
         return self.out_proj(y)
 
 
+    def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
+                     pos: torch.Tensor, slots: slice | torch.Tensor, mask: torch.Tensor,
+                     ) -> torch.Tensor:
+        """Attention for B rows of a batched cache, each at its own position.
+
+        Args:
+            x: ``[B, T, d_model]``, the T new steps of each row.
+            data: cache ``[2, R, S_cap, Hkv, D]`` (R >= B rows).
+            rows: the cache rows of the B inputs (a slice reads them as a view).
+            pos: long ``[B]``, absolute position of each row's first new step (RoPE).
+            slots: long ``[B, T]``, the cache slots the new keys/values go to (the
+                positions themselves for a linear cache).
+            mask: bool ``[B, 1, T, S]``; attention reads slots ``[0, S)`` of those rows.
+        """
+        b, t, _ = x.shape
+        d = self.head_dim
+        proj = self.in_proj(x)
+        q = proj[..., : self.q_dim].view(b, t, self.heads, d)
+        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, d)
+        k, v = torch.unbind(kv, dim=2)
+        q, k = apply_rope(q, k, pos, self.max_period)
+        q = q.transpose(1, 2)
+        if isinstance(rows, slice):
+            row_idx = torch.arange(rows.start, rows.stop, device=x.device)
+        else:
+            row_idx = rows
+        r = row_idx[:, None].expand(b, t)
+        data[0, r, slots] = k
+        data[1, r, slots] = v
+        s = mask.shape[-1]
+        valid = data[:, rows, :s]
+        k_all, v_all = valid[0].permute(0, 2, 1, 3), valid[1].permute(0, 2, 1, 3)
+        if self.kv_heads != self.heads:
+            rep = self.heads // self.kv_heads
+            k_all = k_all.repeat_interleave(rep, dim=1)
+            v_all = v_all.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
+        y = y.transpose(1, 2).reshape(b, t, self.heads * d)
+        return self.out_proj(y)
+
+
 class LayerScale(nn.Module):
     def __init__(self, channels: int, init: float):
         super().__init__()
@@ -180,6 +225,13 @@ class TransformerLayer(nn.Module):
         x = x + self.layer_scale_1(self.self_attn(self.norm1(x), cache, mask))
         h = self.linear2(F.gelu(self.linear1(self.norm2(x)), approximate="tanh"))
         return x + self.layer_scale_2(h)
+
+
+def _layer_rows(layer: "TransformerLayer", x, data, rows, pos, slots, mask):
+    x = x + layer.layer_scale_1(layer.self_attn.forward_rows(layer.norm1(x), data, rows, pos,
+                                                             slots, mask))
+    h = layer.linear2(F.gelu(layer.linear1(layer.norm2(x)), approximate="tanh"))
+    return x + layer.layer_scale_2(h)
 
 
 class Transformer(nn.Module):
@@ -219,6 +271,49 @@ class Transformer(nn.Module):
         if caches is not None:
             for c in caches:
                 c.offset += t
+        return x
+
+
+    def forward_linear_rows(self, x: torch.Tensor, data: list[torch.Tensor],
+                            rows: slice | torch.Tensor, pos: torch.Tensor, pos_max: int,
+                            ) -> torch.Tensor:
+        """B rows at their own positions over linear caches (slot = position).
+
+        x: ``[B, T, d]``; ``pos``: long ``[B]``; ``pos_max``: ``max(pos)`` as an int.
+        Keys ``[0, pos_max + T)`` are read; each row sees its own past only (requires
+        ``context is None``). Positions are not advanced (the caller owns them).
+        """
+        t = x.shape[1]
+        ar = torch.arange(t, device=x.device)
+        pos_q = pos[:, None] + ar  # [B, T]
+        pos_k = torch.arange(pos_max + t, device=x.device)
+        delta = pos_q[:, :, None] - pos_k[None, None, :]
+        mask = ((pos_k[None, None, :] >= 0) & (delta >= 0))[:, None]
+        for layer, d in zip(self.layers, data):
+            x = _layer_rows(layer, x, d, rows, pos, pos_q, mask)
+        return x
+
+    def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor], rows: torch.Tensor,
+                          pos: torch.Tensor) -> torch.Tensor:
+        """B rows at their own positions over ring caches of ``S_cap >= context + T - 1`` slots.
+
+        Position p lives in slot ``p % S_cap``; a slot is visible to query q when it holds a
+        position p with ``0 <= q - p < context`` written by this row. x: ``[B, T, d]``.
+        """
+        t = x.shape[1]
+        cap = data[0].shape[2]
+        ar = torch.arange(t, device=x.device)
+        pos_q = pos[:, None] + ar  # [B, T]
+        end = pos[:, None] + t  # [B, 1], one past the last written position
+        slot = torch.arange(cap, device=x.device)[None, :]
+        slot_pos = end - 1 - torch.remainder(end - 1 - slot, cap)  # [B, S_cap]
+        delta = pos_q[:, :, None] - slot_pos[:, None, :]
+        mask = (slot_pos[:, None, :] >= 0) & (delta >= 0)
+        if self.context is not None:
+            mask = mask & (delta < self.context)
+        slots = torch.remainder(pos_q, cap)
+        for layer, d in zip(self.layers, data):
+            x = _layer_rows(layer, x, d, rows, pos, slots, mask[:, None])
         return x
 
 

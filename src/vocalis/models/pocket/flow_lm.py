@@ -178,32 +178,10 @@ class FlowLM(nn.Module):
         self.flow_net = FlowHead(latent_dim, c.flow.dim, cond, c.flow.depth,
                                  _TIME_CONDS[c.flow.type])
 
-    # ---------------------------------------------------------------- backbone
-
     def new_caches(self, batch: int, capacity: int) -> list[KVCache]:
         return self.transformer.new_caches(batch, capacity)
 
-    def backbone(self, x: torch.Tensor, caches: list[KVCache]) -> torch.Tensor:
-        """Embeddings ``[B, T, d]`` -> condition of the last position ``[B, cond]`` (float32).
-
-        Writes T positions into the caches.
-        """
-        h = self.out_norm(self.transformer(x, caches))
-        if self.z_proj is not None:
-            h = self.z_proj(h)
-        return h.float()[:, -1]
-
-    def embed_latents(self, latents: torch.Tensor | None, batch: int = 1) -> torch.Tensor:
-        """Previous latents ``[B, 1, 32]`` (None = BOS) -> input embeddings ``[B, 1, d]``."""
-        if latents is None:
-            latents = self.bos_emb.view(1, 1, -1).expand(batch, 1, -1)
-        return self.input_linear(latents)
-
     # ---------------------------------------------------------------- heads
-
-    def eos(self, cond: torch.Tensor, threshold: float) -> torch.Tensor:
-        """``[B, cond]`` -> bool ``[B]``: EOS logit strictly above ``threshold``."""
-        return (self.out_eos(cond) > threshold)[:, 0]
 
     def sample(self, cond: torch.Tensor, noise: torch.Tensor, steps: int) -> torch.Tensor:
         """Turn noise ``[B, 32]`` into a latent with the configured head.

@@ -1,7 +1,8 @@
-"""Pocket TTS: loading, voice prompts, and the per-request generation loop.
+"""Pocket TTS: loading, text chunks, voice prompts, and the generation rules.
 
-The request loop reproduces the official pass boundaries and random draws so that
-a seeded request equals the official package run after ``torch.manual_seed(seed)``:
+The engine (``vocalis.engine.scheduler`` over ``models.pocket.batch``) runs requests
+with the official pass boundaries and random draws, so that a seeded request equals
+the official package run after ``torch.manual_seed(seed)``:
 
 * per text chunk: one forward over the chunk's tokens (after the voice prefix), which
   also draws one ``[1, 32]`` noise sample that is discarded;
@@ -19,9 +20,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import queue
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +29,6 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
-from vocalis.models.layers import KVCache
 from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
@@ -93,31 +90,6 @@ class SamplingParams:
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise bad(name, f"must be an integer >= {lo}, got {v!r}")
         return self
-
-
-@dataclass
-class ChunkStart:
-    index: int
-    text: str
-    token_ids: list[int]
-    max_frames: int
-
-
-@dataclass
-class Frame:
-    """One generated frame: ``latent`` (normalized, ``[32]``) and its PCM ``[1920]`` float32."""
-
-    chunk: int
-    index: int
-    latent: torch.Tensor
-    pcm: np.ndarray
-
-
-@dataclass
-class ChunkEnd:
-    index: int
-    frames: int
-    eos_step: int | None
 
 
 def max_gen_len(n_tokens: int, frame_rate: float = 12.5) -> int:
@@ -182,7 +154,6 @@ class PocketTTSModel:
             capitalize_first_letter=config.capitalize_first_letter,
             replace_characters=dict(config.replace_characters),
         )
-        self._caches: list[KVCache] | None = None
         self.weights_fingerprint = ""
 
     # ---------------------------------------------------------------- loading
@@ -232,7 +203,6 @@ class PocketTTSModel:
         self.device = torch.device(device)
         self.flow_lm.to(self.device).eval()
         self.mimi.to(self.device).eval()
-        self._caches = None
         return self
 
     # ---------------------------------------------------------------- text
@@ -305,173 +275,6 @@ class PocketTTSModel:
                 f"than {self.name}; a voice state only works with the weights that made it: "
                 "export it again from the audio with this model")
         return voice.to(self.device) if voice.kv[0].device != self.device else voice
-
-    # ---------------------------------------------------------------- generation
-
-    def _flow_caches(self, needed: int) -> list[KVCache]:
-        if self._caches is None or self._caches[0].capacity < needed:
-            capacity = max(needed, 1024)
-            self._caches = self.flow_lm.new_caches(1, capacity)
-        return self._caches
-
-    @torch.no_grad()
-    def generate(self, text: str, voice: VoiceState, params: SamplingParams,
-                 rng: torch.Generator, should_stop=lambda: False,
-                 ) -> Iterator[ChunkStart | Frame | ChunkEnd]:
-        """Generate speech for ``text`` in ``voice``; yields events as frames are decoded.
-
-        ``rng`` is a CPU generator: its draws reproduce the official package's use of the
-        global generator. ``should_stop()`` is polled before every frame.
-
-        Raises:
-            InputError: empty text or invalid parameters. VoiceError: incompatible voice.
-        """
-        params = params.validated()
-        temp = self.config.default_temperature if params.temperature is None else params.temperature
-        threshold = (self.config.default_eos_threshold if params.eos_threshold is None
-                     else params.eos_threshold)
-        std = temp ** 0.5
-        voice = self.check_voice(voice)
-        chunks = self.chunk_text(text, params.max_tokens)
-        with _DecodeWorker(self) as worker:
-            yield from self._generate(chunks, voice, params, rng, should_stop, worker, std,
-                                      threshold)
-
-    def _generate(self, chunks, voice, params, rng, should_stop, worker, std, threshold):
-        fm = self.flow_lm
-        first = True
-        for ci, (prepared, ids, guess) in enumerate(chunks):
-            if should_stop():
-                return
-            after_eos = params.frames_after_eos
-            if after_eos is None:
-                after_eos = self.config.model_recommended_frames_after_eos
-            if after_eos is None:
-                after_eos = guess
-            budget = max_gen_len(len(ids), self.config.mimi.frame_rate)
-            if params.max_frames is not None:
-                budget = params.max_frames
-            yield ChunkStart(ci, prepared, list(ids), budget)
-            p = voice.length
-            caches = self._flow_caches(p + len(ids) + budget)
-            for c, kv in zip(caches, voice.kv):
-                c.data[:, :, :p] = kv
-                c.offset = p
-            tokens = torch.tensor([ids], dtype=torch.long, device=self.device)
-            fm.transformer(fm.conditioner(tokens), caches)
-            self._draw(rng, std, params.noise_clamp)  # the official prompt pass draws one too
-            worker.reset(budget)
-            latent_in = None
-            eos_step = None
-            emitted = 0
-            for step in range(budget):
-                if should_stop():
-                    return
-                cond = fm.backbone(fm.embed_latents(latent_in), caches)
-                is_eos = bool(fm.eos(cond, threshold)[0])
-                noise = self._draw(rng, std, params.noise_clamp)
-                latent = fm.sample(cond, noise, params.sampler_decode_steps)
-                if params.max_frames is None:
-                    if is_eos and eos_step is None and step >= FRAMES_BEFORE_EOS:
-                        eos_step = step
-                    if eos_step is not None and step >= eos_step + after_eos:
-                        break
-                latent_in = latent[:, None, :]
-                worker.submit(ci, step, latent[0])
-                emitted += 1
-                # The first frame of a request is awaited (time to first audio); later ones
-                # are handed over as they come while the FlowLM runs ahead.
-                yield from worker.ready(wait=first)
-                first = False
-            else:
-                if params.max_frames is None:
-                    log.warning("chunk %d reached its maximum length (%d frames) without EOS",
-                                ci, budget)
-            yield from worker.drain()
-            yield ChunkEnd(ci, emitted, eos_step)
-
-    def _draw(self, rng: torch.Generator, std: float, clamp: float | None) -> torch.Tensor:
-        noise = torch.empty(1, self.flow_lm.latent_dim, dtype=torch.float32)
-        if clamp is None:
-            noise.normal_(0.0, std, generator=rng)
-        else:
-            torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=rng)
-        return noise.to(self.device)
-
-
-class _DecodeWorker:
-    """Mimi decoding on a background thread, so the codec overlaps the FlowLM steps.
-
-    Latents of a chunk are decoded one frame per call with one streaming codec state (the
-    official decoder groups whatever has queued up, which makes its rounding depend on
-    thread timing), and the PCM is handed back per frame, with the 5 ms fade-in on the
-    chunk's first samples.
-    """
-
-    def __init__(self, model: "PocketTTSModel"):
-        self.model = model
-        self.inbox: queue.Queue = queue.Queue()
-        self.outbox: queue.Queue = queue.Queue()
-        self.pending = 0
-        self.thread = threading.Thread(target=self._run, name="vocalis-decoder", daemon=True)
-
-    def __enter__(self) -> "_DecodeWorker":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.inbox.put(None)
-        self.thread.join()
-
-    def reset(self, capacity_frames: int) -> None:
-        self.inbox.put(("reset", capacity_frames))
-
-    def submit(self, chunk: int, step: int, latent: torch.Tensor) -> None:
-        self.pending += 1
-        self.inbox.put(("latent", chunk, step, latent))
-
-    def _take(self, block: bool) -> Frame:
-        item = self.outbox.get(block=block)
-        self.pending -= 1
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def ready(self, wait: bool = False) -> Iterator[Frame]:
-        """Frames decoded so far (waiting for at least one if ``wait``)."""
-        if wait and self.pending:
-            yield self._take(True)
-        while self.pending:
-            try:
-                yield self._take(False)
-            except queue.Empty:
-                return
-
-    def drain(self) -> Iterator[Frame]:
-        while self.pending:
-            yield self._take(True)
-
-    @torch.no_grad()
-    def _run(self) -> None:
-        mimi, fm = self.model.mimi, self.model.flow_lm
-        fade = torch.linspace(0, 1, FADE_IN_SAMPLES)
-        state = None
-        faded = False
-        while (item := self.inbox.get()) is not None:
-            if item[0] == "reset":
-                state = mimi.new_decoder_state(1, item[1])
-                faded = False
-                continue
-            _, chunk, step, latent = item
-            try:
-                pcm = mimi.decode((latent * fm.emb_std + fm.emb_mean)[None, None], state)[0, 0]
-                if not faded:
-                    n = min(FADE_IN_SAMPLES, pcm.shape[-1])
-                    pcm[:n] *= fade[:n].to(pcm)
-                    faded = True
-                self.outbox.put(Frame(chunk, step, latent, pcm.float().cpu().numpy()))
-            except Exception as e:  # surfaced to the caller by _take
-                self.outbox.put(e)
 
 
 def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,

@@ -1,0 +1,339 @@
+"""Continuous-batching engine for Pocket TTS.
+
+Requests wait in a bounded queue and are admitted into free rows of a batch between
+steps. Every step advances all active rows by one frame in one FlowLM pass; the new
+frames are decoded by the Mimi decoder on a second thread (all rows at once, each with
+its own streaming state), so decoding overlaps the next FlowLM step. Rows retire at the
+end of their text; cancelled requests leave within one step.
+
+Per request, the random draws follow the official package exactly (one ``[1, 32]``
+normal draw at each text-chunk prompt pass and one per frame, from the request's own
+generator), so a seeded request gives the same frames whatever runs beside it; only
+the float rounding of batched matrix products can differ.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vocalis.engine.types import AudioChunk, Failed, Finished, Request
+from vocalis.errors import CapacityError
+from vocalis.models.pocket.batch import PocketBatch
+from vocalis.models.pocket.model import (
+    FRAMES_BEFORE_EOS,
+    PocketTTSModel,
+    SamplingParams,
+    max_gen_len,
+)
+from vocalis.models.pocket.voice import VoiceState
+
+log = logging.getLogger(__name__)
+
+
+def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
+    """One ``[1, dim]`` float32 draw, as the official ``normal_`` / ``trunc_normal_`` call."""
+    noise = torch.empty(1, dim, dtype=torch.float32)
+    if clamp is None:
+        noise.normal_(0.0, std, generator=rng)
+    else:
+        torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=rng)
+    return noise
+
+
+@dataclass
+class Job:
+    """A request inside the engine."""
+
+    req: Request
+    voice: VoiceState
+    chunks: list[tuple[str, list[int], int]]  # prepared text, token ids, frames_after_eos guess
+    params: SamplingParams
+    rng: torch.Generator
+    std: float
+    threshold: float
+    row: int = -1
+    chunk: int = -1
+    step: int = 0
+    budget: int = 0
+    after_eos: int = 0
+    eos_step: int | None = None
+    pos: int = 0
+    latent: torch.Tensor | None = None
+    frames: int = 0
+    failed: bool = False
+    chunk_info: list[dict] = field(default_factory=list)
+
+
+class Engine:
+    """Runs :class:`Job` s for one model; thread-safe ``submit``."""
+
+    def __init__(self, model: PocketTTSModel, max_batch: int = 16, max_queue: int = 256):
+        self.model = model
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.batch = PocketBatch(model, max_batch)
+        self._queue: collections.deque[Job] = collections.deque()
+        self._cond = threading.Condition()
+        self._active: dict[int, Job] = {}  # row -> job
+        self._closing = False
+        self._decode_q: queue.Queue = queue.Queue(maxsize=4)
+        self.steps = 0
+        self.frames = 0
+        self._scheduler = threading.Thread(target=self._run, name="vocalis-engine", daemon=True)
+        self._decoder = threading.Thread(target=self._decode_loop, name="vocalis-decoder",
+                                         daemon=True)
+        self._scheduler.start()
+        self._decoder.start()
+
+    # ---------------------------------------------------------------- public
+
+    def submit(self, job: Job) -> Request:
+        """Queue a job; raises :class:`CapacityError` when the queue is full."""
+        with self._cond:
+            if self._closing:
+                raise CapacityError("the engine is shutting down")
+            if len(self._queue) >= self.max_queue:
+                raise CapacityError(f"queue full ({self.max_queue} requests waiting); retry later")
+            self._queue.append(job)
+            self._cond.notify_all()
+        return job.req
+
+    def status(self) -> dict:
+        with self._cond:
+            return {"active_rows": len(self._active), "queued": len(self._queue),
+                    "max_batch": self.max_batch, "max_queue": self.max_queue,
+                    "steps": self.steps, "frames": self.frames}
+
+    def close(self, cancel: bool = True, timeout: float | None = 30.0) -> None:
+        """Stop accepting work; cancel (or finish) what is queued and running, then stop."""
+        with self._cond:
+            self._closing = True
+            if cancel:
+                for job in list(self._queue) + list(self._active.values()):
+                    job.req.cancel()
+            self._cond.notify_all()
+        self._scheduler.join(timeout)
+        self._decoder.join(timeout)
+
+    # ---------------------------------------------------------------- scheduler
+
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not self._queue and not self._active and not self._closing:
+                        self._cond.wait()
+                    if self._closing and not self._queue and not self._active:
+                        break
+                    admitted = self._take_admissions()
+                decode_items: list = []
+                finishes: list = []
+                for job in admitted:
+                    self._start(job, finishes)
+                self._retire_cancelled(finishes)
+                if self._active:
+                    try:
+                        self._step(decode_items, finishes)
+                    except Exception as e:  # a failure of the whole step: fail its rows
+                        log.exception("engine step failed")
+                        for row, job in list(self._active.items()):
+                            self._release(job)
+                            finishes.append((job, e))
+                if decode_items or finishes:
+                    self._decode_q.put((decode_items, finishes))
+        self._decode_q.put(None)
+
+    def _take_admissions(self) -> list[Job]:
+        out = []
+        free = [r for r in range(self.max_batch) if r not in self._active]
+        while self._queue and free:
+            job = self._queue.popleft()
+            job.row = free.pop(0)
+            self._active[job.row] = job
+            out.append(job)
+        return out
+
+    def _release(self, job: Job) -> None:
+        with self._cond:
+            self._active.pop(job.row, None)
+
+    def _retire_cancelled(self, finishes: list) -> None:
+        for job in list(self._active.values()):
+            if job.req.cancelled:
+                job.req.stats.cancelled = True
+                self._release(job)
+                finishes.append((job, None))
+        with self._cond:  # queued requests cancelled before admission
+            for job in [j for j in self._queue if j.req.cancelled]:
+                self._queue.remove(job)
+                job.req.stats.cancelled = True
+                finishes.append((job, None))
+
+    def _start(self, job: Job, finishes: list) -> None:
+        job.req.stats.queued_ms = job.req._ms()
+        try:
+            self._next_chunk(job)
+        except Exception as e:
+            self._release(job)
+            finishes.append((job, e))
+
+    def _next_chunk(self, job: Job) -> bool:
+        """Prefill the job's next text chunk into its row; False when no chunk is left."""
+        job.chunk += 1
+        if job.chunk >= len(job.chunks):
+            return False
+        text, ids, guess = job.chunks[job.chunk]
+        p = job.params
+        job.budget = p.max_frames if p.max_frames is not None else max_gen_len(
+            len(ids), self.model.config.mimi.frame_rate)
+        job.after_eos = guess
+        if p.frames_after_eos is not None:
+            job.after_eos = p.frames_after_eos
+        elif self.model.config.model_recommended_frames_after_eos is not None:
+            job.after_eos = self.model.config.model_recommended_frames_after_eos
+        self.batch.ensure(job.row + 1, job.voice.length + len(ids) + job.budget)
+        job.pos = self.batch.prefill(job.row, job.voice, ids)
+        draw_noise(job.rng, job.std, p.noise_clamp, self.model.flow_lm.latent_dim)
+        job.step = 0
+        job.eos_step = None
+        job.latent = None
+        job.chunk_info.append({"text": text, "token_ids": list(ids), "frames": 0,
+                               "eos_step": None})
+        return True
+
+    def _step(self, decode_items: list, finishes: list) -> None:
+        fm = self.model.flow_lm
+        dev = self.model.device
+        n = max(self._active) + 1
+        jobs = [self._active.get(r) for r in range(n)]
+        dim = fm.latent_dim
+        latents = torch.zeros(n, dim, device=dev)
+        bos = torch.ones(n, dtype=torch.bool, device=dev)
+        pos_list = [0] * n
+        for r, job in enumerate(jobs):
+            if job is None:
+                continue
+            pos_list[r] = job.pos
+            if job.latent is not None:
+                latents[r] = job.latent
+                bos[r] = False
+        pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
+        cond = self.batch.step(n, latents, bos, pos, max(pos_list))
+        eos_logit = fm.out_eos(cond)[:, 0].float().cpu()
+        noise = torch.zeros(n, dim)
+        for r, job in enumerate(jobs):
+            if job is not None:
+                noise[r] = draw_noise(job.rng, job.std, job.params.noise_clamp, dim)[0]
+        noise = noise.to(dev)
+        steps = {job.params.sampler_decode_steps for job in jobs if job is not None}
+        if len(steps) == 1 or fm.head_type in ("drifting", "pointwise"):
+            sampled = fm.sample(cond, noise, steps.pop())
+        else:
+            sampled = torch.zeros_like(noise)
+            for s in steps:
+                rows = [r for r, j in enumerate(jobs) if j is not None
+                        and j.params.sampler_decode_steps == s]
+                idx = torch.tensor(rows, device=dev)
+                sampled[idx] = fm.sample(cond[idx], noise[idx], s)
+        self.steps += 1
+        for r, job in enumerate(jobs):
+            if job is None:
+                continue
+            g = job.step
+            if job.params.max_frames is None:
+                if eos_logit[r] > job.threshold and job.eos_step is None and g >= FRAMES_BEFORE_EOS:
+                    job.eos_step = g
+                    job.chunk_info[-1]["eos_step"] = g
+                if job.eos_step is not None and g >= job.eos_step + job.after_eos:
+                    self._end_chunk(job, finishes)
+                    continue
+            latent = sampled[r]
+            decode_items.append((job, latent, job.chunk, g, g == 0))
+            job.latent = latent
+            job.step += 1
+            job.pos += 1
+            job.frames += 1
+            job.chunk_info[-1]["frames"] += 1
+            self.frames += 1
+            if job.step >= job.budget:
+                if job.params.max_frames is None:
+                    log.warning("request %d chunk %d reached its maximum length (%d frames) "
+                                "without EOS", job.req.id, job.chunk, job.budget)
+                self._end_chunk(job, finishes)
+
+    def _end_chunk(self, job: Job, finishes: list) -> None:
+        if job.req.cancelled:
+            job.req.stats.cancelled = True
+            self._release(job)
+            finishes.append((job, None))
+            return
+        try:
+            more = self._next_chunk(job)
+        except Exception as e:
+            self._release(job)
+            finishes.append((job, e))
+            return
+        if not more:
+            self._release(job)
+            finishes.append((job, None))
+
+    # ---------------------------------------------------------------- decoder thread
+
+    def _decode_loop(self) -> None:
+        sr = self.model.sample_rate
+        with torch.inference_mode():
+            while (msg := self._decode_q.get()) is not None:
+                items, finishes = msg
+                if items:
+                    try:
+                        resets = [job.row for job, _, _, _, first in items if first]
+                        if resets:
+                            self.batch.reset_decoder(resets)
+                        pcm = self.batch.decode([job.row for job, *_ in items],
+                                                torch.stack([it[1] for it in items]),
+                                                [it[4] for it in items])
+                        pcm = pcm.float().cpu().numpy()
+                        for (job, _, chunk, frame, _), samples in zip(items, pcm):
+                            if not job.failed and not job.req.cancelled:
+                                job.req._put(AudioChunk(np.array(samples), chunk, frame))
+                    except Exception as e:
+                        log.exception("decoding failed")
+                        for job, *_ in items:
+                            if not job.failed:
+                                job.failed = True
+                                job.req.cancel()
+                                job.req._put(Failed(e, job.req.stats))
+                for job, error in finishes:
+                    if job.failed:
+                        continue
+                    st = job.req.stats
+                    st.frames = job.frames
+                    st.audio_s = job.frames * self.model.frame_samples / sr
+                    st.chunks = job.chunk_info
+                    if error is None:
+                        job.req._put(Finished(st))
+                    else:
+                        job.failed = True
+                        job.req._put(Failed(error, st))
+
+
+def make_job(model: PocketTTSModel, voice: VoiceState, chunks, params: SamplingParams,
+             seed: int) -> Job:
+    temp = model.config.default_temperature if params.temperature is None else params.temperature
+    threshold = (model.config.default_eos_threshold if params.eos_threshold is None
+                 else params.eos_threshold)
+    rng = torch.Generator()
+    rng.manual_seed(seed)
+    req = Request()
+    req.n_chunks = len(chunks)
+    return Job(req, voice, chunks, params, rng, temp ** 0.5, threshold)
+
+
+__all__ = ["Engine", "Job", "make_job", "draw_noise"]

@@ -1,0 +1,152 @@
+"""Pocket TTS over a batch of rows: the model side of continuous batching.
+
+Each row holds one request at its own position. The FlowLM keeps a linear KV cache
+per layer ``[2, rows, capacity, Hkv, D]`` (zero-filled at allocation; the voice prefix
+is copied in at each text chunk), and every step advances all rows by one frame in
+one forward pass with per-row RoPE positions and causal masks. The Mimi decoder keeps
+per-row streaming state (conv tails ``[rows, C, k]`` and a ring KV cache covering its
+attention context) and decodes the new frames of any subset of rows in one call.
+
+The engine (``vocalis.engine``) owns requests, rows, random generators and EOS
+bookkeeping; this class owns the tensors and the math.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from vocalis.models.layers import StreamingConv1d, StreamingConvTranspose1d
+from vocalis.models.pocket.model import FADE_IN_SAMPLES, PocketTTSModel
+from vocalis.models.pocket.voice import VoiceState
+
+
+def _grow(t: torch.Tensor, dim_sizes: dict[int, int]) -> torch.Tensor:
+    """Zero tensor with some dims enlarged, holding ``t`` in its leading corner."""
+    shape = list(t.shape)
+    for d, n in dim_sizes.items():
+        shape[d] = max(shape[d], n)
+    if shape == list(t.shape):
+        return t
+    out = t.new_zeros(shape)
+    out[tuple(slice(0, n) for n in t.shape)] = t
+    return out
+
+
+class PocketBatch:
+    """Batched state of one :class:`PocketTTSModel` (rows grow on demand up to ``max_rows``)."""
+
+    def __init__(self, model: PocketTTSModel, max_rows: int):
+        self.model = model
+        self.max_rows = max_rows
+        fm, mimi = model.flow_lm, model.mimi
+        dev = model.device
+        t = fm.config.transformer
+        self.rows = 0
+        self.capacity = 0
+        self.flow_kv = [torch.zeros(2, 0, 0, t.kv_heads, t.head_dim, device=dev)
+                        for _ in range(t.num_layers)]
+        dt = mimi.config.dec_transformer
+        ring = dt.context + mimi.upsample_stride  # a frame's steps plus the attention context
+        self.dec_kv = [torch.zeros(2, 0, ring, dt.num_heads, dt.d_model // dt.num_heads,
+                                   device=dev) for _ in range(dt.num_layers)]
+        self.dec_pos = torch.zeros(0, dtype=torch.long, device=dev)
+        self.convs = [m for m in mimi.modules()
+                      if isinstance(m, (StreamingConv1d, StreamingConvTranspose1d))
+                      and m is not mimi.downsample.conv and not _in_encoder(mimi, m)]
+        self.conv_state = {m: m.new_state(0)[0] for m in self.convs}
+        self.fade = torch.linspace(0, 1, FADE_IN_SAMPLES, device=dev)
+
+    # ---------------------------------------------------------------- memory
+
+    def ensure(self, rows: int, capacity: int) -> None:
+        """Grow to at least ``rows`` rows and ``capacity`` FlowLM positions (copies)."""
+        if rows > self.max_rows:
+            raise ValueError(f"{rows} rows exceed the batch capacity {self.max_rows}")
+        if rows <= self.rows and capacity <= self.capacity:
+            return
+        rows = max(rows, min(self.max_rows, 2 * self.rows), self.rows)
+        capacity = max(capacity, self.capacity)
+        if capacity > self.capacity:
+            capacity = max(capacity, int(self.capacity * 1.5), 256)
+        self.flow_kv = [_grow(d, {1: rows, 2: capacity}) for d in self.flow_kv]
+        self.dec_kv = [_grow(d, {1: rows}) for d in self.dec_kv]
+        self.dec_pos = _grow(self.dec_pos, {0: rows})
+        self.conv_state = {m: _grow(s, {0: rows}) for m, s in self.conv_state.items()}
+        self.rows, self.capacity = rows, capacity
+
+    # ---------------------------------------------------------------- FlowLM
+
+    @torch.no_grad()
+    def prefill(self, row: int, voice: VoiceState, token_ids: list[int]) -> int:
+        """Put ``voice`` then a text chunk into ``row``; returns the row's next position.
+
+        One forward pass over the chunk's tokens, as the official prompt pass.
+        """
+        p = voice.length
+        for d, kv in zip(self.flow_kv, voice.kv):
+            d[:, row:row + 1, :p] = kv
+        fm = self.model.flow_lm
+        tokens = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
+        pos = torch.tensor([p], dtype=torch.long, device=self.model.device)
+        fm.transformer.forward_linear_rows(fm.conditioner(tokens), self.flow_kv,
+                                           slice(row, row + 1), pos, p)
+        return p + len(token_ids)
+
+    @torch.no_grad()
+    def step(self, n: int, latents: torch.Tensor, bos: torch.Tensor, pos: torch.Tensor,
+             pos_max: int) -> torch.Tensor:
+        """One FlowLM step for rows ``[0, n)``.
+
+        Args:
+            latents: previous normalized latents ``[n, 32]`` (ignored where ``bos``).
+            bos: bool ``[n]``, rows at the first frame of a chunk (input is ``bos_emb``).
+            pos: long ``[n]`` positions of the new step; ``pos_max`` = ``max(pos)``.
+        Returns:
+            condition ``[n, cond]`` float32, input of the EOS and sampler heads.
+        """
+        fm = self.model.flow_lm
+        x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
+        h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, slice(0, n),
+                                               pos, pos_max)
+        h = fm.out_norm(h)
+        if fm.z_proj is not None:
+            h = fm.z_proj(h)
+        return h.float()[:, -1]
+
+    # ---------------------------------------------------------------- Mimi
+
+    def reset_decoder(self, rows: list[int]) -> None:
+        """Fresh codec state for these rows (start of a text chunk)."""
+        idx = torch.tensor(rows, dtype=torch.long, device=self.dec_pos.device)
+        self.dec_pos[idx] = 0
+        for s in self.conv_state.values():
+            s[idx] = 0
+
+    @torch.no_grad()
+    def decode(self, rows: list[int], latents: torch.Tensor, fade: list[bool]) -> torch.Tensor:
+        """Decode one normalized latent per row: ``[n, 32]`` -> PCM ``[n, 1920]``.
+
+        Rows flagged in ``fade`` get the 5 ms fade-in (first frame after a reset).
+        """
+        mimi, fm = self.model.mimi, self.model.flow_lm
+        idx = torch.tensor(rows, dtype=torch.long, device=self.dec_pos.device)
+        sub = {m: [s[idx], False] for m, s in self.conv_state.items()}
+        x = (latents * fm.emb_std + fm.emb_mean)[:, :, None]  # [n, 32, 1]
+        x = mimi.quantizer.output_proj(x)
+        x = mimi.upsample.convtr(x, sub[mimi.upsample.convtr])
+        x = mimi.decoder_transformer.transformer.forward_ring_rows(
+            x.transpose(1, 2), self.dec_kv, idx, self.dec_pos[idx]).transpose(1, 2)
+        x = mimi.decoder(x, sub)
+        for m, s in self.conv_state.items():
+            s[idx] = sub[m][0]
+        self.dec_pos[idx] += mimi.upsample_stride
+        pcm = x[:, 0]
+        if any(fade):
+            f = torch.tensor(fade, device=pcm.device)
+            n = min(FADE_IN_SAMPLES, pcm.shape[-1])
+            pcm[f, :n] = pcm[f, :n] * self.fade[:n]
+        return pcm
+
+
+def _in_encoder(mimi, module) -> bool:
+    return any(module is m for m in mimi.encoder.modules())

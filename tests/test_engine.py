@@ -1,0 +1,177 @@
+"""Continuous batching: a seeded request gives the same audio alone or in a batch with
+others that arrive, finish and are cancelled at other times; streaming equals one-shot;
+cancellation frees rows; the queue bound is enforced; a failure stays with its request."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vocalis
+from vocalis.engine.types import AudioChunk, Failed, Finished
+from vocalis.errors import CapacityError
+
+TEXTS = [
+    "The first request is short.",
+    "A second one, somewhat longer than the first, with a comma and a full stop. And a "
+    "second sentence to make two chunks maybe.",
+    "Three.",
+    "Number four talks about 3.5 apples; Dr. Who\u2019s \u201cquotes\u201d and dashes \u2014 "
+    "all here.",
+]
+
+
+def cosine(a, b):
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+@pytest.fixture(scope="module")
+def tts(checkpoints):
+    d = checkpoints.get("english_2m_2026-10")
+    t = vocalis.load(str(d), max_batch=8, max_queue=64)
+    t.test_voice = t.voice(str(d / "voice.wav"))
+    yield t
+    t.close()
+
+
+def collect(req):
+    pcm = []
+    for ev in req.events(timeout=120):
+        if isinstance(ev, AudioChunk):
+            pcm.append(ev.samples)
+        elif isinstance(ev, Failed):
+            raise ev.error
+        else:
+            assert isinstance(ev, Finished)
+    return np.concatenate(pcm) if pcm else np.zeros(0, np.float32), req.stats
+
+
+def solo(tts, i, **kw):
+    return tts.synthesize(TEXTS[i % len(TEXTS)], voice=tts.test_voice, seed=100 + i, **kw).samples
+
+
+def assert_close(alone, batched):
+    assert alone.shape == batched.shape
+    assert cosine(alone, batched) >= 0.9999
+
+
+def test_batched_equals_alone_with_staggered_arrivals(tts):
+    alone = {i: solo(tts, i) for i in range(6)}
+    reqs = {}
+    for i in range(6):
+        reqs[i] = tts.submit(TEXTS[i % len(TEXTS)], voice=tts.test_voice, seed=100 + i)
+        time.sleep(0.02 * i)  # arrivals at different steps
+    for i, req in reqs.items():
+        pcm, stats = collect(req)
+        assert_close(alone[i], pcm)
+        assert stats.frames * 1920 == pcm.shape[0]
+    assert tts.engine_status()["active_rows"] == 0
+
+
+def test_cancel_mid_stream_frees_row_and_others_unaffected(tts):
+    alone = solo(tts, 1, eos_threshold=100.0)
+    long_req = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, eos_threshold=100.0)
+    victim = tts.submit(TEXTS[3], voice=tts.test_voice, seed=7, eos_threshold=100.0)
+    got = 0
+    for ev in victim.events(timeout=60):
+        if isinstance(ev, AudioChunk):
+            got += 1
+            if got == 3:
+                victim.cancel()
+        if isinstance(ev, Finished):
+            assert ev.stats.cancelled
+    assert got == 3  # no audio is delivered after the cancel
+    pcm, _ = collect(long_req)
+    assert_close(alone, pcm)
+    deadline = time.time() + 10
+    while tts.engine_status()["active_rows"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert tts.engine_status()["active_rows"] == 0
+
+
+def test_stream_concatenates_exactly_and_close_cancels(tts):
+    chunks = list(tts.stream(TEXTS[3], voice=tts.test_voice, seed=5))
+    np.testing.assert_array_equal(np.concatenate(chunks),
+                                  tts.synthesize(TEXTS[3], voice=tts.test_voice, seed=5).samples)
+    gen = tts.stream(TEXTS[1], voice=tts.test_voice, seed=5, eos_threshold=100.0)
+    next(gen)
+    gen.close()
+    deadline = time.time() + 10
+    while tts.engine_status()["active_rows"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert tts.engine_status()["active_rows"] == 0
+
+
+def test_sixteen_threads_share_the_batch(tts):
+    alone = {i: solo(tts, i, max_frames=12) for i in range(16)}
+    out = {}
+    rows_seen = []
+
+    def run(i):
+        out[i] = tts.synthesize(TEXTS[i % len(TEXTS)], voice=tts.test_voice, seed=100 + i,
+                                max_frames=12).samples
+
+    def watch():
+        for _ in range(200):
+            rows_seen.append(tts.engine_status()["active_rows"])
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    w = threading.Thread(target=watch)
+    w.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.join()
+    for i in range(16):
+        assert_close(alone[i], out[i])
+    assert max(rows_seen) > 1  # requests really ran together
+
+
+def test_queue_bound_raises_capacity_error(checkpoints):
+    d = checkpoints.get("english_2m_2026-10")
+    t = vocalis.load(str(d), max_batch=1, max_queue=2)
+    try:
+        v = t.voice(str(d / "voice.wav"))
+        reqs = [t.submit("Hello there.", voice=v, seed=1, eos_threshold=100.0)]
+        deadline = time.time() + 30
+        while t.engine_status()["active_rows"] == 0 and time.time() < deadline:
+            time.sleep(0.01)
+        reqs += [t.submit("Hello there.", voice=v, seed=1) for _ in range(2)]  # fill the queue
+        with pytest.raises(CapacityError, match="queue full"):
+            t.submit("Hello there.", voice=v, seed=1)
+        for r in reqs:
+            r.cancel()
+        for r in reqs:
+            assert r.done.wait(30)
+    finally:
+        t.close()
+
+
+def test_failing_request_does_not_take_others_down(tts, monkeypatch):
+    engine = tts.engine
+    orig = engine._next_chunk
+    doomed = set()
+
+    def broken(job):
+        if job.req.id in doomed:
+            raise RuntimeError("injected failure")
+        return orig(job)
+
+    monkeypatch.setattr(engine, "_next_chunk", broken)
+    alone = solo(tts, 0)
+    bad = tts.submit(TEXTS[2], voice=tts.test_voice, seed=4)
+    doomed.add(bad.id)  # may already be admitted: then it fails at its next chunk or not at all
+    good = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100)
+    pcm, _ = collect(good)
+    assert_close(alone, pcm)
+    last = list(bad.events(timeout=60))[-1]
+    assert isinstance(last, (Failed, Finished))
+    if isinstance(last, Failed):
+        assert "injected failure" in str(last.error)
