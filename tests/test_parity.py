@@ -217,3 +217,18 @@ def test_voice_files_interchange_with_official(official_models, voice_files, tmp
     ref = off.generate_audio(off.get_state_for_audio_prompt(str(off_file)), "And back.").numpy()
     mine = tts.synthesize("And back.", voice=loaded, seed=SEED + 1).samples
     assert_same_audio(ref, mine)
+
+
+def test_int8_quantized_matches_official_quantize(checkpoints, voice_files):
+    """Opt-in int8 (both sides quantize the same FlowLM linears with torch's dynamic int8)."""
+    yaml = str(checkpoints.get("english_2m_2026-10") / "config.yaml")
+    tts = vocalis.load(yaml, quantize=True)
+    off = TTSModel.load_model(config=yaml, quantize=True)
+    wav = voice_files["24k_mono_pcm16.wav"]
+    state = off.get_state_for_audio_prompt(wav)
+    torch.manual_seed(SEED)
+    ref = off.generate_audio(state, HARD_TEXT).numpy()
+    mine = tts.synthesize(HARD_TEXT, voice=str(wav), seed=SEED).samples
+    tts.close()
+    assert ref.shape == mine.shape
+    assert cosine(ref, mine) > 0.999

@@ -323,11 +323,13 @@ class TTS:
 
 
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
-         max_batch: int = 16, max_queue: int = 256) -> TTS:
+         max_batch: int = 16, max_queue: int = 256, quantize: bool = False) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
-    else the open one, saying so) or from the paths in a YAML config.
+    else the open one, saying so) or from the paths in a YAML config. ``quantize``: dynamic
+    int8 FlowLM linears (CPU; faster, not bit-identical). ``max_batch``: rows run together;
+    ``max_queue``: requests waiting beyond them before ``CapacityError``.
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
@@ -351,6 +353,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
     model.load_weights(weights)
     model.to(dev)
+    if quantize:
+        model.quantize_int8()
     return TTS(model, model_id, released, max_batch, max_queue)
 
 

@@ -229,6 +229,8 @@ def generate(
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+    quantize: Annotated[bool, typer.Option(
+        help="Dynamic int8 FlowLM (CPU only; faster, not bit-identical to fp32).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Speak text into a WAV file (or stdout)."""
@@ -243,7 +245,7 @@ def generate(
     from vocalis import api
     from vocalis.engine.types import AudioChunk, Failed
 
-    tts = api.load(model, device=device, threads=threads)
+    tts = api.load(model, device=device, threads=threads, quantize=quantize)
     if voice is None and not tts.released:
         raise VoiceError(f"model {model} is not a released model, so it has no predefined "
                          "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
@@ -624,6 +626,52 @@ def bench(
         errors = [r["error"] for r in report["vocalis"]["per_request"] if not r["ok"]]
         _error(f"{failed} benchmark request(s) failed: {errors[0]}")
         raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------- serve
+
+
+@app.command(context_settings=_SETTINGS)
+def serve(
+    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every "
+                                           "interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = 8000,
+    voices_dir: Annotated[str | None, typer.Option(
+        help="Folder of custom voices (created if missing). Default: "
+             "$XDG_DATA_HOME/vocalis/voices (~/.local/share/vocalis/voices).",
+        show_default=False)] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v", help="Default voice (for `default` and OpenAI's voice names): a "
+                              "predefined name, an audio file or a .safetensors voice. Default: "
+                              "the model's default voice (released models only).",
+        show_default=False)] = None,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="VOCALIS_API_KEY", help="Require `Authorization: Bearer KEY` on /v1/* "
+                                       "(also read from $VOCALIS_API_KEY).",
+        show_default=False)] = None,
+    max_batch: Annotated[int, typer.Option(help="Requests generated together (engine rows).")]
+    = 16,
+    max_queue: Annotated[int, typer.Option(help="Requests waiting for a row; more get HTTP "
+                                                "429.")] = 256,
+    max_input_chars: Annotated[int, typer.Option(help="Longest input accepted (OpenAI: "
+                                                      "4096).")] = 4096,
+    shutdown_timeout: Annotated[float, typer.Option(
+        help="Seconds in-flight streams get to finish on SIGINT/SIGTERM before they are "
+             "cancelled.")] = 10.0,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only (no "
+                                                              "access log).")] = False,
+) -> None:
+    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
+    _setup_logging(quiet)
+    from vocalis.server import run
+
+    run(model, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
+        max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
+        max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet)
 
 
 # --------------------------------------------------------------------------- reference

@@ -249,7 +249,7 @@ class Transformer(nn.Module):
         )
 
     def new_caches(self, batch: int, capacity: int, device=None, dtype=torch.float32) -> list[KVCache]:
-        device = device or self.layers[0].linear1.weight.device
+        device = device or self.layers[0].norm1.weight.device
         return [
             KVCache.empty(batch, capacity, layer.self_attn.kv_heads, layer.self_attn.head_dim,
                           device, dtype)

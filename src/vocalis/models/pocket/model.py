@@ -155,6 +155,7 @@ class PocketTTSModel:
             replace_characters=dict(config.replace_characters),
         )
         self.weights_fingerprint = ""
+        self.quantized = False
 
     # ---------------------------------------------------------------- loading
 
@@ -198,6 +199,36 @@ class PocketTTSModel:
             for k, v in tensors.items():
                 expected[k].copy_(v.to(expected[k].dtype))
         self.weights_fingerprint = _fingerprint(self.flow_lm.speaker_proj_weight)
+
+    def quantize_int8(self) -> None:
+        """Dynamic int8 quantization of the FlowLM transformer's attention and FFN linears
+        (as the official ``--quantize``; CPU only; not numerically identical to fp32).
+
+        Weights become int8 per output channel; activations are quantized per call.
+        The sampler head, embeddings and the Mimi codec stay float32.
+
+        Raises:
+            InputError: the model is not on the CPU.
+        """
+        import warnings
+
+        if self.device.type != "cpu":
+            raise InputError("int8 quantization runs on the CPU only: drop --quantize or use "
+                             "--device cpu")
+        from torch.ao.quantization import quantize_dynamic
+
+        if torch.backends.quantized.engine == "none":
+            torch.backends.quantized.engine = "fbgemm"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for layer in self.flow_lm.transformer.layers:
+                for parent, names in ((layer.self_attn, ("in_proj", "out_proj")),
+                                      (layer, ("linear1", "linear2"))):
+                    for name in names:
+                        wrapped = torch.nn.Sequential(getattr(parent, name))
+                        q = quantize_dynamic(wrapped, {torch.nn.Linear}, dtype=torch.qint8)
+                        setattr(parent, name, q[0])
+        self.quantized = True
 
     def to(self, device: str | torch.device) -> "PocketTTSModel":
         self.device = torch.device(device)
