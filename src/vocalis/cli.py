@@ -501,8 +501,9 @@ def batch(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     session_options: Annotated[str | None, typer.Option(
-        "--session-options", help='JSON object: engine limits ("max_batch", "max_queue") and '
-        'default sampling options for every request ("temperature", "max_frames", ...).',
+        "--session-options", help='JSON object: engine settings ("max_batch", "max_queue", '
+        '"quantize") and default sampling options for every request ("temperature", '
+        '"max_frames", ...).',
         show_default=False)] = None,
     log_file: Annotated[str | None, typer.Option(
         "--log-file", help="Also write the log, with timestamps, to this file.",
@@ -576,11 +577,13 @@ def bench(
         "--against", help="official: also run the official pocket-tts (one request at a time, "
                           "own process) on the same checkpoint, texts, seeds and threads, and "
                           "print ratios.", show_default=False)] = None,
+    quantize: Annotated[bool, typer.Option(
+        help="vocalis side: dynamic int8 FlowLM (CPU; faster, not bit-identical).")] = False,
     official_quantize: Annotated[bool, typer.Option(
         "--official-quantize", help="Load the official model with quantize=True (its int8 "
                                     "path).")] = False,
     session_options: Annotated[str | None, typer.Option(
-        "--session-options", help='JSON object of engine limits: {"max_batch": N, '
+        "--session-options", help='JSON object of engine settings: {"max_batch": N, '
                                   '"max_queue": N}. Default: max_batch = concurrency.',
         show_default=False)] = None,
     json_out: Annotated[str | None, typer.Option(
@@ -598,6 +601,8 @@ def bench(
 
     check_texts(text)
     engine_kw, extra = parse_session_options(session_options)
+    if quantize:
+        engine_kw["quantize"] = True
     if extra:
         raise InputError(f"--session-options for bench takes only {', '.join(LOAD_KEYS)}; use "
                          f"--frames for fixed lengths (got {', '.join(sorted(extra))})")

@@ -1,0 +1,280 @@
+"""``vocalis bench``: time vocalis (and optionally the official package) on fixed texts.
+
+What is measured (after the model and the voice are loaded, both excluded):
+
+* one excluded pass, then one measured pass of ``requests`` requests (default: as many as
+  the larger of the number of texts and ``concurrency``; request ``i`` speaks text
+  ``i % len(texts)`` with seed ``seed + i``), at most ``concurrency`` in flight at once;
+* per request, timed by the caller (:mod:`vocalis.bench.session`): ``ttfa_ms`` (first
+  audio chunk in the caller's hands, from just before submit), ``wall_ms``, ``audio_s``,
+  ``rtf`` = wall / audio and ``x_real_time`` = its inverse;
+* per pass: ``wall_ms``, total ``audio_s``, aggregate throughput ``x_real_time`` = total
+  audio / pass wall (seconds of speech per second at this concurrency), peak RSS (reset at
+  the start of the pass) and its growth over the RSS before the pass.
+
+``frames`` sets ``max_frames``: EOS is ignored and every text chunk has exactly that many
+frames, so random-weight checkpoints (whose EOS fires at random) give comparable work.
+
+``against="official"``: the official pocket-tts runs in a child process
+(:mod:`vocalis.bench.official`) on the same checkpoint, texts (each once), seeds and torch
+thread count, one request at a time, after vocalis has finished. Ratios (vocalis /
+official): ``x_real_time`` (mean per-request x-real-time: single-stream speed when
+``concurrency`` is 1), ``ttfa`` (mean TTFA; lower is better), ``throughput`` (vocalis's
+aggregate x-real-time at ``concurrency`` over the official single-stream aggregate).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vocalis.bench import memory
+from vocalis.bench.batch import cosine, engine_status, load_session  # noqa: F401
+from vocalis.bench.requests import check_options
+from vocalis.bench.session import Job, _r, run_pass, summarize
+from vocalis.errors import HarnessError, InputError
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "vocalis.bench"
+SCHEMA_VERSION = 1
+MIN_TEXTS = 2
+MIN_TEXT_CHARS = 80
+MAX_CONCURRENCY = 256
+OFFICIAL_TIMEOUT_S = 3600
+
+
+def check_texts(texts: list[str]) -> list[str]:
+    """At least two distinct texts of 80+ characters. Raises InputError naming the bad one."""
+    texts = list(texts or [])
+    if len(texts) < MIN_TEXTS:
+        raise InputError(f"give at least {MIN_TEXTS} distinct --text of {MIN_TEXT_CHARS}+ "
+                         f"characters each, got {len(texts)}")
+    seen: dict[str, int] = {}
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or len(t.strip()) < MIN_TEXT_CHARS:
+            n = len(t.strip()) if isinstance(t, str) else 0
+            raise InputError(f"--text {i + 1} has {n} characters; benchmark texts need "
+                             f"{MIN_TEXT_CHARS}+ so that they are more than a few frames")
+        key = " ".join(t.split())
+        if key in seen:
+            raise InputError(f"--text {i + 1} repeats --text {seen[key] + 1}: give distinct texts")
+        seen[key] = i
+    return texts
+
+
+def _check_int(name: str, v, lo: int, hi: int | None = None) -> None:
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        rng = f"from {lo} to {hi}" if hi is not None else f">= {lo}"
+        raise InputError(f"{name} must be an integer {rng}, got {v!r}")
+
+
+def run_official_child(spec: dict, timeout_s: float = OFFICIAL_TIMEOUT_S) -> dict:
+    """Run :mod:`vocalis.bench.official` in a child process; its result dict."""
+    with tempfile.TemporaryDirectory(prefix="vocalis-bench-") as d:
+        spec_path, out_path = Path(d) / "spec.json", Path(d) / "out.json"
+        spec_path.write_text(json.dumps(spec))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        try:
+            proc = subprocess.run([sys.executable, "-m", "vocalis.bench.official",
+                                   str(spec_path), str(out_path)], check=False, capture_output=True,
+                                  env=env, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise HarnessError(f"the official pocket-tts run took over {timeout_s:.0f} s") from None
+        if proc.returncode != 0 or not out_path.exists():
+            lines = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+            raise HarnessError("the official pocket-tts run failed: "
+                               + (lines[-1] if lines else f"exit {proc.returncode}"))
+        return json.loads(out_path.read_text())
+
+
+def _ratio(a, b):
+    return round(a / b, 3) if a is not None and b else None
+
+
+def run_bench(model: str, texts: list[str], voice: str | None = None, *, device: str = "cpu",
+              threads: int | None = None, concurrency: int = 1, frames: int | None = None,
+              requests: int | None = None, seed: int = 0, against: str | None = None,
+              official_quantize: bool = False, session_options: dict | None = None,
+              sampling: dict | None = None) -> dict:
+    """Benchmark; returns the report (schema ``vocalis.bench``; see the module doc).
+
+    Report::
+
+        schema, schema_version, created, host {platform, python, torch, cpu_count,
+        loadavg_before}, model, config, device, threads, torch_threads, voice, texts,
+        text_chars, concurrency, requests, frames, seed, sampling, session_options, quantize,
+        vocalis: {load_ms, voice_ms, warmup: PASS, session: PASS, per_request: [...]}
+        official: {version, load_kwargs, frames_method, quantize, torch_threads, load_ms,
+                   voice_ms, warmup: PASS, session: PASS, per_request: [...]} or null
+        ratios: {x_real_time, ttfa, throughput, frames_equal, concurrency} or null
+    where PASS = {requests, ok, failed, wall_ms, audio_s, frames, x_real_time (aggregate
+    throughput), rtf, ttfa_ms {mean,p50,p90,min,max}, request_x_real_time, request_rtf,
+    peak_rss_mb, rss_before_mb, rss_growth_mb}.
+
+    Raises:
+        InputError: bad texts, counts or options. HarnessError: the official run failed.
+    """
+    texts = check_texts(texts)
+    _check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
+    _check_int("frames", frames, 1, 10_000)
+    _check_int("requests", requests, 1, 100_000)
+    _check_int("seed", seed, 0, 2**63 - 1)
+    if against not in (None, "official"):
+        raise InputError(f"--against {against!r}: only 'official' is supported")
+    sampling = dict(sampling or {})
+    if frames is not None:
+        sampling["max_frames"] = frames
+    check_options(sampling, "sampling options")
+    n_req = requests if requests is not None else max(len(texts), concurrency)
+    official_kwargs = official_voice = None
+    import torch
+
+    if against == "official":  # fail on a model/voice the official package can't take first
+        if voice is None:
+            raise InputError("--against official needs --voice (an audio file, a .safetensors "
+                             "voice state or a predefined voice name)")
+        n_threads = torch.get_num_threads()
+        try:  # importing pocket_tts calls torch.set_num_threads(1) for the whole process
+            from vocalis.reference.export import _resolve_voice, resolve_official_model
+
+            official_kwargs = resolve_official_model(model)
+            v, _kind = _resolve_voice(voice)
+            official_voice = str(v)
+        finally:
+            torch.set_num_threads(n_threads)
+
+    engine_kw = dict(session_options or {})
+    engine_kw.setdefault("max_batch", concurrency)
+    engine_kw.setdefault("max_queue", max(256, n_req))
+    t0 = time.perf_counter()
+    tts = load_session(model, device, threads, **engine_kw)
+    load_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    v = tts.voice(voice)
+    voice_ms = (time.perf_counter() - t0) * 1000
+    torch_threads = torch.get_num_threads()
+    jobs = [Job(i, texts[i % len(texts)], v, seed + i, dict(sampling)) for i in range(n_req)]
+
+    def measured_pass(label: str) -> tuple[dict, list]:
+        rss_before = memory.rss_mb()
+        memory.reset_peak()
+        outcomes, wall_ms = run_pass(tts, jobs, concurrency)
+        peak = memory.peak_rss_mb()
+        s = summarize(outcomes, wall_ms)
+        s.update(peak_rss_mb=_r(peak, 1), rss_before_mb=_r(rss_before, 1),
+                 rss_growth_mb=_r(max(0.0, peak - rss_before), 1) if rss_before is not None else None)
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            log.error("%s pass: request %d failed: %s", label, failed[0].index, failed[0].error)
+        return s, outcomes
+
+    loadavg = os.getloadavg() if hasattr(os, "getloadavg") else None
+    log.info("vocalis: warm-up pass, %d request(s), %d in flight", n_req, concurrency)
+    warm, _ = measured_pass("warm-up")
+    log.info("vocalis: measured pass")
+    sess, outcomes = measured_pass("measured")
+    report = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": {"platform": platform.platform(), "python": platform.python_version(),
+                 "torch": torch.__version__, "cpu_count": os.cpu_count(),
+                 "loadavg_before": [round(x, 2) for x in loadavg] if loadavg else None},
+        "model": model, "config": getattr(tts, "config_name", None), "device": device,
+        "threads": threads, "torch_threads": torch_threads, "voice": voice,
+        "texts": texts, "text_chars": [len(t) for t in texts], "concurrency": concurrency,
+        "requests": n_req, "frames": frames, "seed": seed, "sampling": sampling,
+        "session_options": engine_kw, "quantize": bool(engine_kw.get("quantize", False)),
+        "vocalis": {"load_ms": _r(load_ms), "voice_ms": _r(voice_ms), "warmup": warm,
+                    "session": sess, "per_request": [o.figures() for o in outcomes],
+                    "engine": engine_status(tts)},
+        "official": None, "ratios": None,
+    }
+    # Free vocalis before the official run so that nothing of it runs or stays resident
+    # beside the child beyond this process's idle memory.
+    close = getattr(tts, "close", None)
+    if callable(close):
+        close()
+    tts = v = jobs = outcomes = None  # drop the last references
+    gc.collect()
+    if against == "official":
+        seeds = [seed + i for i in range(len(texts))]
+        log.info("official pocket-tts: warm-up pass and measured pass, %d request(s), one at "
+                 "a time, %d thread(s)", len(texts), torch_threads)
+        off = run_official_child({"load_kwargs": official_kwargs, "voice": official_voice,
+                                  "texts": texts, "seeds": seeds, "threads": torch_threads,
+                                  "frames": frames, "quantize": official_quantize})
+        report["official"] = off
+        vs, os_ = report["vocalis"]["session"], off["session"]
+        vf = {}  # frames per text on the vocalis side (first request of each text)
+        for r in report["vocalis"]["per_request"]:
+            vf.setdefault(r["index"] % len(texts), r["frames"])
+        of = {r["index"]: r["frames"] for r in off["per_request"]}
+        report["ratios"] = {
+            "concurrency": concurrency,
+            "x_real_time": _ratio(vs["request_x_real_time"], os_["request_x_real_time"]),
+            "ttfa": _ratio((vs["ttfa_ms"] or {}).get("mean"), (os_["ttfa_ms"] or {}).get("mean")),
+            "throughput": _ratio(vs["x_real_time"], os_["x_real_time"]),
+            "frames_equal": vf == of,
+        }
+    return report
+
+
+# --------------------------------------------------------------------------- output
+
+
+def render_table(report: dict):
+    """A rich table of the report's main figures (vocalis, official, ratio)."""
+    from rich.table import Table
+
+    off = report.get("official")
+    c = report["concurrency"]
+    t = Table(title=f"vocalis bench: {report['config']} on {report['device']}, "
+                    f"{report['torch_threads']} thread(s), concurrency {c}, "
+                    f"{report['requests']} request(s)"
+                    + (f", {report['frames']} frames/chunk" if report["frames"] else ""))
+    t.add_column("metric")
+    t.add_column("vocalis" + (" int8" if report.get("quantize") else ""), justify="right")
+    if off:
+        t.add_column("official" + (" int8" if off.get("quantize") else "") + " (1 at a time)",
+                     justify="right")
+        t.add_column("ratio", justify="right")
+    v, o = report["vocalis"]["session"], (off or {}).get("session", {})
+    ratios = report.get("ratios") or {}
+
+    def fmt(x, spec="{:.2f}"):
+        return "-" if x is None else spec.format(x)
+
+    rows = [
+        ("requests", v["requests"], o.get("requests"), None, "{}"),
+        ("audio (s)", v["audio_s"], o.get("audio_s"), None, "{:.2f}"),
+        ("frames", v["frames"], o.get("frames"), None, "{}"),
+        ("session wall (ms)", v["wall_ms"], o.get("wall_ms"), None, "{:.0f}"),
+        ("TTFA mean (ms)", (v["ttfa_ms"] or {}).get("mean"), (o.get("ttfa_ms") or {}).get("mean"),
+         ratios.get("ttfa"), "{:.1f}"),
+        ("TTFA p90 (ms)", (v["ttfa_ms"] or {}).get("p90"), (o.get("ttfa_ms") or {}).get("p90"),
+         None, "{:.1f}"),
+        ("per-request x real time", v["request_x_real_time"], o.get("request_x_real_time"),
+         ratios.get("x_real_time"), "{:.2f}"),
+        ("per-request RTF", v["request_rtf"], o.get("request_rtf"), None, "{:.3f}"),
+        (f"throughput x real time (c={c})", v["x_real_time"], o.get("x_real_time"),
+         ratios.get("throughput"), "{:.2f}"),
+        ("peak RSS (MB)", v["peak_rss_mb"], o.get("peak_rss_mb"), None, "{:.0f}"),
+        ("RSS growth in pass (MB)", v["rss_growth_mb"], o.get("rss_growth_mb"), None, "{:.0f}"),
+    ]
+    for name, a, b, r, spec in rows:
+        cells = [name, fmt(a, spec)]
+        if off:
+            cells += [fmt(b, spec), fmt(r, "{:.2f}x")]
+        t.add_row(*cells)
+    return t

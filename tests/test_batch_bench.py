@@ -1,0 +1,311 @@
+"""``vocalis batch`` and ``vocalis bench`` on a small random checkpoint: their reports, not
+their speed.
+
+The CLI runs as a subprocess (``python -m vocalis.cli``) against one random-weight
+checkpoint of the small ``english_2m_2026-10`` config; fixed frame counts (``max_frames``,
+``--frames``) keep every run to a few frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CONFIG = "english_2m_2026-10"
+T1 = ("The quick brown fox jumps over the lazy dog, and then it runs far away into the "
+      "dark forest.")
+T2 = ("She sells sea shells by the sea shore; the shells she sells are surely sea shells, "
+      "or so I am told.")
+
+
+def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, "-m", "vocalis.cli", *args], check=False,
+                          capture_output=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+def err_lines(proc: subprocess.CompletedProcess) -> list[str]:
+    return [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines()
+            if ln.startswith("error:")]
+
+
+def read_wav(path: Path) -> tuple[wave._wave_params, np.ndarray]:
+    with wave.open(str(path), "rb") as w:
+        return w.getparams(), np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+
+
+@pytest.fixture(scope="module")
+def ckpt(checkpoints) -> Path:
+    d = checkpoints.get(CONFIG)
+    assert (d / "voice.wav").is_file()
+    return d
+
+
+def write_requests(path: Path, data) -> Path:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+# --------------------------------------------------------------------------- batch
+
+
+def test_batch_streaming_report(ckpt, tmp_path):
+    voice = str(ckpt / "voice.wav")
+    reqs = write_requests(tmp_path / "requests.json", [
+        {"text": "Hello there, this is the first request.", "voice": voice,
+         "options": {"seed": 1, "max_frames": 6}},
+        {"text": "A second one. It has two sentences, so maybe two chunks.", "voice": voice,
+         "options": {"seed": 2, "max_frames": 4, "max_tokens": 8}},
+        {"text": "Third, without a seed.", "voice": voice, "options": {"max_frames": 5}},
+    ])
+    out = tmp_path / "out"
+    log_file = tmp_path / "batch.log"
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out),
+               "--batch-size", "2", "--mode", "streaming", "--threads", "1",
+               "--log-file", str(log_file))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().strip() == str(out / "report.json")
+    assert "measured pass" in log_file.read_text()
+    rep = json.loads((out / "report.json").read_text())
+
+    assert rep["schema"] == "vocalis.batch" and rep["schema_version"] == 1
+    assert rep["mode"] == "streaming" and rep["batch_size"] == 2 and not rep["sequential"]
+    assert rep["sample_rate"] == 24000 and rep["torch_threads"] == 1
+    # one entry per request and pass; warm-up entries have no file
+    assert [(e["pass"], e["index"]) for e in rep["requests"]] == (
+        [("warmup", i) for i in range(3)] + [("measured", i) for i in range(3)])
+    for e in rep["requests"]:
+        assert e["ok"] and e["error"] is None
+        assert e["ttfa_ms"] > 0 and e["wall_ms"] >= e["ttfa_ms"] and e["audio_s"] > 0
+        assert e["rtf"] == pytest.approx(e["wall_ms"] / 1000 / e["audio_s"], rel=1e-2)
+        assert e["audio_events"] == e["frames"]
+        assert ("wav" in e) == (e["pass"] == "measured")
+    measured = [e for e in rep["requests"] if e["pass"] == "measured"]
+    assert [e["frames"] for e in measured[:1]] == [6]
+    assert measured[1]["frames"] == 4 * measured[1]["text_chunks"]
+    assert measured[1]["text_chunks"] >= 2
+
+    # WAVs: measured outputs only, one per request, 16-bit 24 kHz mono, equal to the events
+    assert sorted(p.name for p in out.glob("*.wav")) == ["0000.wav", "0001.wav", "0002.wav"]
+    for e in measured:
+        params, pcm = read_wav(out / e["wav"])
+        assert (params.nchannels, params.sampwidth, params.framerate) == (1, 2, 24000)
+        assert pcm.shape[0] == e["frames"] * 1920 == round(e["audio_s"] * 24000)
+        s = e["streaming"]
+        assert s["equal"] and s["in_order"] and s["frames_match"] and s["whole_frames"]
+        assert s["wav_samples"] == s["event_samples"] == pcm.shape[0]
+        assert s["audio_events"] == e["frames"]
+    assert rep["streaming"] == {"checked": 3, "equal": 3, "all_equal": True}
+
+    sess = rep["session"]
+    m = rep["passes"]["measured"]
+    assert sess["wall_ms"] == m["wall_ms"] > 0 and sess["ok"] == 3 and sess["failed"] == 0
+    assert sess["audio_s"] == pytest.approx(sum(e["audio_s"] for e in measured), abs=1e-3)
+    assert sess["x_real_time"] == pytest.approx(sess["audio_s"] / (sess["wall_ms"] / 1000),
+                                                rel=1e-2)
+    assert sess["peak_rss_mb"] > 50 and rep["passes"]["warmup"]["peak_rss_mb"] > 50
+    assert set(m["ttfa_ms"]) == {"mean", "p50", "p90", "min", "max"}
+    # seeded requests repeat across passes; the engine is reusable afterwards
+    assert rep["repeat"]["seeded_requests"] == 2 and rep["repeat"]["frames_equal"]
+    assert rep["repeat"]["min_cosine"] >= 0.9999
+    after = rep["after"]
+    assert after["ok"] and after["index"] == 0 and after["same_frames_as_measured"]
+    assert after["cosine_to_measured"] >= 0.9999
+    assert rep["engine"]["after"]["active_rows"] == 0 and rep["engine"]["after"]["queued"] == 0
+    assert rep["failures"] == []
+
+
+class _FaultyTTS:
+    """A real session whose requests containing FAIL end with a Failed event at run time."""
+
+    def __init__(self, tts):
+        self._tts = tts
+
+    def __getattr__(self, name):
+        return getattr(self._tts, name)
+
+    def submit(self, text, voice=None, seed=None, **sampling):
+        if "FAIL" not in text:
+            return self._tts.submit(text, voice, seed, **sampling)
+        from vocalis.engine.types import Failed, Request
+
+        req = Request()
+        req._put(Failed(RuntimeError("injected fault"), req.stats))
+        return req
+
+
+def test_batch_one_failing_request_does_not_stop_the_others(ckpt, tmp_path):
+    import vocalis
+    from vocalis.bench import run_batch
+
+    voice = str(ckpt / "voice.wav")
+    reqs = write_requests(tmp_path / "r.json", [
+        {"text": "First request.", "voice": voice, "options": {"seed": 5, "max_frames": 3}},
+        {"text": "This one will FAIL.", "voice": voice, "options": {"seed": 6, "max_frames": 3}},
+        {"text": "Third request.", "voice": voice, "options": {"seed": 7, "max_frames": 3}},
+    ])
+    tts = vocalis.load(str(ckpt), max_batch=2)
+    try:
+        out = tmp_path / "out"
+        (out).mkdir()
+        (out / "0001.wav").write_bytes(b"stale")  # from an earlier run: must go
+        rep, rc = run_batch(str(ckpt), reqs, out, sequential=True, tts=_FaultyTTS(tts))
+    finally:
+        tts.close()
+    assert rc == 1
+    assert rep["sequential"] and rep["batch_size"] == 1 and rep["mode"] == "oneshot"
+    assert rep["failures"] == [{"index": 1, "error": "RuntimeError: injected fault"}]
+    measured = {e["index"]: e for e in rep["requests"] if e["pass"] == "measured"}
+    assert measured[1]["ok"] is False and measured[1]["wav"] is None
+    assert measured[0]["ok"] and measured[2]["ok"] and measured[2]["frames"] == 3
+    assert sorted(p.name for p in out.glob("*.wav")) == ["0000.wav", "0002.wav"]
+    assert rep["session"]["ok"] == 2 and rep["session"]["failed"] == 1
+    assert rep["after"]["ok"] and rep["streaming"] is None
+    assert json.loads((out / "report.json").read_text())["failures"] == rep["failures"]
+
+
+def test_batch_capacity_errors_fail_requests_not_the_run(ckpt, tmp_path):
+    """More requests in flight than the engine holds: the extra ones fail with
+    CapacityError at run time; the rest complete, exit 1 with one error line."""
+    voice = str(ckpt / "voice.wav")
+    reqs = write_requests(tmp_path / "r.json", [
+        {"text": f"Request number {i}.", "voice": voice, "options": {"seed": i, "max_frames": 8}}
+        for i in range(3)])
+    out = tmp_path / "out"
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out),
+               "--batch-size", "3", "--session-options", '{"max_batch": 1, "max_queue": 1}',
+               "--threads", "1")
+    assert proc.returncode == 1, proc.stderr.decode()
+    errors = err_lines(proc)
+    assert len(errors) == 1 and "CapacityError" in errors[0] and "report.json" in errors[0]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["session_options"]["max_batch"] == 1
+    assert 1 <= len(rep["failures"]) <= 2
+    assert all(f["error"].startswith("CapacityError") for f in rep["failures"])
+    ok = {e["index"] for e in rep["requests"] if e["pass"] == "measured" and e["ok"]}
+    assert ok and {p.name for p in out.glob("*.wav")} == {f"{i:04d}.wav" for i in ok}
+
+
+BAD_FILES = [
+    ("not-json", '[{"text": "hi"', None, "not valid JSON"),
+    ("not-array", '{"text": "hi"}', None, "must be a JSON array"),
+    ("empty-array", "[]", None, "empty"),
+    ("not-object", '[{"text": "hi"}, "hello"]', 1, "must be an object"),
+    ("missing-text", '[{"text": "hi"}, {"voice": "x.wav"}]', 1, "missing field 'text'"),
+    ("unknown-field", '[{"text": "a"}, {"text": "b"}, {"text": "c", "speed": 2}]', 2,
+     "unknown field"),
+    ("empty-text", '[{"text": "a"}, {"text": "   "}]', 1, "empty"),
+    ("seed-float", '[{"text": "a", "options": {"seed": 1.5}}]', 0, "seed must be an integer"),
+    ("seed-string", '[{"text": "a"}, {"text": "b", "options": {"seed": "42"}}]', 1,
+     "seed must be an integer"),
+    ("unknown-option", '[{"text": "a", "options": {"speed": 2}}]', 0, "unknown option"),
+    ("unknown-voice", '[{"text": "a", "voice": "V"}, {"text": "b", "voice": "no_such_voice"}]',
+     1, "unknown voice"),
+]
+
+
+@pytest.mark.parametrize("content,index,needle", [c[1:] for c in BAD_FILES],
+                         ids=[c[0] for c in BAD_FILES])
+def test_batch_bad_request_files(ckpt, tmp_path, content, index, needle):
+    reqs = write_requests(tmp_path / "r.json", content.replace("\"V\"", json.dumps(
+        str(ckpt / "voice.wav"))))
+    out = tmp_path / "out"
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out))
+    assert proc.returncode == 2, proc.stderr.decode()
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    assert needle in lines[0]
+    if index is not None:
+        assert f"request {index}:" in lines[0]
+    assert not out.exists()  # nothing ran, nothing written
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--batch-size", "0"], "batch size"),
+    (["--batch-size", "100000"], "batch size"),
+    (["--batch-size", "2", "--sequential"], "not both"),
+    (["--mode", "fast"], "unknown mode"),
+    (["--session-options", '{"max_batch": 0}'], "max_batch"),
+    (["--session-options", '{"colour": 1}'], "unknown key"),
+    (["--session-options", '{"quantize": 1}'], "quantize"),
+    (["--session-options", '[1]'], "JSON object"),
+], ids=["zero", "absurd", "both", "mode", "max-batch", "unknown-session-key", "quantize",
+        "not-object"])
+def test_batch_bad_arguments(ckpt, tmp_path, args, needle):
+    reqs = write_requests(tmp_path / "r.json", [{"text": "hi"}])
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir",
+               str(tmp_path / "out"), *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+
+
+def test_parse_requests_reports_first_problem_and_count():
+    from vocalis.bench import parse_requests
+    from vocalis.errors import InputError
+
+    with pytest.raises(InputError, match=r"^request 1: .*\(and 1 more problem"):
+        parse_requests([{"text": "ok"}, {"text": ""}, {"txt": "x"}])
+    reqs = parse_requests([{"text": "a", "voice": "alba", "options": {"seed": 3, "temperature": 0.5}}])
+    assert (reqs[0].seed, reqs[0].sampling, reqs[0].voice) == (3, {"temperature": 0.5}, "alba")
+
+
+# --------------------------------------------------------------------------- bench
+
+
+def test_bench_against_official_json(ckpt, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = run("bench", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"),
+               "--text", T1, "--text", T2, "--frames", "6", "--concurrency", "2",
+               "--threads", "1", "--against", "official", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    table = proc.stdout.decode()
+    assert "vocalis bench" in table and "throughput" in table and "official" in table
+    rep = json.loads(out.read_text())
+    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 1
+    assert rep["concurrency"] == 2 and rep["requests"] == 2 and rep["frames"] == 6
+    assert rep["torch_threads"] == 1 and rep["sampling"] == {"max_frames": 6}
+    v = rep["vocalis"]
+    for p in (v["warmup"], v["session"]):
+        assert p["requests"] == p["ok"] == 2 and p["failed"] == 0
+    s = v["session"]
+    for key in ("wall_ms", "audio_s", "x_real_time", "rtf", "request_x_real_time",
+                "request_rtf", "peak_rss_mb", "rss_before_mb", "rss_growth_mb"):
+        assert s[key] is not None and s[key] >= 0, key
+    assert s["ttfa_ms"]["mean"] > 0 and s["x_real_time"] == pytest.approx(
+        s["audio_s"] / (s["wall_ms"] / 1000), rel=1e-2)
+    assert s["rtf"] == pytest.approx(1 / s["x_real_time"], rel=1e-2)
+    assert [r["index"] for r in v["per_request"]] == [0, 1]
+    # every text chunk has exactly 6 frames
+    assert all(r["frames"] == 6 * r["text_chunks"] for r in v["per_request"])
+    o = rep["official"]
+    assert o["version"] == "4.0.1" and o["torch_threads"] == 1 and o["frames"] == 6
+    assert "eos_threshold" in o["frames_method"]
+    assert o["session"]["requests"] == 2 and o["session"]["ttfa_ms"]["mean"] > 0
+    assert [r["frames"] for r in o["per_request"]] == [r["frames"] for r in v["per_request"]]
+    r = rep["ratios"]
+    assert r["frames_equal"] is True and r["concurrency"] == 2
+    assert r["x_real_time"] == pytest.approx(
+        s["request_x_real_time"] / o["session"]["request_x_real_time"], rel=1e-2)
+    assert r["ttfa"] > 0 and r["throughput"] > 0
+
+
+@pytest.mark.parametrize("texts,needle", [
+    ([T1], "at least 2"),
+    ([T1, "Too short."], "characters"),
+    ([T1, " " + T1], "repeats"),
+], ids=["one-text", "short", "same"])
+def test_bench_needs_two_distinct_long_texts(ckpt, texts, needle):
+    args = [a for t in texts for a in ("--text", t)]
+    proc = run("bench", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
