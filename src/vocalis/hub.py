@@ -32,7 +32,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
+import socket
 import tempfile
 import urllib.error
 import urllib.request
@@ -253,6 +255,20 @@ def _resolve_hf(repo_id: str, filename: str, revision: str | None, *, model_id: 
     from huggingface_hub import hf_hub_download
 
     offline = is_offline()
+    if not offline and revision is not None and _COMMIT.fullmatch(revision):
+        # A commit revision never changes: a cached copy is authoritative, no network needed.
+        try:
+            return Path(hf_hub_download(repo_id=repo_id, filename=filename, revision=revision,
+                                        cache_dir=str(hf_cache_dir()), local_files_only=True))
+        except (hf_errors.LocalEntryNotFoundError, OSError, ValueError):
+            pass
+    if not offline:
+        unreachable = _unreachable(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        if unreachable:
+            raise ModelNotFound(
+                f"{_describe(repo_id, filename, revision)}: the Hugging Face Hub could not be "
+                f"reached ({unreachable}) and the file is not cached in {hf_cache_dir()}; "
+                f"{_advice(model_id)}")
     kwargs: dict = {
         "repo_id": repo_id,
         "filename": filename,
@@ -309,6 +325,25 @@ def _resolve_hf(repo_id: str, filename: str, revision: str | None, *, model_id: 
         ) from exc
     except OSError as exc:
         raise ModelNotFound(f"{what}: could not store it in {hf_cache_dir()} ({_short(exc)})") from exc
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _unreachable(endpoint: str, timeout: float = 3.0) -> str | None:
+    """Why the hub host cannot be reached (DNS or TCP within ``timeout`` s), else None.
+
+    Checked once before a download so that a machine without network gets one clear
+    error at once instead of huggingface_hub's retries with back-off.
+    """
+    u = urlparse(endpoint)
+    host = u.hostname or ""
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as e:
+        return e.strerror or str(e) or type(e).__name__
 
 
 def _gated_message(repo_id: str, what: str, maybe_missing: bool = False) -> str:

@@ -371,8 +371,28 @@ class StreamingConvTranspose1d(nn.Module):
         return [torch.zeros(batch, self.convtr.out_channels, self.tail,
                             device=self.convtr.weight.device)]
 
+    def _depthwise(self, x: torch.Tensor) -> torch.Tensor:
+        """Depthwise transposed conv with ``kernel == 2 * stride`` as products and one
+        overlap-add (PyTorch's grouped transposed conv is a slow generic path on CPU).
+        With one input step per call every output is a single product, as in the conv."""
+        b, c, n = x.shape
+        s = self.convtr.stride[0]
+        w = self.convtr.weight[:, 0, :]  # [C, 2s]
+        prod = x[..., None] * w[None, :, None, :]  # [B, C, n, 2s]
+        y = x.new_zeros(b, c, (n + 1) * s)
+        y[..., : n * s] = prod[..., :s].reshape(b, c, n * s)
+        y[..., s:] += prod[..., s:].reshape(b, c, n * s)
+        if self.convtr.bias is not None:
+            y = y + self.convtr.bias[:, None]
+        return y
+
     def forward(self, x: torch.Tensor, state: list) -> torch.Tensor:
-        y = self.convtr(x)
+        ct = self.convtr
+        if (ct.groups == ct.in_channels == ct.out_channels and ct.kernel_size[0] == 2 * ct.stride[0]
+                and ct.padding[0] == 0 and ct.output_padding[0] == 0 and ct.dilation[0] == 1):
+            y = self._depthwise(x)
+        else:
+            y = ct(x)
         n = self.tail
         if n > 0:
             y[..., :n] += state[0]
