@@ -143,6 +143,19 @@ def resolve_voices(tts, requests: list[BatchRequest]) -> dict:
     return voices
 
 
+def check_texts(tts, requests: list[BatchRequest]) -> None:
+    """Prepare and chunk every text as ``submit`` will (cheap: tokenization only), so a text
+    the model cannot speak stops the run before anything runs, naming its request."""
+    chunk_text = getattr(getattr(tts, "model", None), "chunk_text", None)
+    if chunk_text is None:
+        return
+    for r in requests:
+        try:
+            chunk_text(r.text, r.sampling.get("max_tokens", 50))
+        except InputError as e:
+            raise InputError(f"request {r.index}: {e}") from None
+
+
 def _wav_name(index: int, n: int) -> str:
     return f"{index:0{max(4, len(str(n - 1)))}d}.wav"
 
@@ -309,6 +322,7 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
     except OSError as e:
         raise InputError(f"cannot create --out-dir {out}: {e.strerror or e}") from None
 
+    check_texts(tts, requests)
     jobs = [Job(r.index, r.text, voices[r.voice], r.seed, dict(r.sampling)) for r in requests]
     record = mode == "streaming"
     status_before = engine_status(tts)
