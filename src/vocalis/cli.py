@@ -674,9 +674,13 @@ def serve(
     _setup_logging(quiet)
     from vocalis.server import run
 
+    def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
+        typer.echo(f"vocalis: serving {model} at {url}", err=True)
+
     run(model, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
-        max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet)
+        max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
+        on_ready=ready)
 
 
 # --------------------------------------------------------------------------- reference

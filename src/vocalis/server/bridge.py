@@ -1,0 +1,95 @@
+"""From the engine's thread to the event loop: one pump thread per speech request.
+
+The engine produces events on its own thread. A pump thread per request reads them
+(:meth:`Request.events` blocks), encodes the audio (PyAV work stays off the event loop)
+and hands the bytes to an ``asyncio.Queue`` with ``call_soon_threadsafe``. The queue is
+unbounded, so a slow reader never blocks the engine or the other requests (its backlog
+is its own audio, a few kB per second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+
+from vocalis.engine.types import AudioChunk, Failed, Finished, RequestStats
+from vocalis.server.encoders import Encoder
+
+log = logging.getLogger("vocalis.server")
+
+
+@dataclass
+class Piece:
+    """``kind``: ``audio`` (``data`` bytes, ``samples`` count), ``done`` (``stats``),
+    ``failed`` (``error``, ``stats``)."""
+
+    kind: str
+    data: bytes = b""
+    samples: int = 0
+    stats: RequestStats | None = None
+    error: BaseException | None = None
+
+
+class SpeechJob:
+    def __init__(self, request, encoder: Encoder, loop: asyncio.AbstractEventLoop):
+        self.request = request
+        self.encoder = encoder
+        self.loop = loop
+        self.queue: asyncio.Queue[Piece] = asyncio.Queue()
+        self.finished = False  # Finished or Failed seen by the consumer
+        self._thread = threading.Thread(target=self._pump, daemon=True,
+                                        name=f"vocalis-pump-{getattr(request, 'id', '?')}")
+
+    def start(self) -> SpeechJob:
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        self.request.cancel()
+
+    async def next(self) -> Piece:
+        piece = await self.queue.get()
+        if piece.kind in ("done", "failed"):
+            self.finished = True
+        return piece
+
+    def _put(self, piece: Piece) -> bool:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, piece)
+            return True
+        except RuntimeError:  # the loop is closed: the server is gone
+            self.request.cancel()
+            return False
+
+    def _pump(self) -> None:
+        head = self.encoder.begin()
+        try:
+            for ev in self.request.events():
+                if isinstance(ev, AudioChunk):
+                    data = self.encoder.write(ev.samples)
+                    if head:
+                        data, head = head + data, b""
+                    if not self._put(Piece("audio", data, int(ev.samples.shape[0]))):
+                        return
+                elif isinstance(ev, Finished):
+                    if ev.stats.cancelled:
+                        self.encoder.close()
+                        self._put(Piece("done", stats=ev.stats))
+                        return
+                    tail = head + self.encoder.end()
+                    if tail:
+                        self._put(Piece("audio", tail, 0))
+                    self._put(Piece("done", stats=ev.stats))
+                    return
+                elif isinstance(ev, Failed):
+                    self._put(Piece("failed", stats=ev.stats, error=ev.error))
+                    return
+        except BaseException as e:
+            log.error("speech request %s: pump failed", getattr(self.request, "id", "?"),
+                      exc_info=e)
+            self.request.cancel()
+            self._put(Piece("failed", error=e, stats=getattr(self.request, "stats", None)))
+        finally:
+            self.encoder.close()

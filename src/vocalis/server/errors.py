@@ -1,0 +1,164 @@
+"""OpenAI's error envelope for every error the server answers.
+
+``{"error": {"message": str, "type": str, "param": str | None, "code": str | None}}``
+
+Types follow OpenAI: ``invalid_request_error`` for 4xx (401 included, with code
+``invalid_api_key``), ``rate_limit_error`` for 429 (with ``Retry-After``), ``server_error``
+for 5xx. FastAPI's own 422 ``{"detail": [...]}`` never leaves the server: request
+validation errors become 400 envelopes naming the offending field in ``param``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from vocalis.errors import VocalisError
+
+log = logging.getLogger("vocalis.server")
+
+RETRY_AFTER_S = 1
+
+
+class APIError(Exception):
+    """An error answered as an OpenAI envelope with ``status``."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None,
+                 code: str | None = None, type: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type or error_type(status)
+        self.headers = headers or {}
+
+
+def error_type(status: int) -> str:
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def envelope(status: int, message: str, *, param: str | None = None, code: str | None = None,
+             type: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type or error_type(status), "param": param,
+                      "code": code}}
+
+
+def error_response(status: int, message: str, *, param: str | None = None,
+                   code: str | None = None, type: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
+    if status == 429:
+        headers.setdefault("Retry-After", str(RETRY_AFTER_S))
+        headers.setdefault("retry-after-ms", str(RETRY_AFTER_S * 1000))
+    return JSONResponse(envelope(status, message, param=param, code=code, type=type),
+                        status_code=status, headers=headers)
+
+
+def from_exception(exc: BaseException, param: str | None = None) -> APIError:
+    """Any exception -> APIError (VocalisError keeps its status and code; others are 500)."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, VocalisError):
+        return APIError(exc.http_status, str(exc) or type(exc).__name__, param=param,
+                        code=exc.code)
+    return APIError(500, f"internal error ({type(exc).__name__}); see the server log",
+                    code="internal_error")
+
+
+_PYDANTIC_CODES = {
+    "string_too_long": "string_above_max_length",
+    "missing": "missing_required_parameter",
+    "extra_forbidden": "unknown_parameter",
+    "json_invalid": "invalid_json",
+    "model_attributes_type": "invalid_request_body",
+    "model_type": "invalid_request_body",
+    "dict_type": "invalid_request_body",
+}
+
+
+def _validation_error(exc: RequestValidationError) -> APIError:
+    errors = exc.errors()
+    if not errors:
+        return APIError(400, "invalid request", code="invalid_request")
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+    kind = first.get("type", "invalid")
+    if kind == "json_invalid":
+        ctx = first.get("ctx") or {}
+        detail = ctx.get("error") or first.get("msg", "")
+        return APIError(400, f"request body is not valid JSON ({detail}): send a JSON object "
+                             "with Content-Type: application/json", code="invalid_json")
+    # A union (voice: str | {"id": ...}) reports one error per branch: name the field once.
+    param = ".".join(p for p in loc if p not in _UNION_TAGS and "[" not in p) or None
+    if kind == "extra_forbidden":
+        msg = f"unknown parameter {param!r}: see the request schema at /openapi.json"
+    elif kind == "missing":
+        msg = f"missing required parameter {param!r}"
+    elif param:
+        msg = f"{param}: {first.get('msg', 'invalid value')}"
+        if "input" in first and kind not in ("string_too_long",):
+            shown = json.dumps(first["input"], default=str)
+            if len(shown) <= 80:
+                msg += f" (got {shown})"
+    else:
+        msg = first.get("msg", "invalid request")
+        if kind in ("model_type", "model_attributes_type", "dict_type"):
+            msg = "request body must be a JSON object"
+    if len(errors) > 1 and not all(e.get("loc", ())[:2] == first.get("loc", ())[:2]
+                                   for e in errors):
+        msg += f" (and {len(errors) - 1} more problem(s))"
+    return APIError(400, msg, param=param, code=_PYDANTIC_CODES.get(kind, kind))
+
+
+_UNION_TAGS = {"str", "int", "float", "bool", "VoiceRef"}
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large",
+               401: "invalid_api_key", 503: "unavailable"}
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into an envelope."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError):
+        return error_response(exc.status, exc.message, param=exc.param, code=exc.code,
+                              type=exc.type, headers=exc.headers)
+
+    @app.exception_handler(VocalisError)
+    async def _vocalis_error(request: Request, exc: VocalisError):
+        e = from_exception(exc)
+        return error_response(e.status, e.message, param=e.param, code=e.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        e = _validation_error(exc)
+        return error_response(e.status, e.message, param=e.param, code=e.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        status = exc.status_code
+        if status == 404:
+            message = f"no route {request.method} {request.url.path}: see /openapi.json for the API"
+        elif status == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return error_response(status, message, code=_HTTP_CODES.get(status),
+                              headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unhandled(request: Request, exc: Exception):
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, f"internal error ({type(exc).__name__}); see the server log",
+                              code="internal_error")

@@ -1,0 +1,103 @@
+"""Load a model and serve it with uvicorn (the ``vocalis serve`` command)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from vocalis.errors import InputError
+
+log = logging.getLogger("vocalis.server")
+
+
+def default_voices_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vocalis" / "voices"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise InputError(f"cannot resolve host {host!r}: {e.strerror or e}") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e} (is another "
+                         "server running there? pick another --port)") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
+        voices_dir: str | os.PathLike[str] | None = None, api_key: str | None = None,
+        max_batch: int = 16, max_queue: int = 256, device: str = "cpu",
+        threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
+        shutdown_timeout: float = 10.0, quiet: bool = False,
+        on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve ``model`` until SIGINT/SIGTERM.
+
+    The port is bound before the model loads (a busy port fails fast); ``port=0`` picks a
+    free one. ``on_ready(url)`` is called once the server accepts connections.
+    """
+    import uvicorn
+
+    import vocalis
+    from vocalis.server.app import create_app
+
+    if max_input_chars < 1:
+        raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")
+    if shutdown_timeout < 0:
+        raise InputError(f"--shutdown-timeout must be >= 0, got {shutdown_timeout}")
+    sock = _bind(host, port)
+    try:
+        tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,
+                           max_queue=max_queue)
+        vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
+        try:
+            vdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
+        app = create_app(tts, voices_dir=vdir, default_voice=voice, api_key=api_key,
+                         max_input_chars=max_input_chars, close_engine=True)
+        state = app.state.vocalis
+        bound = sock.getsockname()
+        shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        url = f"http://{shown_host}:{bound[1]}"
+
+        class _Server(uvicorn.Server):
+            def handle_exit(self, sig, frame):  # first signal: drain; second: force
+                state.shutting_down = True
+                if not self.should_exit:
+                    log.info("shutting down: in-flight streams get %.0f s to finish",
+                             shutdown_timeout)
+                super().handle_exit(sig, frame)
+
+            async def shutdown(self, sockets=None):
+                await super().shutdown(sockets=sockets)
+                # uvicorn re-raises the captured signal after a clean shutdown (exit 143):
+                # a drained server exits 0 instead.
+                if hasattr(self, "_captured_signals"):
+                    self._captured_signals.clear()
+
+            async def startup(self, sockets=None):
+                await super().startup(sockets=sockets)
+                if self.started:
+                    log.info("web page %s/, API %s/v1, voices in %s, max batch %d, max queue "
+                             "%d", url, url, vdir, max_batch, max_queue)
+                    if on_ready is not None:
+                        on_ready(url)
+
+        config = uvicorn.Config(app, log_level="warning" if quiet else "info",
+                                timeout_graceful_shutdown=shutdown_timeout, access_log=not quiet,
+                                lifespan="on")
+        _Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

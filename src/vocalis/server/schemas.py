@@ -1,0 +1,61 @@
+"""Request bodies: OpenAI's ``CreateSpeechRequest`` plus vocalis sampling extensions."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OPENAI_MAX_INPUT_CHARS = 4096
+
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+
+class VoiceRef(BaseModel):
+    """A voice given as an object, as OpenAI's custom voices are: ``{"id": "my_voice"}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=256)
+
+
+class SpeechRequest(BaseModel):
+    """``POST /v1/audio/speech``.
+
+    OpenAI fields: ``model``, ``input`` (the server's ``--max-input-chars``, 4096 by default,
+    is checked in the route), ``voice``, ``instructions`` (accepted, ignored: Pocket TTS has
+    no style control; the response says so in ``x-vocalis-instructions``),
+    ``response_format``, ``speed`` (only 1.0: Pocket TTS has no speed control and vocalis
+    does not time-stretch), ``stream_format``.
+
+    Extensions (vocalis): ``seed`` and the sampling options of :func:`vocalis.load`'s
+    ``submit``; ``max_frames`` fixes the length of each text chunk (benchmarks).
+    Unknown fields are refused (400), as OpenAI does, so typos do not pass silently.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=512)
+    input: str
+    voice: str | VoiceRef
+    instructions: str | None = Field(default=None, max_length=OPENAI_MAX_INPUT_CHARS)
+    response_format: ResponseFormat = "mp3"
+    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    stream_format: Literal["audio", "sse"] = "audio"
+
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    temperature: float | None = Field(default=None, ge=0)
+    eos_threshold: float | None = None
+    frames_after_eos: int | None = Field(default=None, ge=0)
+    noise_clamp: float | None = Field(default=None, gt=0)
+    sampler_decode_steps: int | None = Field(default=None, ge=1, le=64)
+    max_tokens: int | None = Field(default=None, ge=1, le=1000)
+    max_frames: int | None = Field(default=None, ge=1, le=10_000)
+
+    def voice_id(self) -> str:
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+    def sampling(self) -> dict:
+        """The sampling options that were given (``seed`` excluded)."""
+        names = ("temperature", "eos_threshold", "frames_after_eos", "noise_clamp",
+                 "sampler_decode_steps", "max_tokens", "max_frames")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}

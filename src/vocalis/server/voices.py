@@ -1,0 +1,240 @@
+"""Voices the server speaks with: predefined names, the default voice, and custom voices.
+
+Custom voices live in the voices directory, two files per voice::
+
+    <id>.safetensors   the voice state (official export-voice layout, loadable by pocket-tts)
+    <id>.json          metadata: id, name, created_at, source file name, duration, model
+
+A voice id is its name: 1-64 characters from ``A-Z a-z 0-9 _ -``, starting with a letter
+or digit, so it can never name a path outside the directory. Ids of predefined voices,
+``default`` and OpenAI's voice names are reserved. Creating a voice whose id exists is a
+409, never an overwrite: files are written under temporary names and hard-linked into
+place, which fails when the name is taken, even by another process.
+
+OpenAI's voice names (``alloy``, ``ash``, ... ``cedar``) are aliases of the server's
+default voice, so clients with a hard-coded list work.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from vocalis.errors import VocalisError, VoiceError
+from vocalis.models.pocket import registry
+from vocalis.models.pocket.voice import load_voice_state
+from vocalis.server.errors import APIError
+
+log = logging.getLogger("vocalis.server")
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage",
+                 "shimmer", "verse", "marin", "cedar")
+DEFAULT_ID = "default"
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+
+
+class VoiceStore:
+    """Resolves voice ids to ready :class:`vocalis.api.Voice` objects (cached) and manages
+    the custom voices on disk. Thread-safe."""
+
+    def __init__(self, tts, root: str | os.PathLike[str], default_voice: str | None = None):
+        self.tts = tts
+        self.root = Path(root).expanduser()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._cache: dict[str, object] = {}
+        self._custom: dict[str, dict] = {}
+        self.predefined: tuple[str, ...] = tuple(registry.PREDEFINED_VOICES) if tts.released else ()
+        self.default_source = default_voice
+        if default_voice is None and tts.released:
+            self.default_source = registry.default_voice(tts.model.name)
+        if default_voice is not None:
+            # Fail at start-up, not on the first request.
+            self._cache[DEFAULT_ID] = tts.voice(default_voice)
+        self._scan()
+
+    # ------------------------------------------------------------------ listing
+
+    def _fingerprint(self) -> str | None:
+        return getattr(self.tts.model, "weights_fingerprint", None)
+
+    def _scan(self) -> None:
+        fp = self._fingerprint()
+        skipped = 0
+        for meta_path in sorted(self.root.glob("*.json")):
+            vid = meta_path.stem
+            if not NAME_RE.match(vid) or not (self.root / f"{vid}.safetensors").is_file():
+                continue
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                log.warning("voices: ignoring %s (%s)", meta_path, e)
+                continue
+            if fp and meta.get("weights") and meta["weights"] != fp:
+                skipped += 1
+                continue
+            self._custom[vid] = meta
+        if skipped:
+            log.warning("voices: %d voice(s) in %s were made with other weights and are not "
+                        "offered with this model", skipped, self.root)
+        log.info("voices: %d custom voice(s) in %s", len(self._custom), self.root)
+
+    def _reserved(self) -> set[str]:
+        return {DEFAULT_ID, *self.predefined, *OPENAI_VOICES}
+
+    def list(self) -> list[dict]:
+        out = []
+        if self.default_source is not None:
+            out.append({"id": DEFAULT_ID, "name": DEFAULT_ID, "object": "audio.voice",
+                        "type": "default", "source": Path(str(self.default_source)).name})
+        for name in self.predefined:
+            out.append({"id": name, "name": name, "object": "audio.voice", "type": "predefined"})
+        with self._lock:
+            custom = sorted(self._custom.values(), key=lambda m: m.get("created_at", 0))
+        for meta in custom:
+            out.append(public(meta))
+        return out
+
+    # ------------------------------------------------------------------ resolving
+
+    def resolve(self, voice_id: str):
+        """Voice id -> Voice. Raises APIError 400 (param ``voice``) for unknown ids."""
+        vid = voice_id.strip()
+        if vid in OPENAI_VOICES or vid == DEFAULT_ID:
+            if self.default_source is None:
+                raise APIError(400, f"voice {vid!r} names the server's default voice, but this "
+                                    "server has none (its model has no predefined voices): use a "
+                                    "custom voice (GET /v1/audio/voices) or start the server with "
+                                    "--voice", param="voice", code="voice_not_found")
+            vid = DEFAULT_ID
+        with self._lock:
+            cached = self._cache.get(vid)
+        if cached is not None:
+            return cached
+        if vid == DEFAULT_ID:
+            voice = self.tts.voice(self.default_source)
+        elif vid in self.predefined:
+            voice = self.tts.voice(vid)
+        else:
+            with self._lock:
+                known = vid in self._custom
+            if not known:
+                raise APIError(400, f"unknown voice {voice_id!r}: GET /v1/audio/voices lists the "
+                                    "voices of this server", param="voice",
+                               code="voice_not_found")
+            path = self.root / f"{vid}.safetensors"
+            voice = self.tts.voice(load_voice_state(path))
+            voice.name = vid
+        with self._lock:
+            self._cache[vid] = voice
+        return voice
+
+    # ------------------------------------------------------------------ create / delete
+
+    def create(self, name: str, data: bytes, filename: str | None) -> dict:
+        """Compute a voice state from an uploaded audio sample and store it.
+
+        Raises APIError: 400 bad name, 409 taken, 413 too large, 422 not decodable audio.
+        """
+        check_name(name)
+        if name in self._reserved():
+            raise APIError(409, f"voice id {name!r} is reserved (a predefined voice, 'default' "
+                                "or an OpenAI voice name): choose another name",
+                           param="name", code="voice_exists")
+        with self._lock:
+            taken = name in self._custom or (self.root / f"{name}.safetensors").exists()
+        if taken:
+            raise APIError(409, f"voice {name!r} already exists: delete it first "
+                                f"(DELETE /v1/audio/voices/{name}) or choose another name",
+                           param="name", code="voice_exists")
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise APIError(413, f"audio_sample is {len(data)} bytes; the limit is "
+                                f"{MAX_UPLOAD_BYTES} (10 MiB): send a shorter clip (30 s are used)",
+                           param="audio_sample", code="file_too_large")
+        if not data:
+            raise APIError(422, "audio_sample is empty: send an audio file (WAV, FLAC, OGG, "
+                                "MP3...) of a few seconds of speech", param="audio_sample",
+                           code="invalid_audio")
+        from vocalis.audio import read_audio
+
+        shown = Path(filename or "audio_sample").name
+        buf = io.BytesIO(data)
+        buf.name = shown
+        try:
+            samples, rate = read_audio(buf)
+        except VoiceError as e:
+            raise APIError(422, f"audio_sample: {e}", param="audio_sample",
+                           code="invalid_audio") from None
+        suffix = Path(shown).suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", Path(shown).suffix or "") else ".wav"
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".upload-") as tmp:
+            src = Path(tmp) / f"sample{suffix}"
+            src.write_bytes(data)
+            try:
+                voice = self.tts.voice(str(src))
+            except VocalisError as e:
+                raise APIError(e.http_status, str(e).replace(str(src), shown),
+                               param="audio_sample", code=e.code) from None
+            voice.name = name
+            state_tmp = Path(tmp) / "voice.safetensors"
+            voice.save(state_tmp)
+            meta = {
+                "id": name, "name": name, "object": "audio.voice", "type": "custom",
+                "created_at": int(time.time()), "source_filename": shown,
+                "duration_s": round(samples.shape[0] / rate, 3), "sample_rate": rate,
+                "model": self.tts.model.name, "weights": self._fingerprint(),
+            }
+            meta_tmp = Path(tmp) / "voice.json"
+            meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            with self._lock:
+                final = self.root / f"{name}.safetensors"
+                try:
+                    os.link(state_tmp, final)  # fails if the name was taken meanwhile
+                except FileExistsError:
+                    raise APIError(409, f"voice {name!r} already exists", param="name",
+                                   code="voice_exists") from None
+                os.replace(meta_tmp, self.root / f"{name}.json")
+                self._custom[name] = meta
+                self._cache[name] = voice
+        log.info("voices: created %r from %s (%.1f s)", name, shown, meta["duration_s"])
+        return public(meta)
+
+    def delete(self, voice_id: str) -> dict:
+        if voice_id in self._reserved():
+            raise APIError(400, f"voice {voice_id!r} is built in and cannot be deleted",
+                           param="voice_id", code="voice_not_deletable")
+        if not NAME_RE.match(voice_id):
+            raise APIError(404, f"no custom voice {voice_id!r}", param="voice_id",
+                           code="voice_not_found")
+        with self._lock:
+            if voice_id not in self._custom:
+                raise APIError(404, f"no custom voice {voice_id!r}: GET /v1/audio/voices lists "
+                                    "them", param="voice_id", code="voice_not_found")
+            for suffix in (".json", ".safetensors"):
+                try:
+                    (self.root / f"{voice_id}{suffix}").unlink()
+                except FileNotFoundError:
+                    pass
+            self._custom.pop(voice_id, None)
+            self._cache.pop(voice_id, None)
+        log.info("voices: deleted %r", voice_id)
+        return {"id": voice_id, "object": "audio.voice.deleted", "deleted": True}
+
+
+def check_name(name: str) -> None:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise APIError(400, f"invalid voice name {name!r}: use 1-64 characters from A-Z a-z "
+                            "0-9 _ -, starting with a letter or digit", param="name",
+                       code="invalid_voice_name")
+
+
+def public(meta: dict) -> dict:
+    keys = ("id", "name", "object", "type", "created_at", "source_filename", "duration_s")
+    return {k: meta[k] for k in keys if k in meta}

@@ -1,0 +1,151 @@
+"""``vocalis serve`` as a process: start-up line, graceful shutdown on SIGTERM (streams
+that end in time finish, longer ones are cut, exit 0), voices surviving a restart."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("av")
+
+SMALL = "english_2m_2026-10"
+
+
+class Proc:
+    def __init__(self, args: list[str]):
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        self.p = subprocess.Popen([sys.executable, "-m", "vocalis", "serve", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=env)
+        self.lines: list[str] = []
+        self.url: str | None = None
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.append(line.rstrip())
+            m = re.search(r"serving .* at (http://[\d.]+:(\d+))", line)
+            if m:
+                self.url, self.port = m.group(1), int(m.group(2))
+                self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout=90):
+        assert self._ready.wait(timeout), "server did not start"
+        assert self.url, "\n".join(self.lines)
+        return self
+
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def request(self, method, path, body=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            if isinstance(body, dict):
+                body = json.dumps(body).encode()
+                headers = {"Content-Type": "application/json"}
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def open_stream(self, max_frames: int, seed: int = 1):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request("POST", "/v1/audio/speech", json.dumps(
+            {"model": "tts-1", "input": "A long story about streaming audio.", "voice": "alloy",
+             "response_format": "pcm", "seed": seed, "max_frames": max_frames}),
+            {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        first = resp.read1(4096)
+        assert first
+        return conn, resp, first
+
+    def stop(self, sig=signal.SIGTERM, timeout=30) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise
+
+
+def _upload(proc: Proc, name: str, data: bytes):
+    b = "vocalisboundary9"
+    body = (f'--{b}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n'
+            f'--{b}\r\nContent-Disposition: form-data; name="audio_sample"; '
+            f'filename="v.wav"\r\n\r\n').encode() + data + f"\r\n--{b}--\r\n".encode()
+    return proc.request("POST", "/v1/audio/voices", body,
+                        {"Content-Type": f"multipart/form-data; boundary={b}"})
+
+
+def test_serve_graceful_shutdown_and_restart(checkpoints, tmp_path):
+    ckpt = checkpoints.get(SMALL)
+    voices = tmp_path / "voices"
+    args = ["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+            "--voices-dir", str(voices), "--shutdown-timeout", "6", "--max-batch", "4", "-q"]
+    proc = Proc(args).wait_ready()
+    try:
+        status, data = _upload(proc, "persisted", (ckpt / "voice.wav").read_bytes())
+        assert status == 201, data
+        status, spoken = proc.request("POST", "/v1/audio/speech", {
+            "model": "tts-1", "input": "Remember me.", "voice": "persisted",
+            "response_format": "pcm", "seed": 5})
+        assert status == 200 and spoken
+
+        long_conn, long_resp, _ = proc.open_stream(max_frames=5000, seed=1)  # ~400 s of audio
+        mid_frames = 120
+        mid_conn, mid_resp, mid_first = proc.open_stream(max_frames=mid_frames, seed=2)
+        t0 = time.monotonic()
+        proc.p.send_signal(signal.SIGTERM)
+        mid_body = mid_first + mid_resp.read()  # finishes within the grace period
+        assert len(mid_body) == mid_frames * 1920 * 2
+        with pytest.raises((http.client.IncompleteRead, ConnectionError, OSError)):
+            while long_resp.read(65536):  # cut when the grace period ends
+                pass
+        code = proc.p.wait(30)
+        took = time.monotonic() - t0
+        assert code == 0, proc.log()
+        assert 5 < took < 25, took
+        for c in (long_conn, mid_conn):
+            c.close()
+    finally:
+        proc.stop()
+
+    again = Proc(args).wait_ready()
+    try:
+        status, data = again.request("GET", "/v1/audio/voices")
+        assert "persisted" in [v["id"] for v in json.loads(data)["voices"]]
+        status, spoken_again = again.request("POST", "/v1/audio/speech", {
+            "model": "tts-1", "input": "Remember me.", "voice": "persisted",
+            "response_format": "pcm", "seed": 5})
+        assert status == 200 and spoken_again == spoken
+        assert again.stop(signal.SIGINT) == 0, again.log()
+    finally:
+        again.stop()
+
+
+def test_serve_busy_port_is_a_one_line_error(checkpoints):
+    ckpt = checkpoints.get(SMALL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "vocalis", "serve", "--model", str(ckpt),
+                            "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("error: cannot listen on 127.0.0.1:")

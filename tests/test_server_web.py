@@ -1,0 +1,127 @@
+"""The web page in real headless Chromium (Debian's ``chromium``, driven by Playwright):
+load, type, play while streaming, see TTFA and speed, download, upload a voice."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+uvicorn = pytest.importorskip("uvicorn")
+
+import vocalis
+from vocalis.server import create_app
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():  # pragma: no cover - .ci/run installs it
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium)",
+                allow_module_level=True)
+
+SMALL = "english_2m_2026-10"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LONG_TEXT = ("The page plays each piece of audio as soon as it arrives. "
+             "It does not wait for the whole answer. It shows the time to first audio. "
+             "And it shows how many times faster than real time the speech was made.")
+
+
+@pytest.fixture(scope="module")
+def served(checkpoints, tmp_path_factory):
+    ckpt = checkpoints.get(SMALL)
+    tts = vocalis.load(str(ckpt), max_batch=4, max_queue=16)
+    app = create_app(tts, voices_dir=tmp_path_factory.mktemp("web_voices"),
+                     default_voice=str(ckpt / "voice.wav"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield url, ckpt
+    server.should_exit = True
+    thread.join(15)
+    tts.close()
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    url, _ = served
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context()
+        pg = context.new_page()
+        outside = []
+        pg.on("request", lambda r: None if r.url.startswith((url, "data:", "blob:"))
+              else outside.append(r.url))
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url + "/")
+        yield pg
+        assert not outside, f"the page fetched outside resources: {outside}"
+        assert not errors, errors
+        browser.close()
+
+
+def _server_pcm_len(url: str, text: str, voice: str, seed: int) -> int:
+    body = json.dumps({"model": "tts-1", "input": text, "voice": voice, "seed": seed,
+                       "response_format": "pcm"}).encode()
+    req = urllib.request.Request(url + "/v1/audio/speech", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return len(r.read())
+
+
+def test_speak_plays_while_streaming_and_downloads(page, served):
+    url, _ = served
+    page.wait_for_function("document.querySelectorAll('#voice option').length > 0")
+    assert page.locator("#voice").input_value() == "default"
+    page.fill("#text", LONG_TEXT)
+    page.fill("#seed", "11")
+    page.click("#speak")
+    page.wait_for_selector("body[data-state=done]", timeout=60_000)
+    assert re.fullmatch(r"\d+ ms", page.inner_text("#ttfa"))
+    assert re.fullmatch(r"[\d.]+× real time", page.inner_text("#xrt"))
+    assert page.inner_text("#seed-used") == "11"
+    st = page.evaluate("window.vocalis")
+    assert st["samples"] > 0 and st["chunksScheduled"] >= 2
+    assert st["firstPlayMs"] < st["wallMs"]  # playback started before the stream ended
+    assert st["ttfaMs"] <= st["firstPlayMs"]
+    # the download is the streamed audio as a WAV file, equal to the API's own answer
+    size = page.evaluate("fetch(document.getElementById('download').href)"
+                         ".then(r => r.arrayBuffer()).then(b => b.byteLength)")
+    assert size == 44 + _server_pcm_len(url, LONG_TEXT, "default", 11)
+    assert page.get_attribute("#download", "download") == "vocalis.wav"
+
+
+def test_upload_a_voice_and_speak_with_it(page, served):
+    _, ckpt = served
+    page.fill("#voice-name", "from_the_page")
+    page.set_input_files("#voice-file", str(ckpt / "voice.wav"))
+    page.click("#upload-button")
+    page.wait_for_function(
+        "document.getElementById('upload-status').textContent.includes('ready')",
+        timeout=60_000)
+    assert page.locator("#voice").input_value() == "from_the_page"
+    page.fill("#text", "A new voice.")
+    page.click("#speak")
+    page.wait_for_selector("body[data-state=done]", timeout=60_000)
+    assert page.evaluate("window.vocalis.samples") > 0
+    # the same name again: the server's error is shown
+    page.fill("#voice-name", "from_the_page")
+    page.set_input_files("#voice-file", str(ckpt / "voice.wav"))
+    page.click("#upload-button")
+    page.wait_for_function(
+        "document.getElementById('upload-status').classList.contains('error')", timeout=30_000)
+    assert "409" in page.inner_text("#upload-status")
