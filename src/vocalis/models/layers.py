@@ -114,6 +114,28 @@ class Attention(nn.Module):
         self.in_proj = nn.Linear(d_model, self.q_dim + 2 * kv_dim, bias=False)
         self.out_proj = nn.Linear(self.q_dim, d_model, bias=False)
 
+    def _qkv(self, x: torch.Tensor, pos: int | torch.Tensor):
+        """Project and rotate: q ``[B, H, T, D]``, k and v ``[B, T, Hkv, D]``."""
+        b, t, _ = x.shape
+        proj = self.in_proj(x)
+        q = proj[..., : self.q_dim].view(b, t, self.heads, self.head_dim)
+        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, self.head_dim)
+        k, v = torch.unbind(kv, dim=2)
+        q, k = apply_rope(q, k, pos, self.max_period)
+        return q.transpose(1, 2), k, v
+
+    def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor) -> torch.Tensor:
+        """q ``[B, H, T, D]``; keys/values ``[B, S, Hkv, D]``; -> ``[B, T, d_model]``."""
+        k_all, v_all = keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3)
+        if self.kv_heads != self.heads:
+            rep = self.heads // self.kv_heads
+            k_all = k_all.repeat_interleave(rep, dim=1)
+            v_all = v_all.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
+        b, _, t, _ = q.shape
+        return self.out_proj(y.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+
     def forward(self, x: torch.Tensor, cache: KVCache | None, mask: torch.Tensor) -> torch.Tensor:
         """x: ``[B, T, d_model]``; ``mask``: boolean ``[B|1, 1, T, S]`` for the keys read.
 
@@ -122,35 +144,18 @@ class Attention(nn.Module):
         is inferred from the mask width). Without a cache, keys are the T inputs themselves.
         The caller advances ``cache.offset``.
         """
-        b, t, _ = x.shape
-        d = self.head_dim
-        proj = self.in_proj(x)
-        q = proj[..., : self.q_dim].view(b, t, self.heads, d)
-        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, d)
-        k, v = torch.unbind(kv, dim=2)
         offset = 0 if cache is None else cache.offset
-        q, k = apply_rope(q, k, offset, self.max_period)
-        q = q.transpose(1, 2)
+        q, k, v = self._qkv(x, offset)
         if cache is None:
-            k_all, v_all = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
-        else:
-            end = offset + t
-            cache.data[0, :, offset:end] = k
-            cache.data[1, :, offset:end] = v
-            start = end - mask.shape[-1]
-            valid = cache.data[:, :, start:end]
-            k_all, v_all = valid[0].permute(0, 2, 1, 3), valid[1].permute(0, 2, 1, 3)
-        if self.kv_heads != self.heads:
-            rep = self.heads // self.kv_heads
-            k_all = k_all.repeat_interleave(rep, dim=1)
-            v_all = v_all.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
-        y = y.transpose(1, 2).reshape(b, t, self.heads * d)
-        return self.out_proj(y)
-
+            return self._attend(q, k, v, mask)
+        end = offset + x.shape[1]
+        cache.data[0, :, offset:end] = k
+        cache.data[1, :, offset:end] = v
+        valid = cache.data[:, :, end - mask.shape[-1]:end]
+        return self._attend(q, valid[0], valid[1], mask)
 
     def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
-                     pos: torch.Tensor, slots: slice | torch.Tensor, mask: torch.Tensor,
+                     pos: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
                      ) -> torch.Tensor:
         """Attention for B rows of a batched cache, each at its own position.
 
@@ -164,30 +169,14 @@ class Attention(nn.Module):
             mask: bool ``[B, 1, T, S]``; attention reads slots ``[0, S)`` of those rows.
         """
         b, t, _ = x.shape
-        d = self.head_dim
-        proj = self.in_proj(x)
-        q = proj[..., : self.q_dim].view(b, t, self.heads, d)
-        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, d)
-        k, v = torch.unbind(kv, dim=2)
-        q, k = apply_rope(q, k, pos, self.max_period)
-        q = q.transpose(1, 2)
-        if isinstance(rows, slice):
-            row_idx = torch.arange(rows.start, rows.stop, device=x.device)
-        else:
-            row_idx = rows
+        q, k, v = self._qkv(x, pos)
+        row_idx = torch.arange(rows.start, rows.stop, device=x.device) if isinstance(
+            rows, slice) else rows
         r = row_idx[:, None].expand(b, t)
         data[0, r, slots] = k
         data[1, r, slots] = v
-        s = mask.shape[-1]
-        valid = data[:, rows, :s]
-        k_all, v_all = valid[0].permute(0, 2, 1, 3), valid[1].permute(0, 2, 1, 3)
-        if self.kv_heads != self.heads:
-            rep = self.heads // self.kv_heads
-            k_all = k_all.repeat_interleave(rep, dim=1)
-            v_all = v_all.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
-        y = y.transpose(1, 2).reshape(b, t, self.heads * d)
-        return self.out_proj(y)
+        valid = data[:, rows, :mask.shape[-1]]
+        return self._attend(q, valid[0], valid[1], mask)
 
 
 class LayerScale(nn.Module):
