@@ -336,30 +336,35 @@ def test_slow_reader_does_not_slow_the_others(server):
     assert _wait_for(lambda: server.metrics()["vocalis_active_rows"] == 0)
 
 
-def test_full_queue_answers_429_with_retry_after(ckpt, tmp_path):
+def test_full_queue_answers_429_and_a_queued_disconnect_leaves_the_queue(ckpt, tmp_path):
     small = vocalis.load(str(ckpt), max_batch=1, max_queue=1)
     s = Server(create_app(small, voices_dir=tmp_path, default_voice=str(ckpt / "voice.wav")))
-    conns = []
     try:
-        conns.append(_open_stream(s)[0])  # takes the only row
-        waiting = threading.Thread(target=lambda: s.request(
-            "POST", "/v1/audio/speech", {"model": "tts-1", "input": TEXT, "voice": "alloy",
-                                         "response_format": "pcm", "max_frames": 3},
-            timeout=60), daemon=True)
-        waiting.start()
+        row_conn, _ = _open_stream(s)  # takes the only row
+        body = json.dumps({"model": "tts-1", "input": TEXT, "voice": "alloy",
+                           "response_format": "pcm", "max_frames": 3}).encode()
+        waiting = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+        waiting.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Type: application/json\r\n"
+                        + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         assert _wait_for(lambda: small.engine_status()["queued"] == 1)
-        client = s.client()
+        assert s.metrics()["vocalis_queue_depth"] == 1
+
         with pytest.raises(openai.RateLimitError) as exc:
-            client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT)
+            s.client().audio.speech.create(model="tts-1", voice="alloy", input=TEXT)
         assert exc.value.response.headers["retry-after"] == "1"
         err = exc.value.body
         assert err["type"] == "rate_limit_error" and err["code"] == "capacity_exceeded"
         assert s.metrics()['vocalis_speech_requests_total{outcome="rejected"}'] == 1
-        for c in conns:
-            c.sock.shutdown(socket.SHUT_RDWR)
-            c.close()
-        waiting.join(30)
-        assert not waiting.is_alive()
+
+        waiting.close()  # gone while queued: its request leaves the queue
+        key = 'vocalis_speech_requests_total{outcome="cancelled"}'
+        assert _wait_for(lambda: s.metrics()[key] == 1)
+        assert _wait_for(lambda: small.engine_status()["queued"] == 0), small.engine_status()
+        row_conn.sock.shutdown(socket.SHUT_RDWR)
+        row_conn.close()
+        assert _wait_for(lambda: small.engine_status()["active_rows"] == 0)
+        assert speech(s, max_frames=2)[0] == 200  # and the server goes on serving
     finally:
         s.stop()
         small.close()

@@ -43,8 +43,10 @@ class Proc:
         self._ready.set()
 
     def wait_ready(self, timeout=90):
-        assert self._ready.wait(timeout), "server did not start"
-        assert self.url, "\n".join(self.lines)
+        if not self._ready.wait(timeout) or not self.url:
+            self.p.kill()
+            self.p.wait(10)
+            pytest.fail("server did not start:\n" + self.log())
         return self
 
     def log(self) -> str:
