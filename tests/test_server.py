@@ -540,6 +540,23 @@ def test_voices_survive_a_restart(tts, ckpt, tmp_path):
         second.stop()
 
 
+def test_server_side_failure_is_a_500_envelope(tts, ckpt, tmp_path):
+    """The voices folder vanishes under a running server: storing a voice fails with a
+    500 envelope, and speech goes on."""
+    import shutil
+
+    vdir = tmp_path / "gone"
+    s = Server(create_app(tts, voices_dir=vdir, default_voice=str(ckpt / "voice.wav")))
+    try:
+        shutil.rmtree(vdir)
+        status, _, data = _upload(s, "lost", _wav_bytes(ckpt))
+        err = assert_envelope(status, data, 500, None, "internal_error")
+        assert err["type"] == "server_error"
+        assert speech(s, max_frames=2)[0] == 200
+    finally:
+        s.stop()
+
+
 # --------------------------------------------------------------------------- models, health
 
 
