@@ -143,8 +143,9 @@ class TTS:
     """A loaded model. Thread-safe: concurrent requests share one batch in the engine."""
 
     def __init__(self, model: PocketTTSModel, model_id: str, released: bool,
-                 max_batch: int = 16, max_queue: int = 256):
+                 max_batch: int = 16, max_queue: int = 256, threads: int | None = None):
         self.model = model
+        self.threads = threads
         self.model_id = model_id
         self.released = released
         self.max_batch = max_batch
@@ -240,7 +241,7 @@ class TTS:
         """The continuous-batching engine (started on first use)."""
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.model, self.max_batch, self.max_queue)
+                self._engine = Engine(self.model, self.max_batch, self.max_queue, self.threads)
             return self._engine
 
     def submit(self, text: str, voice=None, seed: int | None = None, **sampling) -> Request:
@@ -323,13 +324,16 @@ class TTS:
 
 
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
-         max_batch: int = 16, max_queue: int = 256, quantize: bool = False) -> TTS:
+         max_batch: int = 16, max_queue: int = 256, quantize: bool = False,
+         exact: bool = False) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
     else the open one, saying so) or from the paths in a YAML config. ``quantize``: dynamic
     int8 FlowLM linears (CPU; faster, not bit-identical). ``max_batch``: rows run together;
-    ``max_queue``: requests waiting beyond them before ``CapacityError``.
+    ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
+    PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
+    package (the default oneDNN-packed linears agree to float rounding, and are faster).
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
@@ -352,10 +356,12 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     weights, cloning = resolve_weights(cfg, name, model_id=model_id)
     model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
     model.load_weights(weights)
-    model.to(dev)
     if quantize:
+        if dev.type != "cpu":
+            raise InputError("int8 quantization runs on the CPU only: drop quantize or use cpu")
         model.quantize_int8()
-    return TTS(model, model_id, released, max_batch, max_queue)
+    model.to(dev, exact=exact)
+    return TTS(model, model_id, released, max_batch, max_queue, threads)
 
 
 __all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]

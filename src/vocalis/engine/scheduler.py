@@ -74,8 +74,17 @@ class Job:
 class Engine:
     """Runs :class:`Job` s for one model; thread-safe ``submit``."""
 
-    def __init__(self, model: PocketTTSModel, max_batch: int = 16, max_queue: int = 256):
+    def __init__(self, model: PocketTTSModel, max_batch: int = 16, max_queue: int = 256,
+                 threads: int | None = None):
         self.model = model
+        # torch's intra-op thread count is per calling thread once set there (OpenMP/MKL
+        # thread-local settings), so the two engine threads split the budget instead of
+        # oversubscribing it: about a third for the codec, the rest for the FlowLM. A prompt
+        # pass at an idle engine gets the whole budget. (Measured on 2 cores: small codec ops
+        # get slower, not faster, with 2 OpenMP threads in a non-main thread.)
+        total = threads or torch.get_num_threads()
+        decoder = max(1, total // 3)
+        self._threads = {"flow": max(1, total - decoder), "decoder": decoder, "burst": total}
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = PocketBatch(model, max_batch)
@@ -84,6 +93,7 @@ class Engine:
         self._active: dict[int, Job] = {}  # row -> job
         self._closing = False
         self._decode_q: queue.Queue = queue.Queue(maxsize=4)
+        self._decoding = False  # frames are queued or being decoded
         self.steps = 0
         self.frames = 0
         self._scheduler = threading.Thread(target=self._run, name="vocalis-engine", daemon=True)
@@ -124,7 +134,11 @@ class Engine:
 
     # ---------------------------------------------------------------- scheduler
 
+    def _set_threads(self, role: str) -> None:
+        torch.set_num_threads(self._threads[role])
+
     def _run(self) -> None:
+        self._set_threads("flow")
         with torch.inference_mode():
             while True:
                 with self._cond:
@@ -135,6 +149,11 @@ class Engine:
                     admitted = self._take_admissions()
                 decode_items: list = []
                 finishes: list = []
+                # A request arriving at an idle engine gets every thread for its prompt pass
+                # and first step (time to first audio): the codec has nothing to do meanwhile.
+                burst = len(admitted) == 1 == len(self._active) and not self._decoding
+                if burst:
+                    self._set_threads("burst")
                 for job in admitted:
                     self._start(job, finishes)
                 self._retire_cancelled(finishes)
@@ -147,7 +166,13 @@ class Engine:
                             self._release(job)
                             finishes.append((job, e))
                 if decode_items or finishes:
-                    self._decode_q.put((decode_items, finishes))
+                    self._decoding = True
+                    done = threading.Event() if burst else None
+                    self._decode_q.put((decode_items, finishes, done))
+                    if done is not None:  # a lone first frame: decode it without contention
+                        done.wait()
+                if burst:
+                    self._set_threads("flow")
         self._decode_q.put(None)
 
     def _take_admissions(self) -> list[Job]:
@@ -287,10 +312,11 @@ class Engine:
     # ---------------------------------------------------------------- decoder thread
 
     def _decode_loop(self) -> None:
+        self._set_threads("decoder")
         sr = self.model.sample_rate
         with torch.inference_mode():
             while (msg := self._decode_q.get()) is not None:
-                items, finishes = msg
+                items, finishes, done = msg
                 if items:
                     try:
                         resets = [job.row for job, _, _, _, first in items if first]
@@ -310,6 +336,8 @@ class Engine:
                                 job.failed = True
                                 job.req.cancel()
                                 job.req._put(Failed(e, job.req.stats))
+                if self._decode_q.empty():
+                    self._decoding = False
                 for job, error in finishes:
                     if job.failed:
                         continue
@@ -322,6 +350,8 @@ class Engine:
                     else:
                         job.failed = True
                         job.req._put(Failed(error, st))
+                if done is not None:
+                    done.set()
 
 
 def make_job(model: PocketTTSModel, voice: VoiceState, chunks, params: SamplingParams,

@@ -306,6 +306,51 @@ class Transformer(nn.Module):
         return x
 
 
+# ---------------------------------------------------------------- packed linears
+
+
+def can_pack_linears(device: torch.device) -> bool:
+    """oneDNN packed float32 linears are available for this device (x86/ARM CPU builds)."""
+    return (device.type == "cpu" and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+class PackedLinear(nn.Module):
+    """A float32 ``nn.Linear`` whose weight is reordered once into oneDNN's blocked layout.
+
+    Same products as ``F.linear``; the summation order differs from MKL's GEMV/GEMM, so
+    results agree to float rounding (about 1e-6 relative), not bit for bit. On CPU it
+    streams the weight faster at batch 1 (memory-bound) and uses the cores better for
+    small batches (measured 1.4x and 2.5x on one core at batch 1 and 16).
+    """
+
+    def __init__(self, linear: nn.Linear, batch_hint: int = 16):
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        w = linear.weight.detach().float().contiguous()
+        self._packed = torch.ops.mkldnn._reorder_linear_weight(w, batch_hint)
+        self._bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._packed, self._bias,
+                                                  "none", [], "")
+
+
+def pack_linears(module: nn.Module) -> int:
+    """Replace every plain ``nn.Linear`` inside ``module`` by a :class:`PackedLinear`
+    (call after the weights are loaded); returns how many were replaced."""
+    count = 0
+    for name, child in list(module.named_children()):
+        if type(child) is nn.Linear:
+            setattr(module, name, PackedLinear(child))
+            count += 1
+        else:
+            count += pack_linears(child)
+    return count
+
+
 # ---------------------------------------------------------------- streaming convolutions
 
 

@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
+from vocalis.models.layers import can_pack_linears, pack_linears
 from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
@@ -156,6 +157,7 @@ class PocketTTSModel:
         )
         self.weights_fingerprint = ""
         self.quantized = False
+        self.exact = True
 
     # ---------------------------------------------------------------- loading
 
@@ -230,10 +232,21 @@ class PocketTTSModel:
                         setattr(parent, name, q[0])
         self.quantized = True
 
-    def to(self, device: str | torch.device) -> "PocketTTSModel":
+    def to(self, device: str | torch.device, exact: bool = False) -> "PocketTTSModel":
+        """Move to ``device`` for inference (call once, after :meth:`load_weights`).
+
+        On CPU, unless ``exact``, the float32 linears are repacked for oneDNN
+        (:class:`~vocalis.models.layers.PackedLinear`): faster, equal to float rounding.
+        ``exact=True`` keeps PyTorch's default kernels, whose batch-1 results are bit-identical
+        to the official package's.
+        """
         self.device = torch.device(device)
         self.flow_lm.to(self.device).eval()
         self.mimi.to(self.device).eval()
+        self.exact = exact
+        if not exact and can_pack_linears(self.device):
+            pack_linears(self.flow_lm)
+            pack_linears(self.mimi)
         return self
 
     # ---------------------------------------------------------------- text
