@@ -232,3 +232,25 @@ def test_int8_quantized_matches_official_quantize(checkpoints, voice_files):
     tts.close()
     assert ref.shape == mine.shape
     assert cosine(ref, mine) > 0.999
+
+
+@pytest.mark.parametrize("config", ["english", "english_7m_2026-10"])
+def test_exact_mode_is_bit_identical_for_a_lone_request(config, checkpoints, voice_files):
+    """exact=True keeps PyTorch's default kernels: the voice state and every generated
+    latent equal the official ones bit for bit; the waveform differs only by the codec's
+    frame grouping (the official decoder decodes whatever frames have queued up at once)."""
+    yaml = str(checkpoints.get(config) / "config.yaml")
+    tts = vocalis.load(yaml, exact=True)
+    off = TTSModel.load_model(config=yaml, eos_threshold=100.0)
+    wav = voice_files["24k_mono_pcm16.wav"]
+    state = off.get_state_for_audio_prompt(wav)
+    voice = tts.voice(str(wav))
+    for mine_kv, ref_kv in zip(voice.state.kv, official_voice_kv(state, len(voice.state.kv))):
+        assert torch.equal(mine_kv, ref_kv)
+    text = HARD_TEXT.split("\n")[0]
+    torch.manual_seed(SEED)
+    ref = off.generate_audio(state, text).numpy()
+    mine = tts.synthesize(text, voice=voice, seed=SEED, eos_threshold=100.0).samples
+    tts.close()
+    assert ref.shape == mine.shape
+    assert np.abs(ref - mine).max() < 1e-6

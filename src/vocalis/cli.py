@@ -231,6 +231,10 @@ def generate(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
         help="Dynamic int8 FlowLM (CPU only; faster, not bit-identical to fp32).")] = False,
+    exact: Annotated[bool, typer.Option(
+        help="Keep PyTorch's default CPU kernels: bit-identical to the official package "
+             "(slower than the default oneDNN-packed linears, which agree to float "
+             "rounding).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Speak text into a WAV file (or stdout)."""
@@ -245,7 +249,7 @@ def generate(
     from vocalis import api
     from vocalis.engine.types import AudioChunk, Failed
 
-    tts = api.load(model, device=device, threads=threads, quantize=quantize)
+    tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact)
     if voice is None and not tts.released:
         raise VoiceError(f"model {model} is not a released model, so it has no predefined "
                          "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
