@@ -139,16 +139,9 @@ def _read_text(text: str | None, text_file: str | None) -> str:
         except UnicodeDecodeError as e:
             raise InputError(f"text on stdin is not UTF-8: {e}") from None
     elif text_file is not None:
-        path = Path(text_file).expanduser()
-        if not path.is_file():
-            what = "is a directory" if path.is_dir() else "not found"
-            raise InputError(f"text file {what}: {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"text file {path} is not UTF-8: {e}") from None
-        except OSError as e:
-            raise InputError(f"cannot read text file {path}: {e.strerror or e}") from None
+        from vocalis.text.files import read_utf8
+
+        text = read_utf8(text_file, "text file")
     assert text is not None
     if not text.strip():
         raise InputError("text is empty: give some words to speak")

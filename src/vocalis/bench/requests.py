@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vocalis.errors import InputError
+from vocalis.text.files import read_utf8
 
 FIELDS = ("text", "voice", "options")
 
@@ -144,14 +145,7 @@ def read_requests(path: str | Path) -> list[BatchRequest]:
         InputError: missing/unreadable file, not UTF-8, not JSON, or a bad request.
     """
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputError(f"requests file {'is a directory' if p.is_dir() else 'not found'}: {p}")
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"requests file {p} is not UTF-8: {e}") from None
-    except OSError as e:
-        raise InputError(f"cannot read requests file {p}: {e.strerror or e}") from None
+    raw = read_utf8(p, "requests file")
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
