@@ -101,10 +101,12 @@ def test_offline_without_cache_says_how_to_get_weights(tmp_path, monkeypatch):
     assert "vocalis models download" in msg and "models random" in msg
 
 
-def test_unknown_voice_name_lists_predefined(small):
+def test_unknown_voice_name_and_missing_voice_file(small):
     d, tts = small
-    with pytest.raises(VoiceError, match="alba"):
-        tts.voice("nobody")
+    with pytest.raises(VoiceError, match="no predefined voices"):
+        tts.voice("nobody")  # a custom model has none: say so instead of listing them
+    with pytest.raises(VoiceError, match="voice file not found"):
+        tts.voice("/no/such/voice.wav")
 
 
 def test_predefined_voice_refused_for_custom_weights(small):

@@ -175,3 +175,32 @@ def test_failing_request_does_not_take_others_down(tts, monkeypatch):
     assert isinstance(last, (Failed, Finished))
     if isinstance(last, Failed):
         assert "injected failure" in str(last.error)
+
+
+def test_dropped_model_stops_its_engine_threads(checkpoints):
+    import gc
+
+    d = checkpoints.get("english_2m_2026-10")
+
+    def engine_threads():
+        return {t for t in threading.enumerate() if t.name.startswith("vocalis-") and t.is_alive()}
+
+    def wait_gone(threads):
+        deadline = time.time() + 10
+        while any(t.is_alive() for t in threads) and time.time() < deadline:
+            time.sleep(0.05)
+        return not any(t.is_alive() for t in threads)
+
+    before = engine_threads()
+    t = vocalis.load(str(d))
+    t.synthesize("Hello.", voice=str(d / "voice.wav"), seed=1)
+    mine = engine_threads() - before
+    assert len(mine) == 3  # scheduler and two codec threads
+    del t
+    gc.collect()
+    assert wait_gone(mine)
+    before = engine_threads()
+    with vocalis.load(str(d)) as t2:  # the context manager closes the engine
+        t2.synthesize("Hello.", voice=str(d / "voice.wav"), seed=1)
+        mine = engine_threads() - before
+    assert mine and wait_gone(mine)

@@ -74,6 +74,7 @@ def assert_same_audio(ref: np.ndarray, mine: np.ndarray) -> None:
 def test_every_config_matches_official(config, checkpoints, voice_files):
     ckpt = checkpoints.get(config)
     yaml = str(ckpt / "config.yaml")
+    tts = None
     try:
         tts = vocalis.load(yaml)
         off = TTSModel.load_model(config=yaml)
@@ -99,6 +100,8 @@ def test_every_config_matches_official(config, checkpoints, voice_files):
         assert_same_audio(ref, audio.samples)
         assert sum(c["frames"] for c in audio.chunks) * 1920 == ref.shape[0]
     finally:
+        if tts is not None:
+            tts.close()
         if config not in KEEP:  # free the disk; other tests reuse only these
             checkpoints.drop(config)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ import torch
 
 from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Request
-from vocalis.errors import InputError, ModelNotFound, VoiceError
+from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import PocketConfig, load_config_file
 from vocalis.models.pocket.model import (
@@ -195,6 +196,7 @@ class TTS:
             if not path.exists():
                 raise VoiceError(f"voice file not found: {path}")
             state = load_voice_state(path)
+            state.meta["source"] = text
             return Voice(self.model.check_voice(state), text)
         if text in registry.PREDEFINED_VOICES and not Path(text).exists():
             if not self.released:
@@ -210,6 +212,12 @@ class TTS:
         else:
             path = Path(text).expanduser()
             if not path.exists():
+                if path.suffix or "/" in text or "\\" in text:
+                    raise VoiceError(f"voice file not found: {path}")
+                if not self.released:
+                    raise VoiceError(f"unknown voice {text!r}: {self.model.name} has no "
+                                     "predefined voices; pass an audio file or a .safetensors "
+                                     "voice state")
                 raise VoiceError(
                     f"unknown voice {text!r}: not a file; predefined voices are "
                     + ", ".join(registry.PREDEFINED_VOICES))
@@ -242,6 +250,10 @@ class TTS:
         with self._lock:
             if self._engine is None:
                 self._engine = Engine(self.model, self.max_batch, self.max_queue, self.threads)
+                # The engine's threads hold the engine, not this object: when this object is
+                # collected (or the interpreter exits), stop them so that the model is freed
+                # and no thread runs torch code during interpreter teardown.
+                weakref.finalize(self, self._engine.close)
             return self._engine
 
     def submit(self, text: str, voice=None, seed: int | None = None, **sampling) -> Request:
@@ -318,9 +330,16 @@ class TTS:
         return self._engine.status()
 
     def close(self) -> None:
-        """Cancel running requests and stop the engine threads."""
+        """Cancel running requests and stop the engine threads (also done when this object
+        is garbage-collected or the interpreter exits). Idempotent."""
         if self._engine is not None:
             self._engine.close()
+
+    def __enter__(self) -> "TTS":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
@@ -354,7 +373,10 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     lt = cfg.flow_lm.lookup_table
     tok = _Tokenizer(lt.tokenizer, hub.resolve(lt.tokenizer_path, model_id=model_id), lt.n_bins)
     weights, cloning = resolve_weights(cfg, name, model_id=model_id)
-    model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
+    try:
+        model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
+    except (NotImplementedError, ValueError, ZeroDivisionError, RuntimeError) as e:
+        raise CheckpointError(f"config {name} describes a model vocalis cannot build: {e}") from None
     model.load_weights(weights)
     if quantize:
         if dev.type != "cpu":

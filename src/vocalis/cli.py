@@ -265,6 +265,7 @@ def generate(
         raise InputError(f"cannot write {output}: {e.strerror or e}") from None
     progress = _progress(n_chunks, quiet)
     ttfa_ms: float | None = None
+    write_error: OSError | None = None
     try:
         task = None
         if progress is not None:
@@ -285,12 +286,22 @@ def generate(
                 raise ev.error
         if progress is not None:
             progress.advance(task, n_chunks - chunk)
+    except OSError as e:  # disk full, broken device...: a problem of the output, not ours
+        if isinstance(e, BrokenPipeError):
+            raise
+        write_error = e
     finally:
         req.cancel()
         if progress is not None:
             progress.stop()
-        writer.close()
-        tts.close()
+        try:
+            writer.close()
+        except OSError as e:
+            write_error = write_error or e
+        finally:
+            tts.close()
+    if write_error is not None:
+        raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
     wall_s = time.perf_counter() - t0
     duration_s = writer.num_samples / tts.sample_rate
     speed = duration_s / wall_s if wall_s > 0 else float("inf")
@@ -669,6 +680,8 @@ def serve(
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
     _setup_logging(quiet)
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port must be in 0..65535 (0 picks a free port), got {port}")
     from vocalis.server import run
 
     def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know

@@ -114,7 +114,9 @@ class Engine:
         with self._cond:
             if self._closing:
                 raise CapacityError("the engine is shutting down")
-            if len(self._queue) >= self.max_queue:
+            # free rows take requests at the next step: they do not count against the queue
+            free = max(0, self.max_batch - len(self._active))
+            if len(self._queue) >= self.max_queue + free:
                 raise CapacityError(f"queue full ({self.max_queue} requests waiting); retry later")
             self._queue.append(job)
             self._cond.notify_all()
@@ -127,7 +129,10 @@ class Engine:
                     "steps": self.steps, "frames": self.frames}
 
     def close(self, cancel: bool = True, timeout: float | None = 30.0) -> None:
-        """Stop accepting work; cancel (or finish) what is queued and running, then stop."""
+        """Stop accepting work; cancel (or finish) what is queued and running, then stop.
+        Idempotent; safe from any thread but the engine's own."""
+        if threading.current_thread() in (self._scheduler, self._decoder, self._helper):
+            return
         with self._cond:
             self._closing = True
             if cancel:

@@ -173,9 +173,35 @@ def split_chunks(tok: Tokenizer, text: str, max_tokens: int, rules: TextRules) -
             count += n
     if current != "":
         chunks.append(current.strip())
+    out: list[str] = []
     for chunk in chunks:
         n = len(tok.encode(chunk.strip()))
+        if n > max(HARD_LIMIT_TOKENS, HARD_LIMIT_FACTOR * max_tokens):
+            # Beyond what the official code would survive (its caches and masks grow with the
+            # square of this): split at spaces. Only such texts differ from the official chunks.
+            log.warning("a passage of %d tokens has no sentence or clause punctuation; "
+                        "splitting it at spaces into chunks of at most %d tokens", n, max_tokens)
+            out.extend(_split_words(tok, chunk, max_tokens))
+            continue
         if n > max_tokens:
             log.warning("chunk has %d tokens (max %d); the model may skip words: %.50r", n,
                         max_tokens, chunk)
-    return chunks
+        out.append(chunk)
+    return out
+
+
+HARD_LIMIT_FACTOR = 20
+HARD_LIMIT_TOKENS = 1000
+
+
+def _split_words(tok: Tokenizer, text: str, max_tokens: int) -> list[str]:
+    pieces: list[str] = []
+    current: list[str] = []
+    for word in text.split():
+        if current and len(tok.encode(" ".join(current + [word]))) > max_tokens:
+            pieces.append(" ".join(current))
+            current = []
+        current.append(word)
+    if current:
+        pieces.append(" ".join(current))
+    return pieces

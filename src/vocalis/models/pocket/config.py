@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, ValidationError
 
 from vocalis.errors import InputError, ModelNotFound
 
@@ -23,20 +23,20 @@ class _Strict(BaseModel):
 class FlowHead(_Strict):
     """The per-frame sampler head (``flow_lm.flow``)."""
 
-    dim: int
-    depth: int
+    dim: PositiveInt
+    depth: PositiveInt
     type: Literal["lsd", "flow_matching", "drifting", "pointwise"] = "lsd"
 
 
 class FlowTransformer(_Strict):
-    hidden_scale: int
-    max_period: int
-    d_model: int
-    num_heads: int
-    num_layers: int
-    attn_dim: int | None = None
-    num_kv_heads: int | None = None
-    dim_feedforward: int | None = None
+    hidden_scale: PositiveInt
+    max_period: PositiveInt
+    d_model: PositiveInt
+    num_heads: PositiveInt
+    num_layers: PositiveInt
+    attn_dim: PositiveInt | None = None
+    num_kv_heads: PositiveInt | None = None
+    dim_feedforward: PositiveInt | None = None
 
     @property
     def ffn_dim(self) -> int:
@@ -56,11 +56,11 @@ class FlowTransformer(_Strict):
 
 
 class LookupTable(_Strict):
-    dim: int
-    n_bins: int
+    dim: PositiveInt
+    n_bins: PositiveInt
     tokenizer: str
     tokenizer_path: str
-    rank: int | None = None
+    rank: PositiveInt | None = None
 
 
 class FlowLM(_Strict):
@@ -74,41 +74,41 @@ class FlowLM(_Strict):
 
 
 class SEANet(_Strict):
-    dimension: int
-    channels: int
-    n_filters: int
+    dimension: PositiveInt
+    channels: PositiveInt
+    n_filters: PositiveInt
     n_residual_layers: int
-    ratios: list[int]
-    kernel_size: int
-    residual_kernel_size: int
-    last_kernel_size: int
-    dilation_base: int
+    ratios: list[PositiveInt]
+    kernel_size: PositiveInt
+    residual_kernel_size: PositiveInt
+    last_kernel_size: PositiveInt
+    dilation_base: PositiveInt
     pad_mode: str
-    compress: int
+    compress: PositiveInt
 
 
 class CodecTransformer(_Strict):
-    d_model: int
-    input_dimension: int
-    output_dimensions: tuple[int, ...]
-    num_heads: int
-    num_layers: int
+    d_model: PositiveInt
+    input_dimension: PositiveInt
+    output_dimensions: tuple[PositiveInt, ...]
+    num_heads: PositiveInt
+    num_layers: PositiveInt
     layer_scale: float
-    context: int
-    max_period: float = 10000.0
-    dim_feedforward: int
+    context: PositiveInt
+    max_period: PositiveFloat = 10000.0
+    dim_feedforward: PositiveInt
 
 
 class Quantizer(_Strict):
-    dimension: int
-    output_dimension: int
+    dimension: PositiveInt
+    output_dimension: PositiveInt
 
 
 class Mimi(_Strict):
     dtype: str
-    sample_rate: int
-    channels: int
-    frame_rate: float
+    sample_rate: PositiveInt
+    channels: PositiveInt
+    frame_rate: PositiveFloat
     seanet: SEANet
     transformer: CodecTransformer
     quantizer: Quantizer

@@ -43,6 +43,7 @@ TOKENS_PER_SECOND = 3.0
 PADDING_SECONDS = 2.0
 FADE_IN_SAMPLES = 120  # 5 ms at 24 kHz
 VOICE_MAX_SECONDS = 30.0
+MAX_FRAMES = 10_000  # frames of one text chunk (800 s): a bound for fixed-length requests
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,13 @@ class SamplingParams:
             raise bad("temperature", f"must be >= 0, got {self.temperature}")
         if self.noise_clamp is not None and self.noise_clamp <= 0:
             raise bad("noise_clamp", f"must be > 0, got {self.noise_clamp}")
-        for name, lo in (("frames_after_eos", 0), ("sampler_decode_steps", 1), ("max_tokens", 1),
-                         ("max_frames", 1)):
+        for name, lo, hi in (("frames_after_eos", 0, MAX_FRAMES), ("sampler_decode_steps", 1, 1000),
+                             ("max_tokens", 1, 100_000), ("max_frames", 1, MAX_FRAMES)):
             v = getattr(self, name)
             if v is None:
                 continue
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise bad(name, f"must be an integer >= {lo}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise bad(name, f"must be an integer in [{lo}, {hi}], got {v!r}")
         return self
 
 
