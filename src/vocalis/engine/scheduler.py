@@ -323,72 +323,101 @@ class Engine:
 
     # ---------------------------------------------------------------- decoder thread
 
-    def _decode_part(self, items: list) -> np.ndarray:
-        pcm = self.batch.decode([job.row for job, *_ in items],
-                                torch.stack([it[1] for it in items]), [it[4] for it in items])
-        return pcm.float().cpu().numpy()
+    # Two codec threads. A few frames per step (the common case at low concurrency) go
+    # through a two-stage pipeline: the decoder thread runs the first codec stage
+    # (projection, upsampling, transformer) and the helper thread the second (SEANet),
+    # each on its own state, so consecutive frames overlap. Many frames per step are split
+    # by rows instead, each half through both stages on one thread. The codec costs about
+    # three times the FlowLM per frame; either way it gets the core the FlowLM leaves idle.
+    # The helper handles its jobs in order, so events leave in order in both modes.
 
-    def _decode_rows(self, items: list) -> np.ndarray:
-        """PCM ``[n, 1920]`` for the items' frames. Rows are independent, so a large batch is
-        split in two halves decoded at once on two threads: the codec costs about three
-        times the FlowLM per frame, and this lets it use the core the FlowLM leaves idle."""
-        if len(items) < 4:
-            return self._decode_part(items)
-        half = len(items) // 2
-        self._helper_in.put(items[half:])
-        first = self._decode_part(items[:half])
-        second = self._helper_out.get()
-        if isinstance(second, BaseException):
-            raise second
-        return np.concatenate([first, second])
+    @staticmethod
+    def _args(items: list) -> tuple[list[int], torch.Tensor, list[bool]]:
+        return ([job.row for job, *_ in items], torch.stack([it[1] for it in items]),
+                [it[4] for it in items])
+
+    def _decode_full(self, items: list) -> np.ndarray:
+        return self.batch.decode(*self._args(items)).float().cpu().numpy()
 
     def _helper_loop(self) -> None:
         self._set_threads("decoder")
         with torch.inference_mode():
-            while (items := self._helper_in.get()) is not None:
-                try:
-                    self._helper_out.put(self._decode_part(items))
-                except Exception as e:  # re-raised by the decoder thread
-                    self._helper_out.put(e)
+            while (job := self._helper_in.get()) is not None:
+                kind, payload = job
+                if kind == "full":
+                    try:
+                        self._helper_out.put(self._decode_full(payload))
+                    except Exception as e:  # re-raised by the decoder thread
+                        self._helper_out.put(e)
+                    continue
+                items, x, finishes, done, error = payload
+                pcm = None
+                if error is None and items:
+                    rows, _, first = self._args(items)
+                    try:
+                        pcm = self.batch.decode_tail(rows, x, first).float().cpu().numpy()
+                    except Exception as e:
+                        error = e
+                self._emit(items, pcm, error, finishes, done)
+
+    def _emit(self, items: list, pcm, error, finishes: list, done) -> None:
+        """Hand decoded frames, then finished requests, to their callers (in order)."""
+        sr = self.model.sample_rate
+        if error is not None:
+            log.error("decoding failed: %s", error)
+            for job, *_ in items:
+                if not job.failed:
+                    job.failed = True
+                    job.req.cancel()
+                    job.req._put(Failed(error, job.req.stats))
+        elif pcm is not None:
+            for (job, _, chunk, frame, _), samples in zip(items, pcm):
+                if not job.failed and not job.req.cancelled:
+                    job.req._put(AudioChunk(np.array(samples), chunk, frame))
+        for job, err in finishes:
+            if job.failed:
+                continue
+            st = job.req.stats
+            st.frames = job.frames
+            st.audio_s = job.frames * self.model.frame_samples / sr
+            st.chunks = job.chunk_info
+            if err is None:
+                job.req._put(Finished(st))
+            else:
+                job.failed = True
+                job.req._put(Failed(err, st))
+        if done is not None:
+            done.set()
 
     def _decode_loop(self) -> None:
         self._set_threads("decoder")
-        sr = self.model.sample_rate
         with torch.inference_mode():
             while (msg := self._decode_q.get()) is not None:
                 items, finishes, done = msg
-                if items:
+                if len(items) >= 4:  # split by rows
+                    half = len(items) // 2
+                    pcm, error = None, None
+                    self._helper_in.put(("full", items[half:]))
                     try:
-                        resets = [job.row for job, _, _, _, first in items if first]
-                        if resets:
-                            self.batch.reset_decoder(resets)
-                        pcm = self._decode_rows(items)
-                        for (job, _, chunk, frame, _), samples in zip(items, pcm):
-                            if not job.failed and not job.req.cancelled:
-                                job.req._put(AudioChunk(np.array(samples), chunk, frame))
+                        first = self._decode_full(items[:half])
                     except Exception as e:
-                        log.exception("decoding failed")
-                        for job, *_ in items:
-                            if not job.failed:
-                                job.failed = True
-                                job.req.cancel()
-                                job.req._put(Failed(e, job.req.stats))
+                        error = e
+                    second = self._helper_out.get()
+                    if isinstance(second, BaseException):
+                        error = error or second
+                    elif error is None:
+                        pcm = np.concatenate([first, second])
+                    self._emit(items, pcm, error, finishes, done)
+                else:  # pipeline: first stage here, second stage on the helper
+                    x, error = None, None
+                    if items:
+                        try:
+                            x = self.batch.decode_head(*self._args(items))
+                        except Exception as e:
+                            error = e
+                    self._helper_in.put(("tail", (items, x, finishes, done, error)))
                 if self._decode_q.empty():
                     self._decoding = False
-                for job, error in finishes:
-                    if job.failed:
-                        continue
-                    st = job.req.stats
-                    st.frames = job.frames
-                    st.audio_s = job.frames * self.model.frame_samples / sr
-                    st.chunks = job.chunk_info
-                    if error is None:
-                        job.req._put(Finished(st))
-                    else:
-                        job.failed = True
-                        job.req._put(Failed(error, st))
-                if done is not None:
-                    done.set()
 
 
 def make_job(model: PocketTTSModel, voice: VoiceState, chunks, params: SamplingParams,

@@ -115,37 +115,60 @@ class PocketBatch:
 
     # ---------------------------------------------------------------- Mimi
 
-    def reset_decoder(self, rows: list[int]) -> None:
-        """Fresh codec state for these rows (start of a text chunk)."""
-        idx = torch.tensor(rows, dtype=torch.long, device=self.dec_pos.device)
-        self.dec_pos[idx] = 0
-        for s in self.conv_state.values():
-            s[idx] = 0
+    def _rows(self, rows: list[int]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.dec_pos.device)
 
     @torch.no_grad()
-    def decode(self, rows: list[int], latents: torch.Tensor, fade: list[bool]) -> torch.Tensor:
-        """Decode one normalized latent per row: ``[n, 32]`` -> PCM ``[n, 1920]``.
+    def decode_head(self, rows: list[int], latents: torch.Tensor, first: list[bool]) -> torch.Tensor:
+        """First codec stage for one normalized latent per row: ``[n, 32]`` ->
+        ``[n, C, 16]`` (latent projection, upsampling to 200 Hz, decoder transformer).
 
-        Rows flagged in ``fade`` get the 5 ms fade-in (first frame after a reset).
+        Rows flagged ``first`` start from a fresh state (a new text chunk).
         """
         mimi, fm = self.model.mimi, self.model.flow_lm
-        idx = torch.tensor(rows, dtype=torch.long, device=self.dec_pos.device)
-        sub = {m: [s[idx], False] for m, s in self.conv_state.items()}
+        idx = self._rows(rows)
+        up = mimi.upsample.convtr
+        if any(first):
+            fresh = idx[torch.tensor(first, device=idx.device)]
+            self.dec_pos[fresh] = 0
+            self.conv_state[up][fresh] = 0
         x = (latents * fm.emb_std + fm.emb_mean)[:, :, None]  # [n, 32, 1]
         x = mimi.quantizer.output_proj(x)
-        x = mimi.upsample.convtr(x, sub[mimi.upsample.convtr])
+        state = [self.conv_state[up][idx]]
+        x = up(x, state)
+        self.conv_state[up][idx] = state[0]
         x = mimi.decoder_transformer.transformer.forward_ring_rows(
             x.transpose(1, 2), self.dec_kv, idx, self.dec_pos[idx]).transpose(1, 2)
-        x = mimi.decoder(x, sub)
-        for m, s in self.conv_state.items():
-            s[idx] = sub[m][0]
         self.dec_pos[idx] += mimi.upsample_stride
+        return x
+
+    @torch.no_grad()
+    def decode_tail(self, rows: list[int], x: torch.Tensor, first: list[bool]) -> torch.Tensor:
+        """Second codec stage: ``[n, C, 16]`` -> PCM ``[n, 1920]`` (SEANet decoder), with
+        the 5 ms fade-in on rows flagged ``first``. Its state is disjoint from the first
+        stage's, so the two stages may run on two threads for consecutive frames."""
+        mimi = self.model.mimi
+        idx = self._rows(rows)
+        tail = [m for m in self.convs if m is not mimi.upsample.convtr]
+        if any(first):
+            fresh = idx[torch.tensor(first, device=idx.device)]
+            for m in tail:
+                self.conv_state[m][fresh] = 0
+        sub = {m: [self.conv_state[m][idx], False] for m in tail}
+        x = mimi.decoder(x, sub)
+        for m in tail:
+            self.conv_state[m][idx] = sub[m][0]
         pcm = x[:, 0]
-        if any(fade):
-            f = torch.tensor(fade, device=pcm.device)
+        if any(first):
+            f = torch.tensor(first, device=pcm.device)
             n = min(FADE_IN_SAMPLES, pcm.shape[-1])
             pcm[f, :n] = pcm[f, :n] * self.fade[:n]
         return pcm
+
+    def decode(self, rows: list[int], latents: torch.Tensor, first: list[bool]) -> torch.Tensor:
+        """Both codec stages: one normalized latent per row ``[n, 32]`` -> PCM ``[n, 1920]``;
+        rows flagged ``first`` start a new text chunk (fresh state, fade-in)."""
+        return self.decode_tail(rows, self.decode_head(rows, latents, first), first)
 
 
 def _in_encoder(mimi, module) -> bool:
