@@ -190,7 +190,7 @@ def split_chunks(tok: Tokenizer, text: str, max_tokens: int, rules: TextRules) -
     return out
 
 
-HARD_LIMIT_FACTOR = 20
+HARD_LIMIT_FACTOR = 2
 HARD_LIMIT_TOKENS = 1000
 
 

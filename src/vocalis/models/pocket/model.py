@@ -85,7 +85,7 @@ class SamplingParams:
         if self.noise_clamp is not None and self.noise_clamp <= 0:
             raise bad("noise_clamp", f"must be > 0, got {self.noise_clamp}")
         for name, lo, hi in (("frames_after_eos", 0, MAX_FRAMES), ("sampler_decode_steps", 1, 1000),
-                             ("max_tokens", 1, 100_000), ("max_frames", 1, MAX_FRAMES)):
+                             ("max_tokens", 1, 1000), ("max_frames", 1, MAX_FRAMES)):
             v = getattr(self, name)
             if v is None:
                 continue
