@@ -145,8 +145,13 @@ class PocketTTSModel:
         self.has_voice_cloning = has_voice_cloning
         self.device = torch.device(device)
         m = config.mimi
-        self.flow_lm = FlowLM(config.flow_lm, m.quantizer.dimension, m.latent_dim)
-        self.mimi = MimiCodec(m)
+        # Built without initialising the parameters (every tensor comes from the weights
+        # file in load_weights, which refuses files that miss any), then given memory.
+        with torch.device("meta"):
+            self.flow_lm = FlowLM(config.flow_lm, m.quantizer.dimension, m.latent_dim)
+            self.mimi = MimiCodec(m)
+        self.flow_lm.to_empty(device="cpu")
+        self.mimi.to_empty(device="cpu")
         self.sample_rate = m.sample_rate
         self.frame_samples = m.frame_samples
         self.rules = TextRules(
