@@ -765,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except VocalisError as e:
         _error(str(e) or type(e).__name__)
-        return EXIT_USER_ERROR
+        # a request that failed while running (GenerationError) is not an input mistake
+        return EXIT_USER_ERROR if e.http_status < 500 else 1
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

@@ -14,6 +14,10 @@ class VocalisError(Exception):
     http_status = 400
     code = "invalid_request"
 
+    def __init__(self, *args, param: str | None = None):
+        super().__init__(*args)
+        self.param = param  # the option or field at fault, where there is one (server: ``param``)
+
 
 class InputError(VocalisError, ValueError):
     """Bad text, bad sampling parameters, bad request files."""
@@ -43,6 +47,14 @@ class CapacityError(VocalisError):
 
     http_status = 429
     code = "capacity_exceeded"
+
+
+class GenerationError(VocalisError):
+    """A request failed while it ran (for example its values became NaN or inf); other
+    requests are unaffected. Not a mistake in the input: the CLI exits 1, the server 500."""
+
+    http_status = 500
+    code = "generation_failed"
 
 
 class HarnessError(VocalisError):

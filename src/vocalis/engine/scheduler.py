@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
-from vocalis.errors import CapacityError
+from vocalis.errors import CapacityError, GenerationError
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.model import (
     FRAMES_BEFORE_EOS,
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
     """One ``[1, dim]`` float32 draw, as the official ``normal_`` / ``trunc_normal_`` call."""
     noise = torch.empty(1, dim, dtype=torch.float32)
+    if std == 0:  # temperature 0: no noise (trunc_normal_ would divide by the std)
+        return noise.zero_()
     if clamp is None:
         noise.normal_(0.0, std, generator=rng)
     else:
@@ -68,6 +70,7 @@ class Job:
     latent: torch.Tensor | None = None
     frames: int = 0
     failed: bool = False
+    pending: bool = False  # its next text chunk awaits the prompt pass
     chunk_info: list[dict] = field(default_factory=list)
 
 
@@ -161,25 +164,28 @@ class Engine:
                     admitted = self._take_admissions()
                 decode_items: list = []
                 finishes: list = []
-                # A request arriving at an idle engine gets every thread for its prompt pass
+                # Requests arriving at an idle engine get every thread for their prompt pass
                 # and first step (time to first audio): the codec has nothing to do meanwhile.
-                burst = len(admitted) == 1 == len(self._active) and not self._decoding
+                burst = bool(admitted) and len(admitted) == len(self._active) \
+                    and not self._decoding
                 if burst:
                     self._set_threads("burst")
                 for job in admitted:
-                    self._start(job, finishes)
+                    job.req.stats.queued_ms = job.req._ms()
+                    self._end_chunk(job, finishes)  # set up its first chunk
                 self._retire_cancelled(finishes)
+                self._prefill(finishes)
                 if self._active:
                     try:
                         self._step(decode_items, finishes)
                     except Exception as e:  # a failure of the whole step: fail its rows
                         log.exception("engine step failed")
                         for row, job in list(self._active.items()):
-                            self._release(job)
+                            self._release(job, failed=True)
                             finishes.append((job, e))
                 if decode_items or finishes:
                     self._decoding = True
-                    done = threading.Event() if burst else None
+                    done = threading.Event() if burst and len(admitted) == 1 else None
                     self._decode_q.put((decode_items, finishes, done))
                     if done is not None:  # a lone first frame: decode it without contention
                         done.wait()
@@ -197,7 +203,10 @@ class Engine:
             out.append(job)
         return out
 
-    def _release(self, job: Job) -> None:
+    def _release(self, job: Job, failed: bool = False) -> None:
+        """Free the job's row; after a failure, also wipe what it wrote (may be NaN)."""
+        if failed or job.failed:
+            self.batch.clear_row(job.row)
         with self._cond:
             self._active.pop(job.row, None)
 
@@ -213,16 +222,9 @@ class Engine:
                 job.req.stats.cancelled = True
                 finishes.append((job, None))
 
-    def _start(self, job: Job, finishes: list) -> None:
-        job.req.stats.queued_ms = job.req._ms()
-        try:
-            self._next_chunk(job)
-        except Exception as e:
-            self._release(job)
-            finishes.append((job, e))
-
     def _next_chunk(self, job: Job) -> bool:
-        """Prefill the job's next text chunk into its row; False when no chunk is left."""
+        """Set up the job's next text chunk (its prompt pass runs in :meth:`_prefill`);
+        False when no chunk is left."""
         job.chunk += 1
         if job.chunk >= len(job.chunks):
             return False
@@ -235,21 +237,57 @@ class Engine:
             job.after_eos = p.frames_after_eos
         elif self.model.config.model_recommended_frames_after_eos is not None:
             job.after_eos = self.model.config.model_recommended_frames_after_eos
-        self.batch.ensure(job.row + 1, job.voice.length + len(ids) + job.budget)
-        job.pos = self.batch.prefill(job.row, job.voice, ids)
-        draw_noise(job.rng, job.std, p.noise_clamp, self.model.flow_lm.latent_dim)
         job.step = 0
         job.eos_step = None
         job.latent = None
+        job.pending = True
         job.chunk_info.append({"text": text, "token_ids": list(ids), "frames": 0,
                                "eos_step": None})
         return True
+
+    def _prefill(self, finishes: list) -> None:
+        """Prompt passes of every row starting a text chunk, in one batched forward (so
+        requests that arrive together start together). If the batched pass fails, each
+        row is retried alone so that only a failing request fails."""
+        jobs = [j for j in self._active.values() if j.pending]
+        if not jobs:
+            return
+        try:
+            self._prefill_group(jobs)
+            return
+        except Exception as e:
+            if len(jobs) == 1:
+                self._fail(jobs[0], e, finishes)
+                return
+            log.exception("batched prompt pass failed; retrying its %d rows one by one",
+                          len(jobs))
+        for job in jobs:
+            try:
+                self._prefill_group([job])
+            except Exception as e:
+                self._fail(job, e, finishes)
+
+    def _fail(self, job: Job, error: BaseException, finishes: list) -> None:
+        self._release(job, failed=True)
+        finishes.append((job, error))
+
+    def _prefill_group(self, jobs: list[Job]) -> None:
+        ids = [job.chunks[job.chunk][1] for job in jobs]
+        for job, n in zip(jobs, ids):
+            self.batch.ensure(job.row + 1, job.voice.length + len(n) + job.budget)
+        ends = self.batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids)
+        for job, end in zip(jobs, ends):
+            job.pos = end
+            job.pending = False
+            # the official prompt pass draws one noise sample and discards it
+            draw_noise(job.rng, job.std, job.params.noise_clamp, self.model.flow_lm.latent_dim)
 
     def _step(self, decode_items: list, finishes: list) -> None:
         fm = self.model.flow_lm
         dev = self.model.device
         n = max(self._active) + 1
         jobs = [self._active.get(r) for r in range(n)]
+        jobs = [j if j is not None and not j.pending else None for j in jobs]
         dim = fm.latent_dim
         latents = torch.zeros(n, dim, device=dev)
         bos = torch.ones(n, dtype=torch.bool, device=dev)
@@ -267,7 +305,11 @@ class Engine:
         noise = torch.zeros(n, dim)
         for r, job in enumerate(jobs):
             if job is not None:
-                noise[r] = draw_noise(job.rng, job.std, job.params.noise_clamp, dim)[0]
+                try:
+                    noise[r] = draw_noise(job.rng, job.std, job.params.noise_clamp, dim)[0]
+                except Exception as e:  # this row's options alone: fail this row alone
+                    self._fail(job, e, finishes)
+                    jobs[r] = None
         noise = noise.to(dev)
         steps = {job.params.sampler_decode_steps for job in jobs if job is not None}
         if len(steps) == 1 or fm.head_type in ("drifting", "pointwise"):
@@ -280,10 +322,14 @@ class Engine:
                 idx = torch.tensor(rows, device=dev)
                 sampled[idx] = fm.sample(cond[idx], noise[idx], s)
         self.steps += 1
+        finite = (torch.isfinite(sampled).all(dim=1).cpu() & torch.isfinite(eos_logit)).tolist()
         for r, job in enumerate(jobs):
             if job is None:
                 continue
             g = job.step
+            if not finite[r]:
+                self._fail(job, non_finite(job, "FlowLM step", g), finishes)
+                continue
             if job.params.max_frames is None:
                 if eos_logit[r] > job.threshold and job.eos_step is None and g >= FRAMES_BEFORE_EOS:
                     job.eos_step = g
@@ -306,6 +352,8 @@ class Engine:
                 self._end_chunk(job, finishes)
 
     def _end_chunk(self, job: Job, finishes: list) -> None:
+        """The job's chunk is done (or it was just admitted): set up the next chunk, or
+        retire the job."""
         if job.req.cancelled:
             job.req.stats.cancelled = True
             self._release(job)
@@ -371,9 +419,16 @@ class Engine:
                     job.req.cancel()
                     job.req._put(Failed(error, job.req.stats))
         elif pcm is not None:
-            for (job, _, chunk, frame, _), samples in zip(items, pcm):
-                if not job.failed and not job.req.cancelled:
-                    job.req._put(AudioChunk(np.array(samples), chunk, frame))
+            finite = np.isfinite(pcm).all(axis=1)
+            for (job, _, chunk, frame, _), samples, ok in zip(items, pcm, finite):
+                if job.failed or job.req.cancelled:
+                    continue
+                if not ok:  # fail this request alone; the scheduler frees its row
+                    job.failed = True
+                    job.req.cancel()
+                    job.req._put(Failed(non_finite(job, "decoder", frame), job.req.stats))
+                    continue
+                job.req._put(AudioChunk(np.array(samples), chunk, frame))
         for job, err in finishes:
             if job.failed:
                 continue
@@ -418,6 +473,13 @@ class Engine:
                     self._helper_in.put(("tail", (items, x, finishes, done, error)))
                 if self._decode_q.empty():
                     self._decoding = False
+
+
+def non_finite(job: Job, stage: str, frame: int) -> GenerationError:
+    return GenerationError(
+        f"request {job.req.id} stopped: the {stage} produced NaN or inf at text chunk "
+        f"{job.chunk}, frame {frame} (a broken voice state or weights file?); other "
+        "requests are unaffected")
 
 
 def make_job(model: PocketTTSModel, voice: VoiceState, chunks, params: SamplingParams,

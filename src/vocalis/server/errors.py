@@ -70,8 +70,8 @@ def from_exception(exc: BaseException, param: str | None = None) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, VocalisError):
-        return APIError(exc.http_status, str(exc) or type(exc).__name__, param=param,
-                        code=exc.code)
+        return APIError(exc.http_status, str(exc) or type(exc).__name__,
+                        param=param or getattr(exc, "param", None), code=exc.code)
     return APIError(500, f"internal error ({type(exc).__name__}); see the server log",
                     code="internal_error")
 

@@ -42,14 +42,16 @@ class SpeechRequest(BaseModel):
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     stream_format: Literal["audio", "sse"] = "audio"
 
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
-    temperature: float | None = Field(default=None, ge=0)
+    # Types only: the ranges are checked by the engine's one table (vocalis.engine.options,
+    # README "Valid ranges"), which answers 400 naming the option, as for API and CLI.
+    seed: int | None = None
+    temperature: float | None = None
     eos_threshold: float | None = None
-    frames_after_eos: int | None = Field(default=None, ge=0)
-    noise_clamp: float | None = Field(default=None, gt=0)
-    sampler_decode_steps: int | None = Field(default=None, ge=1, le=64)
-    max_tokens: int | None = Field(default=None, ge=1, le=1000)
-    max_frames: int | None = Field(default=None, ge=1, le=10_000)
+    frames_after_eos: int | None = None
+    noise_clamp: float | None = None
+    sampler_decode_steps: int | None = None
+    max_tokens: int | None = None
+    max_frames: int | None = None
 
     def voice_id(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice

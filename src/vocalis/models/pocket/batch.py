@@ -43,6 +43,7 @@ class PocketBatch:
         t = fm.config.transformer
         self.rows = 0
         self.capacity = 0
+        self.high: list[int] = []  # per row: one past the highest FlowLM position written
         self.flow_kv = [torch.zeros(2, 0, 0, t.kv_heads, t.head_dim, device=dev)
                         for _ in range(t.num_layers)]
         dt = mimi.config.dec_transformer
@@ -72,25 +73,52 @@ class PocketBatch:
         self.dec_kv = [_grow(d, {1: rows}) for d in self.dec_kv]
         self.dec_pos = _grow(self.dec_pos, {0: rows})
         self.conv_state = {m: _grow(s, {0: rows}) for m, s in self.conv_state.items()}
+        self.high += [0] * (rows - len(self.high))
         self.rows, self.capacity = rows, capacity
 
     # ---------------------------------------------------------------- FlowLM
 
     @torch.no_grad()
-    def prefill(self, row: int, voice: VoiceState, token_ids: list[int]) -> int:
-        """Put ``voice`` then a text chunk into ``row``; returns the row's next position.
+    def prefill(self, rows: list[int], voices: list[VoiceState], token_ids: list[list[int]],
+                ) -> list[int]:
+        """Put each row's voice then its text chunk into the cache; returns each row's next
+        position.
 
-        One forward pass over the chunk's tokens, as the official prompt pass.
+        One forward pass over all rows' chunk tokens (the official prompt pass, batched):
+        shorter chunks are padded at the end with token 0, whose keys land after the row's
+        last real position where the row's own steps overwrite them before reading them
+        (causal masks keep them out of every real token's attention). A single row runs
+        unpadded, as the official pass.
+
+        Args:
+            rows: cache rows; voices: their voice states (KV ``[2, 1, P, Hkv, D]`` per layer);
+            token_ids: their chunks' token ids (non-empty).
         """
-        p = voice.length
-        for d, kv in zip(self.flow_kv, voice.kv):
-            d[:, row:row + 1, :p] = kv
         fm = self.model.flow_lm
-        tokens = torch.tensor([token_ids], dtype=torch.long, device=self.model.device)
-        pos = torch.tensor([p], dtype=torch.long, device=self.model.device)
-        fm.transformer.forward_linear_rows(fm.conditioner(tokens), self.flow_kv,
-                                           slice(row, row + 1), pos, p)
-        return p + len(token_ids)
+        dev = self.model.device
+        lengths = [len(ids) for ids in token_ids]
+        t = max(lengths)
+        starts = [v.length for v in voices]
+        self.ensure(max(rows) + 1, max(starts) + t)
+        for row, voice in zip(rows, voices):
+            for d, kv in zip(self.flow_kv, voice.kv):
+                d[:, row:row + 1, :voice.length] = kv
+            self.high[row] = max(self.high[row], voice.length + t)
+        tokens = torch.tensor([ids + [0] * (t - len(ids)) for ids in token_ids],
+                              dtype=torch.long, device=dev)
+        pos = torch.tensor(starts, dtype=torch.long, device=dev)
+        where = slice(rows[0], rows[0] + 1) if len(rows) == 1 else torch.tensor(rows, device=dev)
+        fm.transformer.forward_linear_rows(fm.conditioner(tokens), self.flow_kv, where, pos,
+                                           max(starts))
+        return [p + n for p, n in zip(starts, lengths)]
+
+    def clear_row(self, row: int) -> None:
+        """Zero everything ``row`` wrote to the FlowLM cache (after a failed request, whose
+        values may be NaN or inf: masked keys get zero weight, but 0 * NaN is NaN)."""
+        if row < self.rows:
+            for d in self.flow_kv:
+                d[:, row, :self.high[row]] = 0
+            self.high[row] = 0
 
     @torch.no_grad()
     def step(self, n: int, latents: torch.Tensor, bos: torch.Tensor, pos: torch.Tensor,
@@ -105,6 +133,8 @@ class PocketBatch:
             condition ``[n, cond]`` float32, input of the EOS and sampler heads.
         """
         fm = self.model.flow_lm
+        for r in range(n):
+            self.high[r] = max(self.high[r], pos_max + 1)
         x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
         h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, slice(0, n),
                                                pos, pos_max)
@@ -132,6 +162,8 @@ class PocketBatch:
             fresh = idx[torch.tensor(first, device=idx.device)]
             self.dec_pos[fresh] = 0
             self.conv_state[up][fresh] = 0
+            for d in self.dec_kv:  # stale slots are masked, but 0 * NaN would still be NaN
+                d[:, fresh] = 0
         x = (latents * fm.emb_std + fm.emb_mean)[:, :, None]  # [n, 32, 1]
         x = mimi.quantizer.output_proj(x)
         state = [self.conv_state[up][idx]]
