@@ -99,6 +99,8 @@ class Engine:
         self._decoding = False  # frames are queued or being decoded
         self.steps = 0
         self.frames = 0
+        self.prompt_passes = 0  # batched prompt passes (one serves every row starting a chunk)
+        self.prompt_rows: collections.deque[int] = collections.deque(maxlen=64)  # rows per pass
         self._scheduler = threading.Thread(target=self._run, name="vocalis-engine", daemon=True)
         self._decoder = threading.Thread(target=self._decode_loop, name="vocalis-decoder",
                                          daemon=True)
@@ -129,7 +131,8 @@ class Engine:
         with self._cond:
             return {"active_rows": len(self._active), "queued": len(self._queue),
                     "max_batch": self.max_batch, "max_queue": self.max_queue,
-                    "steps": self.steps, "frames": self.frames}
+                    "steps": self.steps, "frames": self.frames,
+                    "prompt_passes": self.prompt_passes}
 
     def close(self, cancel: bool = True, timeout: float | None = 30.0) -> None:
         """Stop accepting work; cancel (or finish) what is queued and running, then stop.
@@ -276,6 +279,8 @@ class Engine:
         for job, n in zip(jobs, ids):
             self.batch.ensure(job.row + 1, job.voice.length + len(n) + job.budget)
         ends = self.batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids)
+        self.prompt_passes += 1
+        self.prompt_rows.append(len(jobs))
         for job, end in zip(jobs, ends):
             job.pos = end
             job.pending = False
