@@ -231,3 +231,29 @@ def test_requests_arriving_together_share_one_prompt_pass(tts, tmp_path):
     assert max(r.stats.queued_ms for r in reqs) - min(r.stats.queued_ms for r in reqs) < 50
     for solo_pcm, out in zip(solos, outs):
         assert_close(solo_pcm, out)
+
+
+def test_idle_engine_gives_its_cache_memory_back(checkpoints):
+    """A long request grows the FlowLM cache (allocated for its whole frame budget at its
+    prompt pass); once the engine is idle the cache is released (the process RSS drops by
+    about its size) and the next request is as before."""
+    from vocalis.bench.memory import rss_mb
+
+    d = checkpoints.get("english")
+    with vocalis.load(str(d), max_batch=2) as t:
+        v = t.voice(str(d / "voice.wav"))
+        ref = t.synthesize(TEXTS[0], voice=v, seed=1, max_frames=8).samples
+        req = t.submit(TEXTS[0], voice=v, seed=2, max_frames=8000)
+        first = next(iter(req.events(timeout=120)))
+        assert isinstance(first, AudioChunk)
+        cache_mb, rss = t.engine_status()["cache_mb"], rss_mb()
+        req.cancel()
+        assert req.done.wait(30)
+        # ~8000 positions x 6 layers x (keys + values) x 1024 floats
+        assert cache_mb > 300
+        deadline = time.monotonic() + 10
+        while t.engine_status()["cache_mb"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert t.engine_status()["cache_mb"] == 0
+        assert rss_mb() < rss - 0.8 * cache_mb
+        assert np.array_equal(t.synthesize(TEXTS[0], voice=v, seed=1, max_frames=8).samples, ref)

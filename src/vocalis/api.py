@@ -326,7 +326,8 @@ class TTS:
         """Rows in use, queue depth and limits of the engine."""
         if self._engine is None:
             return {"active_rows": 0, "queued": 0, "max_batch": self.max_batch,
-                    "max_queue": self.max_queue, "steps": 0, "frames": 0, "prompt_passes": 0}
+                    "max_queue": self.max_queue, "steps": 0, "frames": 0, "prompt_passes": 0,
+                    "cache_mb": 0.0}
         return self._engine.status()
 
     def close(self) -> None:

@@ -132,7 +132,8 @@ class Engine:
             return {"active_rows": len(self._active), "queued": len(self._queue),
                     "max_batch": self.max_batch, "max_queue": self.max_queue,
                     "steps": self.steps, "frames": self.frames,
-                    "prompt_passes": self.prompt_passes}
+                    "prompt_passes": self.prompt_passes,
+                    "cache_mb": round(self.batch.cache_bytes() / 2**20, 1)}
 
     def close(self, cancel: bool = True, timeout: float | None = 30.0) -> None:
         """Stop accepting work; cancel (or finish) what is queued and running, then stop.
@@ -160,6 +161,8 @@ class Engine:
         with torch.inference_mode():
             while True:
                 with self._cond:
+                    if not self._queue and not self._active and self.batch.capacity:
+                        self.batch.release_memory()  # idle: give the cache back
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
                     if self._closing and not self._queue and not self._active:

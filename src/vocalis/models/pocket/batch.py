@@ -112,6 +112,17 @@ class PocketBatch:
                                            max(starts))
         return [p + n for p, n in zip(starts, lengths)]
 
+    def release_memory(self) -> None:
+        """Drop the FlowLM cache (its size follows the longest request seen) while no row is
+        active; :meth:`ensure` allocates it again on demand. Decoder state is kept."""
+        self.flow_kv = [d.new_zeros(2, self.rows, 0, *d.shape[3:]) for d in self.flow_kv]
+        self.capacity = 0
+        self.high = [0] * self.rows
+
+    def cache_bytes(self) -> int:
+        """Bytes held by the FlowLM cache."""
+        return sum(d.numel() * d.element_size() for d in self.flow_kv)
+
     def clear_row(self, row: int) -> None:
         """Zero everything ``row`` wrote to the FlowLM cache (after a failed request, whose
         values may be NaN or inf: masked keys get zero weight, but 0 * NaN is NaN)."""
