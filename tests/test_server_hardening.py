@@ -288,6 +288,32 @@ def test_with_a_key_open_endpoints_reveal_liveness_only(tts, ckpt, tmp_path):
         s.stop()
 
 
+def test_web_page_title_shows_the_name_and_only_with_the_key(tts, ckpt, tmp_path):
+    """The page in headless Chromium: without the key it knows nothing (title ``vocalis``,
+    the key box open); with it, the served name, never the checkpoint path."""
+    from test_server_web import ARGS, CHROMIUM, sync_api
+
+    s = Server(create_app(tts, voices_dir=tmp_path, default_voice=str(ckpt / "voice.wav"),
+                          api_key="sekrit"))
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page()
+            page.goto(s.url + "/")
+            page.wait_for_function("document.getElementById('auth').open")
+            assert page.title() == "vocalis" and page.inner_text("#model") == ""
+            page.fill("#api-key", "sekrit")
+            page.dispatch_event("#api-key", "change")
+            page.wait_for_function("document.title !== 'vocalis'")
+            assert page.title() == f"vocalis \u00b7 {ckpt.name}"
+            assert page.inner_text("#model") == ckpt.name
+            _no_paths(page.content(), ckpt)
+            browser.close()
+    finally:
+        s.stop()
+
+
+@pytest.mark.slow
 def test_serve_model_name_flag(ckpt, tmp_path):
     from test_server_cli import Proc
 
