@@ -359,14 +359,16 @@ def test_non_finite_options_name_their_field(server, field, literal):
     assert_envelope(r.status_code, r.content, 400, field)
 
 
-def _wav_of_exactly(n_bytes: int) -> bytes:
-    n = (n_bytes - 44) // 2
-    x = np.resize(synthetic_voice(2.0, 8000)[:, 0], n)
+def _wav_of_exactly(n_bytes: int, rate: int = 384_000) -> bytes:
+    """A valid 16-bit stereo WAV of exactly ``n_bytes`` (a high rate keeps the voice short:
+    10 MiB are 6.8 s)."""
+    n = (n_bytes - 44) // 4
+    x = np.resize(synthetic_voice(2.0, rate, channels=2), (n, 2))
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
+        w.setnchannels(2)
         w.setsampwidth(2)
-        w.setframerate(8000)
+        w.setframerate(rate)
         w.writeframes((x * 32767).astype("<i2").tobytes())
     data = buf.getvalue()
     assert len(data) == n_bytes
