@@ -40,6 +40,7 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from vocalis.errors import CapacityError, InputError
 from vocalis.server import errors
@@ -162,7 +163,8 @@ class Gate:
     """Pure ASGI middleware (keeps disconnect detection intact): request-body limits,
     API-key check on ``/v1/*`` and ``/metrics``, HTTP metrics by route template and status,
     and the :data:`ON_EXIT` callbacks a route registers (``fn(failed: bool)``), run once the
-    exchange is over whatever happened (``failed``: an exception or a 5xx)."""
+    exchange is over whatever happened (``failed``: an exception or a 5xx, not a client
+    that went away)."""
 
     def __init__(self, app, state: ServerState):
         self.app = app
@@ -201,6 +203,9 @@ class Gate:
                 return
             await self.app(scope, _limited(receive, limit, path), send_wrapper)
             failed = status_box["status"] >= 500
+        except (ClientDisconnect, OSError, asyncio.CancelledError):
+            failed = False  # the client went away (or the server is stopping): cancelled
+            raise
         finally:
             for fn in scope.get(ON_EXIT, ()):
                 fn(failed)
