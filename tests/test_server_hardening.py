@@ -193,7 +193,7 @@ def test_failed_response_and_early_disconnect_free_the_row_and_count(ckpt, tmp_p
                 waiting.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: "
                                 b"application/json\r\n" + f"Content-Length: {len(data)}\r\n\r\n"
                                 .encode() + data)
-                assert _wait_for(lambda: _health(s)["engine"]["queued"] == 1), (_health(s), s.metrics())
+                assert _wait_for(lambda: _health(s)["engine"]["queued"] == 1), _health(s)
                 waiting.close()
                 cancelled = 'vocalis_speech_requests_total{outcome="cancelled"}'
                 assert _wait_for(lambda: s.metrics()[cancelled] == 1), s.metrics()
