@@ -677,6 +677,11 @@ def serve(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only (no "
                                                               "access log).")] = False,
+    model_name: Annotated[str | None, typer.Option(
+        help="Model id clients see in /v1/models and /health (1-128 characters from A-Z a-z "
+             "0-9 . _ : / -). Default: pocket-tts/CONFIG for a released model, the "
+             "checkpoint folder's name for a local one (paths are never shown).",
+        show_default=False)] = None,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
     _setup_logging(quiet)
@@ -690,7 +695,7 @@ def serve(
     run(model, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
-        on_ready=ready)
+        model_name=model_name, on_ready=ready)
 
 
 # --------------------------------------------------------------------------- reference

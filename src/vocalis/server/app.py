@@ -1,17 +1,23 @@
 """The FastAPI application: OpenAI speech API, voices, models, health, metrics, web page.
 
-Routes (``/v1/*`` need ``Authorization: Bearer KEY`` when the server has an API key)::
+Routes (``/v1/*`` and ``/metrics`` need ``Authorization: Bearer KEY`` when the server has an
+API key; ``/health`` then answers liveness only to a caller without the key)::
 
     POST   /v1/audio/speech          speech, streamed as it is generated (audio or SSE)
     GET    /v1/audio/voices          default, predefined and custom voices
-    POST   /v1/audio/voices          multipart name + audio_sample (<= 10 MiB): a custom voice
+    POST   /v1/audio/voices          multipart name + audio_sample (<= 10 MiB = 10485760 bytes)
     DELETE /v1/audio/voices/{id}     delete a custom voice
     GET    /v1/models[/{id}]         the model (and the OpenAI names it answers to)
-    GET    /health                   {"status": "ok", ...}; 503 while shutting down
+    GET    /health                   {"status": "ok", model, engine...}; 503 while shutting down
     GET    /metrics                  Prometheus text format
     GET    /                         the web page (static files under /static, no CDN)
 
 Every error is OpenAI's envelope (see :mod:`vocalis.server.errors`).
+
+Nothing private leaves the server: a local checkpoint is served under a name (its folder's
+name or ``model_name``), and error messages have the model, voices and home folders replaced
+by ``<model-dir>``, ``<voices-dir>`` and ``~`` (the server's own log keeps the paths). Nothing a
+user sent goes into a header or a log line unencoded.
 """
 
 from __future__ import annotations
@@ -21,25 +27,29 @@ import base64
 import hmac
 import json
 import logging
+import math
+import re
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
-from vocalis.errors import CapacityError
+from vocalis.errors import CapacityError, InputError
 from vocalis.server import errors
 from vocalis.server.bridge import Piece, SpeechJob
 from vocalis.server.encoders import make_encoder
 from vocalis.server.errors import APIError
 from vocalis.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from vocalis.server.schemas import OPENAI_MAX_INPUT_CHARS, SpeechRequest
-from vocalis.server.voices import MAX_UPLOAD_BYTES, VoiceStore
+from vocalis.server.voices import MAX_UPLOAD_BYTES, VoiceStore, shown, too_large
 
 log = logging.getLogger("vocalis.server")
 
@@ -48,11 +58,20 @@ OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 JSON_BODY_LIMIT = 1024 * 1024
 UPLOAD_BODY_LIMIT = MAX_UPLOAD_BYTES + 256 * 1024  # multipart overhead and the name field
 INSTRUCTIONS_NOTE = "ignored: Pocket TTS has no instruction or style control"
+MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")  # used with fullmatch
+MODEL_NAME_GRAMMAR = "1-128 characters from A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
+ON_EXIT = "vocalis.on_exit"  # scope key: callbacks the Gate runs when the exchange ends
 
 
 class BodyTooLarge(StarletteHTTPException):
-    def __init__(self, limit: int):
-        super().__init__(413, f"request body larger than {limit} bytes")
+    def __init__(self, message: str):
+        super().__init__(413, message)
+
+
+def _too_large_message(path: str, size: str, limit: int) -> str:
+    if path == "/v1/audio/voices":
+        return too_large(f"request body is {size} bytes").message
+    return f"request body is {size} bytes; the limit here is {limit} bytes"
 
 
 class ClientGone(Exception):
@@ -61,20 +80,26 @@ class ClientGone(Exception):
 
 class ServerState:
     def __init__(self, tts, voices: VoiceStore, api_key: str | None, max_input_chars: int,
-                 close_engine: bool):
+                 close_engine: bool, model_name: str | None = None):
         self.tts = tts
         self.voices = voices
         self.api_key = api_key
         self.max_input_chars = max_input_chars
         self.close_engine = close_engine
         self.metrics = Metrics(tts.engine_status)
-        self.jobs: set[SpeechJob] = set()
+        self.admitted: set = set()  # engine requests whose end is not yet counted
         self.shutting_down = False
         self.started = time.time()
-        released = getattr(tts, "released", False)
-        self.model_id = f"pocket-tts/{tts.config_name}" if released else str(tts.model_id)
+        self.model_id = served_model_name(tts, model_name)
         self.model_ids = [self.model_id, *(m for m in ("pocket-tts", *OPENAI_MODELS)
                                            if m != self.model_id)]
+        self._private = _private_paths(tts, voices)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the model, voices and home folders replaced by labels."""
+        for path, label in self._private:
+            text = text.replace(path, label)
+        return text
 
     def check_model(self, model: str) -> None:
         m = model.strip()
@@ -85,9 +110,61 @@ class ServerState:
                        param="model", code="model_not_found")
 
 
+def served_model_name(tts, model_name: str | None = None) -> str:
+    """The model id the server answers to: ``model_name`` if given (checked against
+    :data:`MODEL_NAME_RE`), ``pocket-tts/<config>`` for a released model, else the name of the
+    folder holding the local (or ``hf://``/URL) config, never a filesystem path.
+
+    Raises:
+        InputError: ``model_name`` outside the grammar.
+    """
+    if model_name is not None:
+        if not MODEL_NAME_RE.fullmatch(model_name):
+            raise InputError(f"invalid model name {shown(model_name)}: use {MODEL_NAME_GRAMMAR}")
+        return model_name
+    if getattr(tts, "released", False):
+        return f"pocket-tts/{tts.config_name}"
+    ref = str(tts.model_id)
+    if "://" in ref:
+        path = PurePosixPath(urlsplit(ref).path)
+    else:
+        path = Path(ref).expanduser().resolve()
+    folder = path.parent if path.suffix in (".yaml", ".yml") else path
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.name).strip("-._")[:128]
+    return name or "local-model"
+
+
+def _private_paths(tts, voices: VoiceStore) -> list[tuple[str, str]]:
+    """(path, label) pairs to hide in answers, longest first (a path is shown in both its
+    given and its resolved spelling)."""
+    pairs = []
+    ref = str(getattr(tts, "model_id", ""))
+    if not getattr(tts, "released", False) and ref and "://" not in ref:
+        p = Path(ref).expanduser()
+        folder = p.parent if p.suffix in (".yaml", ".yml") else p
+        pairs += [(str(folder), "<model-dir>"), (str(folder.resolve()), "<model-dir>")]
+    pairs += [(str(voices.root), "<voices-dir>"), (str(voices.root.resolve()), "<voices-dir>"),
+              (str(Path.home()), "~")]
+    return sorted({(p, label) for p, label in pairs if len(p) > 1},
+                  key=lambda pl: -len(pl[0]))
+
+
+def _authorized(scope, api_key: str | None) -> bool:
+    """True when the server has no key or the request carries it (``Authorization: Bearer``
+    or ``x-api-key``)."""
+    if api_key is None:
+        return True
+    auth = _header(scope, b"authorization") or ""
+    token = auth[7:].strip() if auth[:7].lower() == "bearer " else _header(scope, b"x-api-key")
+    return bool(token) and hmac.compare_digest(token.encode(), api_key.encode())
+
+
 class Gate:
     """Pure ASGI middleware (keeps disconnect detection intact): request-body limits,
-    API-key check on ``/v1/*``, and HTTP metrics by route template and status."""
+    API-key check on ``/v1/*`` and ``/metrics``, HTTP metrics by route template and status,
+    and the :data:`ON_EXIT` callbacks a route registers (``fn(failed: bool)``), run once the
+    exchange is over whatever happened (``failed``: an exception or a 5xx, not a client
+    that went away)."""
 
     def __init__(self, app, state: ServerState):
         self.app = app
@@ -108,32 +185,34 @@ class Gate:
         async def reply(resp):
             await resp(scope, receive, send_wrapper)
 
+        failed = True
         try:
-            if path.startswith("/v1/") and self.state.api_key is not None \
-                    and not self._authorized(scope):
+            if (path.startswith("/v1/") or path == "/metrics") \
+                    and not _authorized(scope, self.state.api_key):
                 await reply(errors.error_response(
                     401, "missing or wrong API key: send the header Authorization: Bearer KEY",
                     code="invalid_api_key"))
+                failed = False
                 return
             limit = UPLOAD_BODY_LIMIT if path == "/v1/audio/voices" else JSON_BODY_LIMIT
             length = _header(scope, b"content-length")
             if length is not None and length.isdigit() and int(length) > limit:
                 await reply(errors.error_response(
-                    413, f"request body is {length} bytes; the limit here is {limit}",
-                    code="request_too_large"))
+                    413, _too_large_message(path, length, limit), code="request_too_large"))
+                failed = False
                 return
-            await self.app(scope, _limited(receive, limit), send_wrapper)
+            await self.app(scope, _limited(receive, limit, path), send_wrapper)
+            failed = status_box["status"] >= 500
+        except (ClientDisconnect, OSError, asyncio.CancelledError):
+            failed = False  # the client went away (or the server is stopping): cancelled
+            raise
         finally:
+            for fn in scope.get(ON_EXIT, ()):
+                fn(failed)
             route = scope.get("route")
             template = getattr(route, "path", None) or ("static" if path.startswith("/static/")
                                                         else "unmatched")
             self.state.metrics.http.labels(template, method, str(status_box["status"])).inc()
-
-    def _authorized(self, scope) -> bool:
-        key = self.state.api_key.encode()
-        auth = _header(scope, b"authorization") or ""
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else _header(scope, b"x-api-key")
-        return bool(token) and hmac.compare_digest(token.encode(), key)
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -143,7 +222,7 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-def _limited(receive, limit: int):
+def _limited(receive, limit: int, path: str):
     seen = 0
 
     async def wrapped():
@@ -152,7 +231,7 @@ def _limited(receive, limit: int):
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise BodyTooLarge(limit)
+                raise BodyTooLarge(_too_large_message(path, f"over {limit}", limit))
         return message
 
     return wrapped
@@ -160,7 +239,7 @@ def _limited(receive, limit: int):
 
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                api_key: str | None = None, max_input_chars: int = OPENAI_MAX_INPUT_CHARS,
-               close_engine: bool = False) -> FastAPI:
+               close_engine: bool = False, model_name: str | None = None) -> FastAPI:
     """The server for one loaded model (:func:`vocalis.load`).
 
     Args:
@@ -168,12 +247,19 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         default_voice: the voice behind ``default`` and OpenAI's voice names (a predefined
             name, an audio file or a .safetensors file); default: the model's default
             predefined voice (released models), else none.
-        api_key: require ``Authorization: Bearer <api_key>`` on ``/v1/*``.
+        api_key: require ``Authorization: Bearer <api_key>`` on ``/v1/*`` and ``/metrics``;
+            ``/health`` then says only ``{"status": ...}`` to callers without it.
         max_input_chars: longest ``input`` accepted (OpenAI: 4096).
         close_engine: stop the engine when the app shuts down (the CLI server owns it).
+        model_name: the id the model is served under (``/v1/models``, ``/health``); default:
+            ``pocket-tts/<config>`` for a released model, else the checkpoint folder's name.
+
+    Raises:
+        InputError: ``model_name`` outside its grammar (:data:`MODEL_NAME_RE`).
     """
     voices = VoiceStore(tts, voices_dir, default_voice)
-    state = ServerState(tts, voices, api_key or None, max_input_chars, close_engine)
+    state = ServerState(tts, voices, api_key or None, max_input_chars, close_engine, model_name)
+    log.info("serving %s as model %r", tts.model_id, state.model_id)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -182,8 +268,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         loop.set_default_executor(executor)
         yield
         state.shutting_down = True
-        for job in list(state.jobs):
-            job.cancel()
+        for req in list(state.admitted):
+            req.cancel()
         if state.close_engine and hasattr(tts, "close"):
             await asyncio.to_thread(tts.close)
 
@@ -191,7 +277,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                   docs_url=None, redoc_url=None,
                   description="OpenAI-compatible streaming text-to-speech (Pocket TTS).")
     app.state.vocalis = state
-    errors.install(app)
+    errors.install(app, state.redact)
     app.add_middleware(Gate, state=state)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
@@ -202,11 +288,13 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
     @app.get("/health")
-    async def health():
-        body = {"status": "shutting_down" if state.shutting_down else "ok",
-                "model": state.model_id, "sample_rate": tts.sample_rate,
-                "auth": state.api_key is not None, "max_input_chars": state.max_input_chars,
-                "engine": tts.engine_status(), "uptime_s": round(time.time() - state.started, 1)}
+    async def health(request: Request):
+        body = {"status": "shutting_down" if state.shutting_down else "ok"}
+        if _authorized(request.scope, state.api_key):  # without the key: liveness only
+            body.update(model=state.model_id, sample_rate=tts.sample_rate,
+                        auth=state.api_key is not None, max_input_chars=state.max_input_chars,
+                        engine=tts.engine_status(),
+                        uptime_s=round(time.time() - state.started, 1))
         return JSONResponse(body, status_code=503 if state.shutting_down else 200)
 
     @app.get("/metrics", include_in_schema=False)
@@ -239,9 +327,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     async def create_voice(name: str = Form(...), audio_sample: UploadFile = File(...),
                            consent: str | None = Form(None)):
         if audio_sample.size is not None and audio_sample.size > MAX_UPLOAD_BYTES:
-            raise APIError(413, f"audio_sample is {audio_sample.size} bytes; the limit is "
-                                f"{MAX_UPLOAD_BYTES} (10 MiB)", param="audio_sample",
-                           code="file_too_large")
+            raise too_large(f"audio_sample is {audio_sample.size} bytes")
         data = await audio_sample.read(MAX_UPLOAD_BYTES + 1)
         meta = await asyncio.to_thread(voices.create, name, data, audio_sample.filename)
         return JSONResponse(meta, status_code=201)
@@ -271,6 +357,10 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             raise APIError(400, f"speed {body.speed} is not supported: Pocket TTS speaks at its "
                                 "own pace and vocalis does not time-stretch; omit speed or send "
                                 "1.0", param="speed", code="unsupported_value")
+        for name, value in body:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise APIError(400, f"{name} must be a finite number, got {value}", param=name,
+                               code="invalid_value")
         voice = await asyncio.to_thread(voices.resolve, body.voice_id())
         seed = body.seed if body.seed is not None else secrets.randbits(31)
         try:
@@ -278,21 +368,22 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         except CapacityError as e:
             state.metrics.speech.labels("rejected").inc()
             raise APIError(429, str(e), code=e.code) from None
+        except InputError as e:  # the API names the option first: "temperature must be ..."
+            field = str(e).split(" ", 1)[0]
+            raise APIError(400, str(e), param=field if field in body.model_fields else None,
+                           code=e.code) from None
+        _admit(state, request, req)  # from here on, any way out cancels and counts it
         job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate),
                         asyncio.get_running_loop()).start()
-        state.jobs.add(job)
         try:
             first = await _first_piece(job, request)
         except (ClientGone, asyncio.CancelledError) as e:
-            job.cancel()
-            state.jobs.discard(job)
-            state.metrics.speech.labels("cancelled").inc()
+            _settle(state, req, "cancelled")
             if isinstance(e, ClientGone):
                 return Response(status_code=499)  # nobody reads it: the client went away
             raise
         if first.kind == "failed":
-            state.jobs.discard(job)
-            state.metrics.speech.labels("failed").inc()
+            _settle(state, req, "failed")
             err = errors.from_exception(first.error)
             if err.status >= 500:
                 log.error("speech request %s failed", req.id, exc_info=first.error)
@@ -301,7 +392,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             "Cache-Control": "no-store",
             "x-vocalis-request-id": str(req.id),
             "x-vocalis-seed": str(seed),
-            "x-vocalis-voice": body.voice_id(),
+            "x-vocalis-voice": quote(body.voice_id(), safe=""),  # user data: percent-encoded
             "x-vocalis-sample-rate": str(tts.sample_rate),
         }
         if req.stats.ttfa_ms is not None:
@@ -316,6 +407,25 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                  headers=headers)
 
     return app
+
+
+def _admit(state: ServerState, request: Request, req) -> None:
+    """Track an admitted engine request until :func:`_settle`; the Gate settles it when the
+    HTTP exchange ends if nothing else did (a failure before or while the response is sent,
+    a response whose body never started)."""
+    state.admitted.add(req)
+    request.scope.setdefault(ON_EXIT, []).append(
+        lambda failed: _settle(state, req, "failed" if failed else "cancelled"))
+
+
+def _settle(state: ServerState, req, outcome: str) -> None:
+    """Once per admitted request: stop its work (a no-op when it has finished), free its
+    row and count ``outcome`` (completed, cancelled, failed)."""
+    if req not in state.admitted:
+        return
+    state.admitted.discard(req)
+    req.cancel()
+    state.metrics.speech.labels(outcome).inc()
 
 
 async def _first_piece(job: SpeechJob, request: Request) -> Piece:
@@ -383,20 +493,17 @@ async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool):
                 outcome = "failed"
                 err = errors.from_exception(piece.error)
                 log.error("speech request %s failed mid-stream: %s",
-                          getattr(job.request, "id", "?"), piece.error)
+                          getattr(job.request, "id", "?"), shown(piece.error, 500))
                 if sse:
                     yield _sse({"type": "speech.audio.error",
-                                "error": errors.envelope(err.status, err.message,
+                                "error": errors.envelope(err.status, state.redact(err.message),
                                                          code=err.code)["error"]})
                     break
                 raise StreamFailed(err.message)
             piece = await job.next()
     finally:
-        if not job.finished:
-            job.cancel()
-        state.jobs.discard(job)
         m.streams.dec()
-        m.speech.labels(outcome).inc()
+        _settle(state, job.request, outcome)
 
 
 def _version() -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -103,6 +104,10 @@ def _validation_error(exc: RequestValidationError) -> APIError:
     param = ".".join(p for p in loc if p not in _UNION_TAGS and "[" not in p) or None
     if kind == "extra_forbidden":
         msg = f"unknown parameter {param!r}: see the request schema at /openapi.json"
+    elif kind == "missing" and param is None:
+        return APIError(400, "request body is missing: send a JSON object with Content-Type: "
+                             'application/json, e.g. {"model": "tts-1", "input": "Hello.", '
+                             '"voice": "alloy"}', code="missing_body")
     elif kind == "missing":
         msg = f"missing required parameter {param!r}"
     elif param:
@@ -127,23 +132,24 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_la
                401: "invalid_api_key", 503: "unavailable"}
 
 
-def install(app: FastAPI) -> None:
-    """Register the handlers that turn every error into an envelope."""
+def install(app: FastAPI, redact: Callable[[str], str] = str) -> None:
+    """Register the handlers that turn every error into an envelope; ``redact`` rewrites
+    each message before it leaves (the server hides its folders with it)."""
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError):
-        return error_response(exc.status, exc.message, param=exc.param, code=exc.code,
+        return error_response(exc.status, redact(exc.message), param=exc.param, code=exc.code,
                               type=exc.type, headers=exc.headers)
 
     @app.exception_handler(VocalisError)
     async def _vocalis_error(request: Request, exc: VocalisError):
         e = from_exception(exc)
-        return error_response(e.status, e.message, param=e.param, code=e.code)
+        return error_response(e.status, redact(e.message), param=e.param, code=e.code)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
         e = _validation_error(exc)
-        return error_response(e.status, e.message, param=e.param, code=e.code)
+        return error_response(e.status, redact(e.message), param=e.param, code=e.code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
@@ -154,11 +160,11 @@ def install(app: FastAPI) -> None:
             message = f"method {request.method} not allowed on {request.url.path}"
         else:
             message = str(exc.detail)
-        return error_response(status, message, code=_HTTP_CODES.get(status),
+        return error_response(status, redact(message), code=_HTTP_CODES.get(status),
                               headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception):
-        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        log.error("unhandled error on %s %r", request.method, request.url.path, exc_info=exc)
         return error_response(500, f"internal error ({type(exc).__name__}); see the server log",
                               code="internal_error")

@@ -40,22 +40,31 @@ def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
         voices_dir: str | os.PathLike[str] | None = None, api_key: str | None = None,
         max_batch: int = 16, max_queue: int = 256, device: str = "cpu",
         threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
-        shutdown_timeout: float = 10.0, quiet: bool = False,
+        shutdown_timeout: float = 10.0, quiet: bool = False, model_name: str | None = None,
         on_ready: Callable[[str], None] | None = None) -> None:
     """Serve ``model`` until SIGINT/SIGTERM.
 
     The port is bound before the model loads (a busy port fails fast); ``port=0`` picks a
     free one. ``on_ready(url)`` is called once the server accepts connections.
+    ``model_name``: the id clients see (default: the checkpoint folder's name for a local
+    model; see :func:`vocalis.server.app.served_model_name`).
+
+    Raises:
+        InputError: bad limits, a busy port, an invalid ``model_name``.
     """
     import uvicorn
 
     import vocalis
-    from vocalis.server.app import create_app
+    from vocalis.server.app import MODEL_NAME_GRAMMAR, MODEL_NAME_RE, create_app
+    from vocalis.server.voices import shown
 
     if max_input_chars < 1:
         raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")
     if shutdown_timeout < 0:
         raise InputError(f"--shutdown-timeout must be >= 0, got {shutdown_timeout}")
+    if model_name is not None and not MODEL_NAME_RE.fullmatch(model_name):
+        raise InputError(f"--model-name {shown(model_name)} is not a valid name: use "
+                         f"{MODEL_NAME_GRAMMAR}")
     sock = _bind(host, port)
     try:
         tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,
@@ -66,7 +75,8 @@ def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
         except OSError as e:
             raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
         app = create_app(tts, voices_dir=vdir, default_voice=voice, api_key=api_key,
-                         max_input_chars=max_input_chars, close_engine=True)
+                         max_input_chars=max_input_chars, close_engine=True,
+                         model_name=model_name)
         state = app.state.vocalis
         bound = sock.getsockname()
         shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]

@@ -5,8 +5,13 @@ Custom voices live in the voices directory, two files per voice::
     <id>.safetensors   the voice state (official export-voice layout, loadable by pocket-tts)
     <id>.json          metadata: id, name, created_at, source file name, duration, model
 
-A voice id is its name: 1-64 characters from ``A-Z a-z 0-9 _ -``, starting with a letter
-or digit, so it can never name a path outside the directory. Ids of predefined voices,
+A voice id is its name, and every name that enters the server (a speech request's
+``voice`` or ``{"id": ...}``, an upload's ``name``, ``DELETE /v1/audio/voices/{id}``) follows
+one grammar, checked as sent (nothing is stripped): 1-64 characters from ``A-Z a-z 0-9 _ -``,
+starting with a letter or digit (:data:`NAME_RE`). A name outside it (a surrounding space, a
+newline, any other character) is a 400 ``invalid_voice_name`` that states the grammar, so a
+name can never name a path outside the directory nor break a header or a log line. Ids of
+predefined voices,
 ``default`` and OpenAI's voice names are reserved. Creating a voice whose id exists is a
 409, never an overwrite: files are written under temporary names and hard-linked into
 place, which fails when the name is taken, even by another process.
@@ -34,11 +39,13 @@ from vocalis.server.errors import APIError
 
 log = logging.getLogger("vocalis.server")
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # always used with fullmatch
+NAME_GRAMMAR = "1-64 characters from A-Z a-z 0-9 _ -, starting with a letter or digit"
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage",
                  "shimmer", "verse", "marin", "cedar")
 DEFAULT_ID = "default"
-MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # of audio_sample: exactly 10 MiB is accepted
+UPLOAD_LIMIT_TEXT = f"{MAX_UPLOAD_BYTES} bytes (10 MiB)"
 
 
 class VoiceStore:
@@ -71,7 +78,7 @@ class VoiceStore:
         skipped = 0
         for meta_path in sorted(self.root.glob("*.json")):
             vid = meta_path.stem
-            if not NAME_RE.match(vid) or not (self.root / f"{vid}.safetensors").is_file():
+            if not NAME_RE.fullmatch(vid) or not (self.root / f"{vid}.safetensors").is_file():
                 continue
             try:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
@@ -106,8 +113,13 @@ class VoiceStore:
     # ------------------------------------------------------------------ resolving
 
     def resolve(self, voice_id: str):
-        """Voice id -> Voice. Raises APIError 400 (param ``voice``) for unknown ids."""
-        vid = voice_id.strip()
+        """Voice id -> Voice.
+
+        Raises APIError 400 (param ``voice``): ``invalid_voice_name`` for a name outside the
+        grammar, ``voice_not_found`` for unknown ids.
+        """
+        check_name(voice_id, "voice")
+        vid = voice_id
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
                 raise APIError(400, f"voice {vid!r} names the server's default voice, but this "
@@ -144,7 +156,7 @@ class VoiceStore:
 
         Raises APIError: 400 bad name, 409 taken, 413 too large, 422 not decodable audio.
         """
-        check_name(name)
+        check_name(name, "name")
         if name in self._reserved():
             raise APIError(409, f"voice id {name!r} is reserved (a predefined voice, 'default' "
                                 "or an OpenAI voice name): choose another name",
@@ -156,38 +168,37 @@ class VoiceStore:
                                 f"(DELETE /v1/audio/voices/{name}) or choose another name",
                            param="name", code="voice_exists")
         if len(data) > MAX_UPLOAD_BYTES:
-            raise APIError(413, f"audio_sample is {len(data)} bytes; the limit is "
-                                f"{MAX_UPLOAD_BYTES} (10 MiB): send a shorter clip (30 s are used)",
-                           param="audio_sample", code="file_too_large")
+            raise too_large(f"audio_sample is {len(data)} bytes")
         if not data:
             raise APIError(422, "audio_sample is empty: send an audio file (WAV, FLAC, OGG, "
                                 "MP3...) of a few seconds of speech", param="audio_sample",
                            code="invalid_audio")
         from vocalis.audio import read_audio
 
-        shown = Path(filename or "audio_sample").name
+        filename_shown = Path(filename or "audio_sample").name
         buf = io.BytesIO(data)
-        buf.name = shown
+        buf.name = filename_shown
         try:
             samples, rate = read_audio(buf)
         except VoiceError as e:
             raise APIError(422, f"audio_sample: {e}", param="audio_sample",
                            code="invalid_audio") from None
-        suffix = Path(shown).suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", Path(shown).suffix or "") else ".wav"
+        suffix = Path(filename_shown).suffix
+        suffix = suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", suffix) else ".wav"
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".upload-") as tmp:
             src = Path(tmp) / f"sample{suffix}"
             src.write_bytes(data)
             try:
                 voice = self.tts.voice(str(src))
             except VocalisError as e:
-                raise APIError(e.http_status, str(e).replace(str(src), shown),
+                raise APIError(e.http_status, str(e).replace(str(src), filename_shown),
                                param="audio_sample", code=e.code) from None
             voice.name = name
             state_tmp = Path(tmp) / "voice.safetensors"
             voice.save(state_tmp)
             meta = {
                 "id": name, "name": name, "object": "audio.voice", "type": "custom",
-                "created_at": int(time.time()), "source_filename": shown,
+                "created_at": int(time.time()), "source_filename": filename_shown,
                 "duration_s": round(samples.shape[0] / rate, 3), "sample_rate": rate,
                 "model": self.tts.model.name, "weights": self._fingerprint(),
             }
@@ -203,16 +214,16 @@ class VoiceStore:
                 os.replace(meta_tmp, self.root / f"{name}.json")
                 self._custom[name] = meta
                 self._cache[name] = voice
-        log.info("voices: created %r from %s (%.1f s)", name, shown, meta["duration_s"])
+        log.info("voices: created %s from %s (%.1f s)", shown(name), shown(filename_shown),
+                 meta["duration_s"])
         return public(meta)
 
     def delete(self, voice_id: str) -> dict:
+        """Delete a custom voice. Raises APIError: 400 bad name or built-in voice, 404 unknown."""
+        check_name(voice_id, "voice_id")
         if voice_id in self._reserved():
             raise APIError(400, f"voice {voice_id!r} is built in and cannot be deleted",
                            param="voice_id", code="voice_not_deletable")
-        if not NAME_RE.match(voice_id):
-            raise APIError(404, f"no custom voice {voice_id!r}", param="voice_id",
-                           code="voice_not_found")
         with self._lock:
             if voice_id not in self._custom:
                 raise APIError(404, f"no custom voice {voice_id!r}: GET /v1/audio/voices lists "
@@ -228,11 +239,29 @@ class VoiceStore:
         return {"id": voice_id, "object": "audio.voice.deleted", "deleted": True}
 
 
-def check_name(name: str) -> None:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise APIError(400, f"invalid voice name {name!r}: use 1-64 characters from A-Z a-z "
-                            "0-9 _ -, starting with a letter or digit", param="name",
-                       code="invalid_voice_name")
+def check_name(name: str, param: str = "name") -> None:
+    """Raise APIError 400 ``invalid_voice_name`` (naming ``param``) unless ``name`` follows
+    the voice-name grammar exactly (:data:`NAME_RE`; surrounding whitespace is refused)."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise APIError(400, f"invalid voice name {shown(name)}: a voice name is {NAME_GRAMMAR}, "
+                            "with no spaces (GET /v1/audio/voices lists the voices)",
+                       param=param, code="invalid_voice_name")
+
+
+def too_large(what: str) -> APIError:
+    """The 413 for an upload over :data:`MAX_UPLOAD_BYTES` (``what``: the size seen)."""
+    return APIError(413, f"{what}; the limit is {UPLOAD_LIMIT_TEXT} of audio_sample: send a "
+                         "shorter clip (the first 30 s are used)", param="audio_sample",
+                    code="file_too_large")
+
+
+def shown(value: object, limit: int = 48) -> str:
+    """A user string for a message or a log line: quoted and escaped (``repr``: control
+    characters and newlines become ``\\n``, ``\\x00``...) and cut to ``limit`` characters."""
+    text = str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def public(meta: dict) -> dict:

@@ -57,13 +57,16 @@ async function loadVoices(select) {
   if (!box.options.length) status($("status"), "This server has no voices yet: upload one below.", true);
 }
 
+// /health names the model only to callers with the key (when the server has one): a bare
+// {"status": "ok"} means a key is needed.
 async function loadInfo() {
   try {
-    const resp = await fetch("/health");
+    const resp = await fetch("/health", { headers: headers() });
     const info = await resp.json();
     $("model").textContent = info.model || "";
+    document.title = info.model ? `vocalis · ${info.model}` : "vocalis";
     if (info.max_input_chars) $("text").maxLength = info.max_input_chars;
-    if (info.auth) $("auth").open = true;
+    if (info.auth || !("model" in info)) $("auth").open = true;
   } catch (_) { /* the page still works without it */ }
 }
 
@@ -180,7 +183,7 @@ async function speak() {
 
 async function upload(event) {
   event.preventDefault();
-  const name = $("voice-name").value.trim();
+  const name = $("voice-name").value;  // the server refuses surrounding spaces too
   const file = $("voice-file").files[0];
   if (!name || !file) return;
   const form = new FormData();
@@ -211,6 +214,7 @@ $("upload").addEventListener("submit", upload);
 $("api-key").value = localStorage.getItem("vocalis-api-key") || "";
 $("api-key").addEventListener("change", () => {
   localStorage.setItem("vocalis-api-key", $("api-key").value.trim());
+  loadInfo();
   loadVoices();
 });
 loadInfo();
