@@ -111,3 +111,30 @@ def test_api_bad_speed_raises_before_queueing(small, speed):
     with pytest.raises(InputError, match="speed"):
         tts.submit(TEXT, str(d / "voice.wav"), 1, speed=speed)
     assert tts.engine_status()["queued"] == before["queued"]
+
+
+def test_server_speed_through_the_openai_client(small, tmp_path):
+    pytest.importorskip("openai")
+    pytest.importorskip("uvicorn")
+    from test_server import Server, assert_envelope
+
+    from vocalis.audio import float_to_int16
+    from vocalis.server import create_app
+
+    d, tts = small
+    server = Server(create_app(tts, voices_dir=tmp_path, default_voice=str(d / "voice.wav")))
+    try:
+        client = server.client()
+        base = tts.synthesize(TEXT, voice=str(d / "voice.wav"), seed=3).samples
+        for speed in (0.5, 2.0):
+            data = client.audio.speech.create(model="tts-1", voice="alloy", input=TEXT,
+                                              response_format="pcm", speed=speed,
+                                              extra_body={"seed": 3}).content
+            want = float_to_int16(stretch(base, RATE, speed))
+            np.testing.assert_array_equal(np.frombuffer(data, "<i2"), want)
+        for bad in (0.1, 4.5):
+            status, _, body = server.request("POST", "/v1/audio/speech", {
+                "model": "tts-1", "input": TEXT, "voice": "alloy", "speed": bad})
+            assert_envelope(status, body, 400, "speed")
+    finally:
+        server.stop()

@@ -255,6 +255,9 @@ def generate(
     _setup_logging(quiet)
     text = _read_text(text, text_file)
     fmt = _check_output(output, fmt)
+    from vocalis.audio.stretch import check_speed
+
+    speed = check_speed(speed)
     sampling = _sampling(temperature=temperature, eos_threshold=eos_threshold,
                          frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
                          sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
