@@ -196,3 +196,24 @@ def test_sse_still_streams_for_the_openai_client(server):
     events = [json.loads(line[6:]) for line in data.decode().splitlines()
               if line.startswith("data: ")]
     assert events[-1]["type"] == "speech.audio.done"
+
+
+def test_whole_file_client_leaving_cancels_the_request(server):
+    """A whole-file request sends nothing until the end: a client that leaves meanwhile
+    still cancels it and frees its row."""
+    import http.client
+    import socket
+
+    from test_server import _wait_for
+
+    before = server.metrics()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/v1/audio/speech", json.dumps(
+        {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "flac",
+         "stream": False, "seed": 3, "max_frames": 5000}), {"Content-Type": "application/json"})
+    assert _wait_for(lambda: server.metrics()["vocalis_active_rows"] >= 1)
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    key = 'vocalis_speech_requests_total{outcome="cancelled"}'
+    assert _wait_for(lambda: (m := server.metrics())["vocalis_active_rows"] == 0
+                     and m[key] == before.get(key, 0) + 1), server.metrics()
