@@ -138,3 +138,10 @@ def test_server_speed_through_the_openai_client(small, tmp_path):
             assert_envelope(status, body, 400, "speed")
     finally:
         server.stop()
+
+
+def test_stats_report_the_stretched_duration(small):
+    d, tts = small
+    req = tts.submit(TEXT, str(d / "voice.wav"), 3, speed=2.0)
+    n = sum(ev.samples.shape[0] for ev in req.events() if hasattr(ev, "samples"))
+    assert req.stats.audio_s == n / RATE

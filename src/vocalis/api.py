@@ -143,7 +143,8 @@ def _check_device(device: str) -> torch.device:
 
 class _Stretched:
     """A request whose audio goes through a :class:`Stretcher` as it streams (``speed``).
-    Everything but :meth:`events` is the engine request's."""
+    Everything but :meth:`events` is the engine request's; at the end ``stats.audio_s``
+    becomes the stretched duration."""
 
     def __init__(self, request: Request, stretcher: Stretcher):
         self._request = request
@@ -165,6 +166,7 @@ class _Stretched:
                 y = self._stretcher.finish()
                 if y.shape[0]:
                     yield AudioChunk(y, last, -1)
+                ev.stats.audio_s = self._stretcher.n_out / self._stretcher.sample_rate
             yield ev
 
 

@@ -53,6 +53,7 @@ class Stretcher:
 
     def __init__(self, speed: float, sample_rate: int):
         self.speed = check_speed(speed)
+        self.sample_rate = int(sample_rate)
         try:
             from pylibrb import Option, RubberBandStretcher
         except ImportError:
