@@ -72,7 +72,7 @@ def test_bad_seed(small, seed):
 @pytest.mark.parametrize("options,match", [
     (dict(temperature=-1.0), "temperature"), (dict(max_tokens=0), "max_tokens"),
     (dict(sampler_decode_steps=0), "sampler_decode_steps"), (dict(noise_clamp=0.0), "noise_clamp"),
-    (dict(frames_after_eos=-2), "frames_after_eos"), (dict(speed=2.0), "unknown sampling"),
+    (dict(frames_after_eos=-2), "frames_after_eos"), (dict(speed=5.0), "speed"),
 ])
 def test_bad_sampling_options(small, options, match):
     d, tts = small

@@ -382,7 +382,6 @@ def test_bad_inputs_get_openai_envelopes(server):
         (dict(voice="nobody"), 400, "voice", "voice_not_found"),
         (dict(voice={"id": "../../etc/passwd"}), 400, "voice", "invalid_voice_name"),
         (dict(model="whisper-1"), 404, "model", "model_not_found"),
-        (dict(speed=1.5), 400, "speed", "unsupported_value"),
         (dict(speed=9), 400, "speed", None),
         (dict(response_format="ogg"), 400, "response_format", None),
         (dict(stream_format="ws"), 400, "stream_format", None),

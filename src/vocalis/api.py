@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vocalis.audio.stretch import Stretcher, check_speed
 from vocalis.engine.scheduler import Engine, make_job
-from vocalis.engine.types import AudioChunk, Failed, Request
+from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import PocketConfig, load_config_file
@@ -138,6 +139,35 @@ def _check_device(device: str) -> torch.device:
     if dev.type not in ("cpu", "cuda"):
         raise InputError(f"device {device!r} is not supported: use cpu or cuda")
     return dev
+
+
+class _Stretched:
+    """A request whose audio goes through a :class:`Stretcher` as it streams (``speed``).
+    Everything but :meth:`events` is the engine request's; at the end ``stats.audio_s``
+    becomes the stretched duration."""
+
+    def __init__(self, request: Request, stretcher: Stretcher):
+        self._request = request
+        self._stretcher = stretcher
+
+    def __getattr__(self, name):
+        return getattr(self._request, name)
+
+    def events(self, timeout: float | None = None):
+        last = 0
+        for ev in self._request.events(timeout):
+            if isinstance(ev, AudioChunk):
+                last = ev.chunk
+                y = self._stretcher.process(ev.samples)
+                if y.shape[0]:
+                    yield AudioChunk(y, ev.chunk, ev.frame)
+                continue
+            if isinstance(ev, Finished) and not ev.stats.cancelled:
+                y = self._stretcher.finish()
+                if y.shape[0]:
+                    yield AudioChunk(y, last, -1)
+                ev.stats.audio_s = self._stretcher.n_out / self._stretcher.sample_rate
+            yield ev
 
 
 class TTS:
@@ -256,25 +286,31 @@ class TTS:
                 weakref.finalize(self, self._engine.close)
             return self._engine
 
-    def submit(self, text: str, voice=None, seed: int | None = None, **sampling) -> Request:
+    def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
+               **sampling) -> Request:
         """Queue a request and return its handle at once (see :mod:`vocalis.engine.types`).
 
         Text, options and voice are checked here, in the caller's thread: bad input raises
         before anything is queued. ``Request.events()`` yields ``AudioChunk`` events as
         frames are decoded, then ``Finished`` or ``Failed``; ``Request.cancel()`` frees the
         row within one engine step. ``request.n_chunks`` is the number of text chunks.
+        ``speed`` (0.25-4.0, OpenAI's ``speed``): pitch-preserving time-stretch applied
+        here, chunk by chunk (:mod:`vocalis.audio.stretch`); 1.0 leaves the audio untouched.
 
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
             ``max_queue`` requests are already waiting.
         """
         params = self._params(seed, sampling)
+        speed = check_speed(speed)
+        stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
         chunks = self.model.chunk_text(text, params.max_tokens)
         v = self.voice(voice)
         seed_value = params.seed if params.seed is not None else secrets.randbits(63)
-        return self.engine.submit(make_job(self.model, v.state, chunks, params, seed_value))
+        req = self.engine.submit(make_job(self.model, v.state, chunks, params, seed_value))
+        return req if stretcher is None else _Stretched(req, stretcher)
 
-    def stream(self, text: str, voice=None, seed: int | None = None,
+    def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                **sampling) -> Iterator[np.ndarray]:
         """Yield float32 PCM chunks ``[n]`` (n = 1920 per frame) as frames are decoded.
 
@@ -284,7 +320,7 @@ class TTS:
         Raises:
             as :meth:`submit`, plus the request's own error if it fails while running.
         """
-        req = self.submit(text, voice, seed, **sampling)
+        req = self.submit(text, voice, seed, speed, **sampling)
         try:
             for ev in req.events():
                 if isinstance(ev, AudioChunk):
@@ -295,7 +331,8 @@ class TTS:
             if not req.done.is_set():
                 req.cancel()
 
-    def synthesize(self, text: str, voice=None, seed: int | None = None, **sampling) -> Audio:
+    def synthesize(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
+                   **sampling) -> Audio:
         """Speech for ``text``.
 
         Args:
@@ -304,6 +341,8 @@ class TTS:
                 (default: the config's default predefined voice).
             seed: integer; same seed -> same audio as the official package after
                 ``torch.manual_seed(seed)``. None = random.
+            speed: 0.25-4.0; pitch-preserving time-stretch (Rubber Band): ``n`` samples at
+                1.0 become ``round(n / speed)``. 1.0 (default) = the model's own audio.
             sampling: ``temperature``, ``eos_threshold``, ``frames_after_eos``,
                 ``noise_clamp``, ``sampler_decode_steps``, ``max_tokens``
                 (official names and defaults), ``max_frames`` (fixed length, no EOS).
@@ -311,7 +350,7 @@ class TTS:
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`), CapacityError.
         """
-        req = self.submit(text, voice, seed, **sampling)
+        req = self.submit(text, voice, seed, speed, **sampling)
         pieces: list[np.ndarray] = []
         for ev in req.events():
             if isinstance(ev, AudioChunk):

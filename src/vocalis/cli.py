@@ -2,7 +2,8 @@
 
 Commands::
 
-    vocalis generate --text "Hello." -o hello.wav      speech to a WAV file (or -o - for stdout)
+    vocalis generate --text "Hello." -o hello.wav      speech to a file (.wav .mp3 .flac .ogg
+                                                       .opus .aac .pcm) or -o - for stdout
     vocalis voices list | export AUDIO OUT.safetensors
     vocalis models list | show ID | download ID | random --config NAME --out DIR
     vocalis reference ...                              the parity harness (vocalis.reference.cli)
@@ -148,17 +149,30 @@ def _read_text(text: str | None, text_file: str | None) -> str:
     return text
 
 
-def _check_output(output: str) -> None:
+def _check_output(output: str, fmt: str | None) -> str:
+    """Check the output target; returns its format (``--format``, else from the suffix)."""
+    from vocalis.audio.encode import FORMATS, SUFFIXES
+
+    if fmt is not None and fmt not in FORMATS:
+        raise InputError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     if output == "-":
         if sys.stdout.isatty():
-            raise InputError("refusing to write WAV bytes to a terminal: redirect stdout "
+            raise InputError("refusing to write audio bytes to a terminal: redirect stdout "
                              "(-o - > out.wav, -o - | player) or use -o FILE")
-        return
+        return fmt or "wav"
     path = Path(output).expanduser()
+    by_suffix = SUFFIXES.get(path.suffix.lower())
+    if fmt is None and by_suffix is None:
+        raise InputError(f"cannot tell the audio format of {path.name!r} from its extension: "
+                         f"name it {', '.join(SUFFIXES)}, or give --format")
+    if fmt is not None and by_suffix is not None and fmt != by_suffix:
+        raise InputError(f"--format {fmt} does not match the extension of {path.name!r} "
+                         f"({by_suffix}): change one of them")
     if path.is_dir():
         raise InputError(f"output {path} is a directory: give a file name such as {path}/out.wav")
     if not path.parent.is_dir():
         raise InputError(f"output folder does not exist: {path.parent}")
+    return fmt or by_suffix
 
 
 def _sampling(**options) -> dict:
@@ -197,8 +211,15 @@ def generate(
              "only).", show_default=False)] = None,
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
     output: Annotated[str, typer.Option(
-        "--output", "-o", help="WAV file to write (16-bit PCM mono 24 kHz, written as audio is "
-                               "generated); - streams the WAV to stdout.")] = DEFAULT_OUTPUT,
+        "--output", "-o", help="Audio file to write as audio is generated; its extension gives "
+                               "the format (.wav .mp3 .flac .ogg/.opus .aac .pcm/.raw); - streams "
+                               "to stdout (WAV unless --format).")] = DEFAULT_OUTPUT,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="wav, mp3, opus (Ogg), flac, aac (ADTS) or pcm (raw s16le mono). "
+                         "Default: from the -o extension.", show_default=False)] = None,
+    speed: Annotated[float, typer.Option(
+        help="0.25-4.0: speak faster (>1) or slower (<1), pitch kept (Rubber Band "
+             "time-stretch). 1.0 = the model's own pace.")] = 1.0,
     seed: Annotated[int | None, typer.Option(
         help="Random seed (integer >= 0): same seed, same audio. Default: random.",
         show_default=False)] = None,
@@ -230,10 +251,13 @@ def generate(
              "rounding).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
-    """Speak text into a WAV file (or stdout)."""
+    """Speak text into an audio file (or stdout)."""
     _setup_logging(quiet)
     text = _read_text(text, text_file)
-    _check_output(output)
+    fmt = _check_output(output, fmt)
+    from vocalis.audio.stretch import check_speed
+
+    speed = check_speed(speed)
     sampling = _sampling(temperature=temperature, eos_threshold=eos_threshold,
                          frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
                          sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
@@ -242,31 +266,46 @@ def generate(
     from vocalis import api
     from vocalis.engine.types import AudioChunk, Failed
 
-    tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact)
-    if voice is None and not tts.released:
-        raise VoiceError(f"model {model} is not a released model, so it has no predefined "
-                         "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
-    v = tts.voice(voice)
+    try:
+        tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact)
+        if voice is None and not tts.released:
+            raise VoiceError(f"model {model} is not a released model, so it has no predefined "
+                             "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
+        v = tts.voice(voice)
 
-    t0 = time.perf_counter()
-    # submit() checks the parameters, the voice and the text before anything is queued, so a
-    # mistake never leaves an empty or truncated file behind.
-    req = tts.submit(text, v, seed, **sampling)
+        t0 = time.perf_counter()
+        # submit() checks the parameters, the voice and the text before anything is queued,
+        # so a mistake never leaves an empty or truncated file behind.
+        req = tts.submit(text, v, seed, speed, **sampling)
+    except KeyboardInterrupt:
+        _error("interrupted before any audio: nothing was written")
+        raise typer.Exit(130) from None
     n_chunks = req.n_chunks
 
-    from vocalis.audio import WavStreamWriter
+    from vocalis.audio.encode import make_encoder
 
     to_stdout = output == "-"
-    sink = sys.stdout.buffer if to_stdout else Path(output).expanduser()
     try:
-        writer = WavStreamWriter(sink, tts.sample_rate)
+        # A file gets its exact lengths at the end (the encoder seeks back: WAV sizes, FLAC
+        # STREAMINFO, MP3 Xing/LAME tag); stdout gets the streaming headers.
+        file = None if to_stdout else open(Path(output).expanduser(), "wb")  # noqa: SIM115
+        writer = make_encoder(fmt, tts.sample_rate, target=file)
     except OSError as e:
         req.cancel()
         raise InputError(f"cannot write {output}: {e.strerror or e}") from None
     progress = _progress(n_chunks, quiet)
     ttfa_ms: float | None = None
     write_error: OSError | None = None
+    n_samples = 0
+    interrupted = False
+
+    def out(data: bytes) -> None:
+        if to_stdout and data:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+
     try:
+        out(writer.begin())
         task = None
         if progress is not None:
             progress.start()
@@ -274,9 +313,8 @@ def generate(
         chunk = 0
         for ev in req.events():
             if isinstance(ev, AudioChunk):
-                writer.write(ev.samples)
-                if to_stdout:
-                    sys.stdout.buffer.flush()
+                out(writer.write(ev.samples))
+                n_samples += ev.samples.shape[0]
                 if ttfa_ms is None:
                     ttfa_ms = (time.perf_counter() - t0) * 1000
                 if progress is not None and ev.chunk > chunk:
@@ -286,6 +324,8 @@ def generate(
                 raise ev.error
         if progress is not None:
             progress.advance(task, n_chunks - chunk)
+    except KeyboardInterrupt:
+        interrupted = True
     except OSError as e:  # disk full, broken device...: a problem of the output, not ours
         if isinstance(e, BrokenPipeError):
             raise
@@ -295,19 +335,37 @@ def generate(
         if progress is not None:
             progress.stop()
         try:
-            writer.close()
+            out(writer.end())  # also when interrupted: a partial file still gets true lengths
         except OSError as e:
             write_error = write_error or e
         finally:
+            writer.close()
+            if file is not None:
+                file.close()
             tts.close()
     if write_error is not None:
         raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
+    duration_s = n_samples / tts.sample_rate
+    if interrupted:
+        _interrupted(output, to_stdout, duration_s)
     wall_s = time.perf_counter() - t0
-    duration_s = writer.num_samples / tts.sample_rate
-    speed = duration_s / wall_s if wall_s > 0 else float("inf")
+    x_rt = duration_s / wall_s if wall_s > 0 else float("inf")
     where = "stdout" if to_stdout else str(output)
     log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), TTFA %.0f ms", where, duration_s,
-             wall_s, speed, ttfa_ms or 0.0)
+             wall_s, x_rt, ttfa_ms or 0.0)
+
+
+def _interrupted(output: str, to_stdout: bool, duration_s: float) -> None:
+    """Ctrl-C during generate: one line saying what was left, exit 130."""
+    if to_stdout:
+        what = f"the audio on stdout is partial ({duration_s:.2f} s)"
+    elif duration_s > 0:
+        what = f"{output} is partial: it holds the first {duration_s:.2f} s, playable"
+    else:
+        Path(output).expanduser().unlink(missing_ok=True)
+        what = f"no audio yet, so {output} was not written"
+    _error(f"interrupted: {what}")
+    raise typer.Exit(130)
 
 
 # --------------------------------------------------------------------------- voices

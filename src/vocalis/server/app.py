@@ -3,7 +3,8 @@
 Routes (``/v1/*`` and ``/metrics`` need ``Authorization: Bearer KEY`` when the server has an
 API key; ``/health`` then answers liveness only to a caller without the key)::
 
-    POST   /v1/audio/speech          speech, streamed as it is generated (audio or SSE)
+    POST   /v1/audio/speech          speech, streamed as it is generated (audio or SSE), or
+                                     one whole file with exact lengths (see _whole_file)
     GET    /v1/audio/voices          default, predefined and custom voices
     POST   /v1/audio/voices          multipart name + audio_sample (<= 10 MiB = 10485760 bytes)
     DELETE /v1/audio/voices/{id}     delete a custom voice
@@ -27,7 +28,6 @@ import base64
 import hmac
 import json
 import logging
-import math
 import re
 import secrets
 import time
@@ -353,27 +353,19 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                 f"{state.max_input_chars} (start the server with "
                                 "--max-input-chars to change it)", param="input",
                            code="string_above_max_length")
-        if body.speed != 1.0:
-            raise APIError(400, f"speed {body.speed} is not supported: Pocket TTS speaks at its "
-                                "own pace and vocalis does not time-stretch; omit speed or send "
-                                "1.0", param="speed", code="unsupported_value")
-        for name, value in body:
-            if isinstance(value, float) and not math.isfinite(value):
-                raise APIError(400, f"{name} must be a finite number, got {value}", param=name,
-                               code="invalid_value")
+        whole = _whole_file(body, request)
         voice = await asyncio.to_thread(voices.resolve, body.voice_id())
         seed = body.seed if body.seed is not None else secrets.randbits(31)
         try:
-            req = await asyncio.to_thread(tts.submit, text, voice, seed, **body.sampling())
+            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed,
+                                          **body.sampling())
         except CapacityError as e:
             state.metrics.speech.labels("rejected").inc()
             raise APIError(429, str(e), code=e.code) from None
-        except InputError as e:  # the API names the option first: "temperature must be ..."
-            field = str(e).split(" ", 1)[0]
-            raise APIError(400, str(e), param=field if field in body.model_fields else None,
-                           code=e.code) from None
+        except InputError as e:  # the option at fault is named by the API's range check
+            raise APIError(400, str(e), param=e.param, code=e.code) from None
         _admit(state, request, req)  # from here on, any way out cancels and counts it
-        job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate),
+        job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate, whole=whole),
                         asyncio.get_running_loop()).start()
         try:
             first = await _first_piece(job, request)
@@ -400,6 +392,11 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         if body.instructions:
             headers["x-vocalis-instructions"] = INSTRUCTIONS_NOTE
         sse = body.stream_format == "sse"
+        if whole:
+            content = await _whole_body(state, job, first, request)
+            if content is None:
+                return Response(status_code=499)  # nobody reads it: the client went away
+            return Response(content, media_type=job.encoder.media_type, headers=headers)
         if sse:
             headers["X-Accel-Buffering"] = "no"
         media = "text/event-stream" if sse else job.encoder.media_type
@@ -426,6 +423,51 @@ def _settle(state: ServerState, req, outcome: str) -> None:
     state.admitted.discard(req)
     req.cancel()
     state.metrics.speech.labels(outcome).inc()
+
+
+def _whole_file(body: SpeechRequest, request: Request) -> bool:
+    """Whether to answer one complete file (exact lengths, Content-Length) or a stream.
+
+    ``stream`` in the body decides when given. Otherwise the ``openai`` SDKs get a whole
+    file from ``audio.speech.create`` (they read the whole body before returning) and a
+    stream from ``with_streaming_response`` (they send ``X-Stainless-Raw-Response:
+    stream``); any other client gets a stream, as OpenAI's API streams by default. SSE is
+    always a stream.
+    """
+    if body.stream is not None:
+        if not body.stream and body.stream_format == "sse":
+            raise APIError(400, "stream_format 'sse' is a stream: drop \"stream\": false or use "
+                                "stream_format 'audio'", param="stream", code="invalid_value")
+        return not body.stream
+    if body.stream_format == "sse":
+        return False
+    headers = request.headers
+    return ("x-stainless-lang" in headers
+            and headers.get("x-stainless-raw-response", "").lower() != "stream")
+
+
+async def _whole_body(state: ServerState, job: SpeechJob, first: Piece,
+                      request: Request) -> bytes | None:
+    """Every byte of a whole-file response; None when the client went away meanwhile (the
+    request is cancelled and counted so). A failure raises its OpenAI error."""
+
+    async def collect() -> bytes:
+        return b"".join([data async for data in _body(state, job, first, False)])
+
+    task = asyncio.ensure_future(collect())
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.1)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                return None
+    except StreamFailed as e:
+        raise e.error from None
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _first_piece(job: SpeechJob, request: Request) -> Piece:
@@ -456,7 +498,11 @@ def _sse(obj: dict) -> bytes:
 
 class StreamFailed(RuntimeError):
     """Raised inside a streaming body to abort the connection: the client sees a truncated
-    chunked response instead of a silently short file."""
+    chunked response instead of a silently short file. ``error``: the OpenAI error."""
+
+    def __init__(self, error: APIError):
+        super().__init__(error.message)
+        self.error = error
 
 
 async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool):
@@ -499,7 +545,7 @@ async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool):
                                 "error": errors.envelope(err.status, state.redact(err.message),
                                                          code=err.code)["error"]})
                     break
-                raise StreamFailed(err.message)
+                raise StreamFailed(err)
             piece = await job.next()
     finally:
         m.streams.dec()

@@ -24,8 +24,11 @@ class SpeechRequest(BaseModel):
     OpenAI fields: ``model``, ``input`` (the server's ``--max-input-chars``, 4096 by default,
     is checked in the route), ``voice``, ``instructions`` (accepted, ignored: Pocket TTS has
     no style control; the response says so in ``x-vocalis-instructions``),
-    ``response_format``, ``speed`` (only 1.0: Pocket TTS has no speed control and vocalis
-    does not time-stretch), ``stream_format``.
+    ``response_format``, ``speed`` (0.25-4.0: pitch-preserving time-stretch with Rubber
+    Band, streamed chunk by chunk; 1.0 leaves the audio untouched), ``stream_format``.
+    ``stream`` (sent by several OpenAI-style clients): ``true`` streams the audio as it is
+    generated (headers with unknown lengths), ``false`` answers one whole file with exact
+    lengths; absent: see :func:`vocalis.server.app._whole_file`.
 
     Extensions (vocalis): ``seed`` and the sampling options of :func:`vocalis.load`'s
     ``submit``; ``max_frames`` fixes the length of each text chunk (benchmarks).
@@ -41,6 +44,7 @@ class SpeechRequest(BaseModel):
     response_format: ResponseFormat = "mp3"
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     stream_format: Literal["audio", "sse"] = "audio"
+    stream: bool | None = None
 
     # Types only: the ranges are checked by the engine's one table (vocalis.engine.options,
     # README "Valid ranges"), which answers 400 naming the option, as for API and CLI.
