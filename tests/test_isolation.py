@@ -244,7 +244,7 @@ def test_cli_and_batch_refuse_out_of_range_options(checkpoints, tmp_path):
                            "1e300", "-o", str(out)], capture_output=True, timeout=120)
     lines = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr.decode()
-    assert lines[0].startswith("error: temperature must be a number in [0, 1000000]")
+    assert lines[0].startswith("error: temperature must be a number in [0.0, 1000000]")
     assert not out.exists()
     reqs = tmp_path / "r.json"
     reqs.write_text(json.dumps([{"text": TEXT}, {"text": TEXT, "options": {"temperature": 1e300}}]))
@@ -281,7 +281,7 @@ def test_server_refuses_the_poisoning_request_and_neighbours_keep_speaking(serve
     status, data = speech(server, seed=1, temperature=1e300, max_frames=None)
     assert status == 400
     err = __import__("json").loads(data)["error"]
-    assert err["param"] == "temperature" and "[0, 1000000]" in err["message"]
+    assert err["param"] == "temperature" and "[0.0, 1000000]" in err["message"]
     status, after = speech(server, seed=1)
     assert status == 200 and after == before
     assert np.abs(np.frombuffer(after, "<i2")).max() > 0

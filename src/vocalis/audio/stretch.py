@@ -14,10 +14,9 @@ bit-identical to the unstretched path.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from vocalis.engine.options import OptionRange, check_option
 from vocalis.errors import InputError
 
 __all__ = ["MAX_SPEED", "MIN_SPEED", "Stretcher", "check_speed", "stretch"]
@@ -27,13 +26,13 @@ MAX_SPEED = 4.0
 _BLOCK = 512  # samples per call into Rubber Band
 
 
+SPEED_RANGE = OptionRange("speed", MIN_SPEED, MAX_SPEED)
+
+
 def check_speed(speed) -> float:
-    """``speed`` as a float in [0.25, 4.0] (OpenAI's range); raises :class:`InputError`."""
-    if isinstance(speed, bool) or not isinstance(speed, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(speed)) or not MIN_SPEED <= float(speed) <= MAX_SPEED:
-        raise InputError(f"speed must be a number in [{MIN_SPEED}, {MAX_SPEED}] (1.0 = the "
-                         f"model's own pace, 2.0 = twice as fast), got {speed!r}")
-    return float(speed)
+    """``speed`` as a float in [0.25, 4.0] (OpenAI's range; 1.0 = the model's own pace,
+    2.0 = twice as fast); raises :class:`InputError` (``param="speed"``)."""
+    return check_option(SPEED_RANGE, speed)
 
 
 class Stretcher:

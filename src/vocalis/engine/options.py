@@ -44,7 +44,7 @@ def _fmt(x: float) -> str:
     if x == 2**63:
         return "2**63"
     if float(x).is_integer() and abs(x) < 1e7:
-        return str(int(x))
+        return str(int(x)) if isinstance(x, int) or abs(x) >= 10 else repr(float(x))
     return f"{x:g}"
 
 
