@@ -115,7 +115,7 @@ def poison_when_streaming(tts, req, target: str, after_chunks: int = 3):
             if len(pcm) == after_chunks:
                 row = job.row
                 with torch.inference_mode():
-                    poison(batch, tts, target, row, job.pos)
+                    poison(batch, tts, target, row, job.state.pos)
         else:
             last = ev
     return np.concatenate(pcm), last

@@ -31,6 +31,7 @@ from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import PocketConfig, load_config_file
+from vocalis.models.pocket.family import PocketFamily
 from vocalis.models.pocket.model import (
     VOICE_MAX_SECONDS,
     PocketTTSModel,
@@ -183,6 +184,7 @@ class TTS:
         self.max_queue = max_queue
         self._lock = threading.Lock()
         self._engine: Engine | None = None
+        self.family = PocketFamily(model)
 
     @property
     def sample_rate(self) -> int:
@@ -279,7 +281,7 @@ class TTS:
         """The continuous-batching engine (started on first use)."""
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.model, self.max_batch, self.max_queue, self.threads)
+                self._engine = Engine(self.family, self.max_batch, self.max_queue, self.threads)
                 # The engine's threads hold the engine, not this object: when this object is
                 # collected (or the interpreter exits), stop them so that the model is freed
                 # and no thread runs torch code during interpreter teardown.
@@ -307,7 +309,7 @@ class TTS:
         chunks = self.model.chunk_text(text, params.max_tokens)
         v = self.voice(voice)
         seed_value = params.seed if params.seed is not None else secrets.randbits(63)
-        req = self.engine.submit(make_job(self.model, v.state, chunks, params, seed_value))
+        req = self.engine.submit(make_job(self.family, v.state, chunks, params, seed_value))
         return req if stretcher is None else _Stretched(req, stretcher)
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,

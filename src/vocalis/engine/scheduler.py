@@ -1,4 +1,4 @@
-"""Continuous-batching engine for Pocket TTS.
+"""Continuous-batching engine (any model family: :mod:`vocalis.engine.family`).
 
 Requests wait in a bounded queue and are admitted into free rows of a batch between
 steps. Every step advances all active rows by one frame in one FlowLM pass; the new
@@ -6,10 +6,11 @@ frames are decoded by the Mimi decoder on a second thread (all rows at once, eac
 its own streaming state), so decoding overlaps the next FlowLM step. Rows retire at the
 end of their text; cancelled requests leave within one step.
 
-Per request, the random draws follow the official package exactly (one ``[1, 32]``
-normal draw at each text-chunk prompt pass and one per frame, from the request's own
-generator), so a seeded request gives the same frames whatever runs beside it; only
-the float rounding of batched matrix products can differ.
+The engine owns requests, rows, admission, cancellation, frame budgets, failures and
+streaming; the family (Pocket TTS: :mod:`vocalis.models.pocket.family`) owns the math,
+the random draws and the end-of-chunk rule. A seeded request gives the same frames
+whatever runs beside it (each request has its own generator); only the float rounding of
+batched products can differ.
 """
 
 from __future__ import annotations
@@ -19,55 +20,32 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
+from vocalis.engine.family import Family
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CapacityError, GenerationError
-from vocalis.models.pocket.batch import PocketBatch
-from vocalis.models.pocket.model import (
-    FRAMES_BEFORE_EOS,
-    PocketTTSModel,
-    SamplingParams,
-    max_gen_len,
-)
-from vocalis.models.pocket.voice import VoiceState
 
 log = logging.getLogger(__name__)
 
 
-def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
-    """One ``[1, dim]`` float32 draw, as the official ``normal_`` / ``trunc_normal_`` call."""
-    noise = torch.empty(1, dim, dtype=torch.float32)
-    if std == 0:  # temperature 0: no noise (trunc_normal_ would divide by the std)
-        return noise.zero_()
-    if clamp is None:
-        noise.normal_(0.0, std, generator=rng)
-    else:
-        torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=rng)
-    return noise
-
-
 @dataclass
 class Job:
-    """A request inside the engine."""
+    """A request inside the engine. ``state``: the family's per-request state."""
 
     req: Request
-    voice: VoiceState
-    chunks: list[tuple[str, list[int], int]]  # prepared text, token ids, frames_after_eos guess
-    params: SamplingParams
+    voice: Any
+    chunks: list[tuple[str, list[int], int]]  # prepared text, token ids, family extra
+    params: Any
     rng: torch.Generator
-    std: float
-    threshold: float
+    state: Any
     row: int = -1
     chunk: int = -1
-    step: int = 0
-    budget: int = 0
-    after_eos: int = 0
-    eos_step: int | None = None
-    pos: int = 0
-    latent: torch.Tensor | None = None
+    step: int = 0  # frame index within the chunk
+    budget: int = 0  # frames the chunk may have (runaway guard)
     frames: int = 0
     failed: bool = False
     pending: bool = False  # its next text chunk awaits the prompt pass
@@ -75,11 +53,11 @@ class Job:
 
 
 class Engine:
-    """Runs :class:`Job` s for one model; thread-safe ``submit``."""
+    """Runs :class:`Job` s of one model family; thread-safe ``submit``."""
 
-    def __init__(self, model: PocketTTSModel, max_batch: int = 16, max_queue: int = 256,
+    def __init__(self, family: Family, max_batch: int = 16, max_queue: int = 256,
                  threads: int | None = None):
-        self.model = model
+        self.family = family
         # torch's intra-op thread count is per calling thread once set there (OpenMP/MKL
         # thread-local settings), so the two engine threads split the budget instead of
         # oversubscribing it: about a third for the codec, the rest for the FlowLM. A prompt
@@ -90,7 +68,7 @@ class Engine:
         self._threads = {"flow": max(1, total - decoder), "decoder": decoder, "burst": total}
         self.max_batch = max_batch
         self.max_queue = max_queue
-        self.batch = PocketBatch(model, max_batch)
+        self.batch = family.new_batch(max_batch)
         self._queue: collections.deque[Job] = collections.deque()
         self._cond = threading.Condition()
         self._active: dict[int, Job] = {}  # row -> job
@@ -234,18 +212,9 @@ class Engine:
         job.chunk += 1
         if job.chunk >= len(job.chunks):
             return False
-        text, ids, guess = job.chunks[job.chunk]
-        p = job.params
-        job.budget = p.max_frames if p.max_frames is not None else max_gen_len(
-            len(ids), self.model.config.mimi.frame_rate)
-        job.after_eos = guess
-        if p.frames_after_eos is not None:
-            job.after_eos = p.frames_after_eos
-        elif self.model.config.model_recommended_frames_after_eos is not None:
-            job.after_eos = self.model.config.model_recommended_frames_after_eos
+        text, ids, _ = job.chunks[job.chunk]
+        job.budget = self.family.start_chunk(job)
         job.step = 0
-        job.eos_step = None
-        job.latent = None
         job.pending = True
         job.chunk_info.append({"text": text, "token_ids": list(ids), "frames": 0,
                                "eos_step": None})
@@ -278,78 +247,30 @@ class Engine:
         finishes.append((job, error))
 
     def _prefill_group(self, jobs: list[Job]) -> None:
-        ids = [job.chunks[job.chunk][1] for job in jobs]
-        for job, n in zip(jobs, ids):
-            self.batch.ensure(job.row + 1, job.voice.length + len(n) + job.budget)
-        ends = self.batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids)
+        self.family.prefill(self.batch, jobs)
+        for job in jobs:
+            job.pending = False
         self.prompt_passes += 1
         self.prompt_rows.append(len(jobs))
-        for job, end in zip(jobs, ends):
-            job.pos = end
-            job.pending = False
-            # the official prompt pass draws one noise sample and discards it
-            draw_noise(job.rng, job.std, job.params.noise_clamp, self.model.flow_lm.latent_dim)
 
     def _step(self, decode_items: list, finishes: list) -> None:
-        fm = self.model.flow_lm
-        dev = self.model.device
         n = max(self._active) + 1
         jobs = [self._active.get(r) for r in range(n)]
         jobs = [j if j is not None and not j.pending else None for j in jobs]
-        dim = fm.latent_dim
-        latents = torch.zeros(n, dim, device=dev)
-        bos = torch.ones(n, dtype=torch.bool, device=dev)
-        pos_list = [0] * n
-        for r, job in enumerate(jobs):
-            if job is None:
-                continue
-            pos_list[r] = job.pos
-            if job.latent is not None:
-                latents[r] = job.latent
-                bos[r] = False
-        pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
-        cond = self.batch.step(n, latents, bos, pos, max(pos_list))
-        eos_logit = fm.out_eos(cond)[:, 0].float().cpu()
-        noise = torch.zeros(n, dim)
-        for r, job in enumerate(jobs):
-            if job is not None:
-                try:
-                    noise[r] = draw_noise(job.rng, job.std, job.params.noise_clamp, dim)[0]
-                except Exception as e:  # this row's options alone: fail this row alone
-                    self._fail(job, e, finishes)
-                    jobs[r] = None
-        noise = noise.to(dev)
-        steps = {job.params.sampler_decode_steps for job in jobs if job is not None}
-        if len(steps) == 1 or fm.head_type in ("drifting", "pointwise"):
-            sampled = fm.sample(cond, noise, steps.pop())
-        else:
-            sampled = torch.zeros_like(noise)
-            for s in steps:
-                rows = [r for r, j in enumerate(jobs) if j is not None
-                        and j.params.sampler_decode_steps == s]
-                idx = torch.tensor(rows, device=dev)
-                sampled[idx] = fm.sample(cond[idx], noise[idx], s)
+        outs = self.family.step(self.batch, jobs)
         self.steps += 1
-        finite = (torch.isfinite(sampled).all(dim=1).cpu() & torch.isfinite(eos_logit)).tolist()
-        for r, job in enumerate(jobs):
-            if job is None:
+        for job, out in zip(jobs, outs):
+            if job is None or out is None:
+                continue
+            if out.error is not None:
+                self._fail(job, out.error, finishes)
+                continue
+            if out.end:
+                self._end_chunk(job, finishes)
                 continue
             g = job.step
-            if not finite[r]:
-                self._fail(job, non_finite(job, "FlowLM step", g), finishes)
-                continue
-            if job.params.max_frames is None:
-                if eos_logit[r] > job.threshold and job.eos_step is None and g >= FRAMES_BEFORE_EOS:
-                    job.eos_step = g
-                    job.chunk_info[-1]["eos_step"] = g
-                if job.eos_step is not None and g >= job.eos_step + job.after_eos:
-                    self._end_chunk(job, finishes)
-                    continue
-            latent = sampled[r]
-            decode_items.append((job, latent, job.chunk, g, g == 0))
-            job.latent = latent
+            decode_items.append((job, out.frame, job.chunk, g, g == 0))
             job.step += 1
-            job.pos += 1
             job.frames += 1
             job.chunk_info[-1]["frames"] += 1
             self.frames += 1
@@ -418,7 +339,7 @@ class Engine:
 
     def _emit(self, items: list, pcm, error, finishes: list, done) -> None:
         """Hand decoded frames, then finished requests, to their callers (in order)."""
-        sr = self.model.sample_rate
+        sr = self.family.sample_rate
         if error is not None:
             log.error("decoding failed: %s", error)
             for job, *_ in items:
@@ -442,7 +363,7 @@ class Engine:
                 continue
             st = job.req.stats
             st.frames = job.frames
-            st.audio_s = job.frames * self.model.frame_samples / sr
+            st.audio_s = job.frames * self.family.frame_samples / sr
             st.chunks = job.chunk_info
             if err is None:
                 job.req._put(Finished(st))
@@ -490,16 +411,13 @@ def non_finite(job: Job, stage: str, frame: int) -> GenerationError:
         "requests are unaffected")
 
 
-def make_job(model: PocketTTSModel, voice: VoiceState, chunks, params: SamplingParams,
-             seed: int) -> Job:
-    temp = model.config.default_temperature if params.temperature is None else params.temperature
-    threshold = (model.config.default_eos_threshold if params.eos_threshold is None
-                 else params.eos_threshold)
+def make_job(family, voice, chunks, params, seed: int) -> Job:
+    """A job for ``family`` with its own generator seeded with ``seed``."""
     rng = torch.Generator()
     rng.manual_seed(seed)
     req = Request()
     req.n_chunks = len(chunks)
-    return Job(req, voice, chunks, params, rng, temp ** 0.5, threshold)
+    return Job(req, voice, chunks, params, rng, family.new_state(params))
 
 
-__all__ = ["Engine", "Job", "make_job", "draw_noise"]
+__all__ = ["Engine", "Job", "make_job"]

@@ -1,0 +1,159 @@
+"""Pocket TTS as an engine family (:mod:`vocalis.engine.family`).
+
+Per request the random draws follow the official package exactly: one ``[1, 32]``
+normal draw at each text chunk's prompt pass (discarded) and one per frame, from the
+request's own generator, so a seeded request gives the same frames whatever runs beside
+it; only the float rounding of batched products can differ. EOS counts from frame 6 and
+a chunk ends ``frames_after_eos`` frames after it (pocket-tts 4.0.1
+``models/tts_model.py``; see ``shared/reference/pocket-tts.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vocalis.engine.family import RowOut
+from vocalis.engine.scheduler import non_finite
+from vocalis.models.pocket.batch import PocketBatch
+from vocalis.models.pocket.model import (
+    FRAMES_BEFORE_EOS,
+    PocketTTSModel,
+    SamplingParams,
+    max_gen_len,
+)
+
+
+def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
+    """One ``[1, dim]`` float32 draw, as the official ``normal_`` / ``trunc_normal_`` call."""
+    noise = torch.empty(1, dim, dtype=torch.float32)
+    if std == 0:  # temperature 0: no noise (trunc_normal_ would divide by the std)
+        return noise.zero_()
+    if clamp is None:
+        noise.normal_(0.0, std, generator=rng)
+    else:
+        torch.nn.init.trunc_normal_(noise, 0.0, std, -clamp, clamp, generator=rng)
+    return noise
+
+
+@dataclass
+class PocketRow:
+    """A request's Pocket-specific state: noise std and EOS threshold (from its options),
+    and for the current chunk: frames kept after EOS, the EOS frame, the next FlowLM
+    position and the previous latent (None at the chunk's first frame: BOS)."""
+
+    std: float
+    threshold: float
+    after_eos: int = 0
+    eos_step: int | None = None
+    pos: int = 0
+    latent: torch.Tensor | None = None
+
+
+class PocketFamily:
+    """The FlowLM step, its EOS rule and the Mimi codec over a :class:`PocketBatch`."""
+
+    def __init__(self, model: PocketTTSModel):
+        self.model = model
+        self.sample_rate = model.sample_rate
+        self.frame_samples = model.frame_samples
+
+    def new_batch(self, max_rows: int) -> PocketBatch:
+        return PocketBatch(self.model, max_rows)
+
+    def new_state(self, params: SamplingParams) -> PocketRow:
+        cfg = self.model.config
+        temp = cfg.default_temperature if params.temperature is None else params.temperature
+        threshold = (cfg.default_eos_threshold if params.eos_threshold is None
+                     else params.eos_threshold)
+        return PocketRow(temp ** 0.5, threshold)
+
+    def start_chunk(self, job) -> int:
+        _, ids, guess = job.chunks[job.chunk]
+        p, st, cfg = job.params, job.state, self.model.config
+        st.after_eos = guess
+        if p.frames_after_eos is not None:
+            st.after_eos = p.frames_after_eos
+        elif cfg.model_recommended_frames_after_eos is not None:
+            st.after_eos = cfg.model_recommended_frames_after_eos
+        st.eos_step = None
+        st.latent = None
+        if p.max_frames is not None:
+            return p.max_frames
+        return max_gen_len(len(ids), cfg.mimi.frame_rate)
+
+    def prefill(self, batch: PocketBatch, jobs: list) -> None:
+        ids = [job.chunks[job.chunk][1] for job in jobs]
+        for job, n in zip(jobs, ids):
+            batch.ensure(job.row + 1, job.voice.length + len(n) + job.budget)
+        ends = batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids)
+        for job, end in zip(jobs, ends):
+            job.state.pos = end
+            # the official prompt pass draws one noise sample and discards it
+            draw_noise(job.rng, job.state.std, job.params.noise_clamp,
+                       self.model.flow_lm.latent_dim)
+
+    def step(self, batch: PocketBatch, jobs: list) -> list[RowOut | None]:
+        fm = self.model.flow_lm
+        dev = self.model.device
+        n = len(jobs)
+        dim = fm.latent_dim
+        latents = torch.zeros(n, dim, device=dev)
+        bos = torch.ones(n, dtype=torch.bool, device=dev)
+        pos_list = [0] * n
+        for r, job in enumerate(jobs):
+            if job is None:
+                continue
+            pos_list[r] = job.state.pos
+            if job.state.latent is not None:
+                latents[r] = job.state.latent
+                bos[r] = False
+        pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
+        cond = batch.step(n, latents, bos, pos, max(pos_list))
+        eos_logit = fm.out_eos(cond)[:, 0].float().cpu()
+        out: list[RowOut | None] = [None] * n
+        noise = torch.zeros(n, dim)
+        live = list(jobs)
+        for r, job in enumerate(jobs):
+            if job is not None:
+                try:
+                    noise[r] = draw_noise(job.rng, job.state.std, job.params.noise_clamp, dim)[0]
+                except Exception as e:  # this row's options alone: fail this row alone
+                    out[r] = RowOut(error=e)
+                    live[r] = None
+        steps = {job.params.sampler_decode_steps for job in live if job is not None}
+        if not steps:
+            return out
+        noise = noise.to(dev)
+        if len(steps) == 1 or fm.head_type in ("drifting", "pointwise"):
+            sampled = fm.sample(cond, noise, steps.pop())
+        else:
+            sampled = torch.zeros_like(noise)
+            for s in steps:
+                rows = [r for r, j in enumerate(live) if j is not None
+                        and j.params.sampler_decode_steps == s]
+                idx = torch.tensor(rows, device=dev)
+                sampled[idx] = fm.sample(cond[idx], noise[idx], s)
+        finite = (torch.isfinite(sampled).all(dim=1).cpu() & torch.isfinite(eos_logit)).tolist()
+        for r, job in enumerate(live):
+            if job is None:
+                continue
+            g, st = job.step, job.state
+            if not finite[r]:
+                out[r] = RowOut(error=non_finite(job, "FlowLM step", g))
+                continue
+            if job.params.max_frames is None:
+                if eos_logit[r] > st.threshold and st.eos_step is None and g >= FRAMES_BEFORE_EOS:
+                    st.eos_step = g
+                    job.chunk_info[-1]["eos_step"] = g
+                if st.eos_step is not None and g >= st.eos_step + st.after_eos:
+                    out[r] = RowOut(end=True)
+                    continue
+            st.latent = sampled[r]
+            st.pos += 1
+            out[r] = RowOut(frame=st.latent)
+        return out
+
+
+__all__ = ["PocketFamily", "PocketRow", "draw_noise"]
