@@ -24,10 +24,16 @@ except Exception:  # no torchaudio for torch 2.13: stand in for the 25 Hz-only i
     def _fbank(*args, **kwargs):
         raise RuntimeError("torchaudio stand-in: kaldi.fbank is used only by the 25 Hz tokenizer")
 
-    for name in ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi"):
+    import importlib.machinery
+
+    import transformers  # noqa: F401  (decides "torchaudio available?" before the stand-in exists)
+
+    names = ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
+    for name in names:
         sys.modules.pop(name, None)
-    ta, comp, kaldi = (types.ModuleType(n) for n in ("torchaudio", "torchaudio.compliance",
-                                                     "torchaudio.compliance.kaldi"))
+    ta, comp, kaldi = (types.ModuleType(n) for n in names)
+    for m in (ta, comp, kaldi):
+        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
     kaldi.fbank = _fbank
     ta.compliance, comp.kaldi = comp, kaldi
     sys.modules.update({"torchaudio": ta, "torchaudio.compliance": comp, "torchaudio.compliance.kaldi": kaldi})

@@ -1,9 +1,9 @@
 """Build the official model classes from config dicts on the meta device (no memory, no
 weights). argv: CONFIGS_JSON = {"talkers": {name: config.json dict}, "codecs": {name: dict}}.
 
-Per talker: parameter count, supported languages/speakers, the code predictor's
+Per talker: tensor elements in the state dict (what model.safetensors holds), supported languages/speakers, the code predictor's
 small_to_mtp_projection type, speaker encoder presence, and the tensor names and shapes.
-Per codec: parameter count and tensor names and shapes."""
+Per codec: state-dict elements and tensor names and shapes."""
 
 import json
 import sys
@@ -24,16 +24,16 @@ with timed("build"), torch.device("meta"):
         m = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(**cfg))
         attn = m.talker.model.layers[0].self_attn
         talkers[name] = {
-            "n_params": sum(p.numel() for p in m.parameters()),
+            "n_state": sum(v.numel() for v in m.state_dict().values()),
             "languages": list(m.get_supported_languages()),
             "speakers": sorted(m.get_supported_speakers()),
             "small_to_mtp": type(m.talker.code_predictor.small_to_mtp_projection).__name__,
-            "speaker_encoder": hasattr(m, "speaker_encoder"),
+            "speaker_encoder": m.speaker_encoder is not None,
             "q_norm": hasattr(attn, "q_norm") and hasattr(attn, "k_norm"),
             "shapes": {k: list(v.shape) for k, v in m.state_dict().items()},
         }
     for name, cfg in spec["codecs"].items():
         m = Qwen3TTSTokenizerV2Model(Qwen3TTSTokenizerV2Config(**cfg))
-        codecs[name] = {"n_params": sum(p.numel() for p in m.parameters()),
+        codecs[name] = {"n_state": sum(v.numel() for v in m.state_dict().values()),
                         "shapes": {k: list(v.shape) for k, v in m.state_dict().items()}}
 save({"talkers": talkers, "codecs": codecs})

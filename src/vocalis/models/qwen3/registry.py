@@ -73,8 +73,10 @@ TRANSFORMERS_VERSION = "4.57.3"
 # (hidden, intermediate, layers, heads, kv heads, head_dim, text_hidden, mrope sections)
 _TALKER = {"0b6": (1024, 3072, 28, 16, 8, 128, 2048, [24, 20, 20]),
            "1b7": (2048, 6144, 28, 16, 8, 128, 2048, [24, 20, 20])}
-_TALKER_TINY = {"0b6": (32, 64, 2, 4, 2, 16, 48, [4, 2, 2]),
-                "1b7": (48, 96, 2, 4, 2, 16, 48, [4, 2, 2])}
+# Tiny talkers keep the released ratios: on 0.6B q_proj and the text hidden size are twice
+# the hidden size; on 1.7B both equal it (and the predictor is narrower: small_to_mtp).
+_TALKER_TINY = {"0b6": (32, 64, 2, 4, 2, 16, 64, [4, 2, 2]),
+                "1b7": (64, 128, 2, 4, 2, 16, 64, [4, 2, 2])}
 _PREDICTOR = (1024, 3072, 5, 16, 8, 128)
 _PREDICTOR_TINY = (32, 64, 2, 4, 2, 16)
 
