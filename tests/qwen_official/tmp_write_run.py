@@ -1,29 +1,26 @@
 """TEMPORARY (until the vocalis talker/codec writers are merged): random talker weights and
-speech tokenizer from the official classes. argv: OUT_DIR CONFIG_JSON CODEC_CONFIG_JSON SEED WHAT
-(WHAT: talker | codec). Writes model.safetensors (+ config.json) with save_pretrained."""
+speech tokenizers from the official classes (official random init, seeded), saved with
+save_pretrained. argv: JOBS_JSON = [[what, out_dir, config_dict, seed], ...], what in
+{"talker", "codec"}. The caller writes its own config files afterwards."""
 
 import json
 import sys
-from pathlib import Path
 
 import _official
 from _official import save, timed
 
 import torch
 
-out, cfg_path, codec_path, seed, what = sys.argv[1:6]
-out = Path(out)
-torch.manual_seed(int(seed))
-with timed("construct"):
-    if what == "talker":
-        from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSForConditionalGeneration
+with timed("import"):
+    from qwen_tts.core import Qwen3TTSTokenizerV2Config, Qwen3TTSTokenizerV2Model
+    from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSForConditionalGeneration
 
-        model = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(**json.load(open(cfg_path))))
-        model = model.to(torch.bfloat16)
-    else:
-        from qwen_tts.core import Qwen3TTSTokenizerV2Config, Qwen3TTSTokenizerV2Model
-
-        model = Qwen3TTSTokenizerV2Model(Qwen3TTSTokenizerV2Config(**json.load(open(codec_path))))
-with timed("save"):
-    model.save_pretrained(out, safe_serialization=True)
-save({"n_params": sum(p.numel() for p in model.parameters())})
+for what, out, cfg, seed in json.load(open(sys.argv[1])):
+    torch.manual_seed(int(seed))
+    with timed(f"{what} {out}"):
+        if what == "talker":
+            model = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig(**cfg)).to(torch.bfloat16)
+        else:
+            model = Qwen3TTSTokenizerV2Model(Qwen3TTSTokenizerV2Config(**cfg))
+        model.save_pretrained(out, safe_serialization=True)
+save({})
