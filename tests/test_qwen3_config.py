@@ -15,6 +15,8 @@ from vocalis.models.qwen3 import registry
 from vocalis.models.qwen3.config import CodecConfig, Qwen3TTSConfig, load_codec_config, load_config
 
 IDS = registry.model_ids()
+# Tests that take the `official` fixture share one official process (~30-50 s with its imports).
+slow = pytest.mark.slow
 
 
 def _layout(shapes: dict) -> set[str]:
@@ -38,20 +40,24 @@ RELEASED_PARAMS_M = {"qwen3-tts/0.6b-base": 914.6, "qwen3-tts/0.6b-customvoice":
                      "qwen3-tts/1.7b-voicedesign": 1916.7}
 
 
+@slow
 @pytest.mark.parametrize("model_id", list(RELEASED_PARAMS_M))
 def test_real_configs_have_the_released_parameter_counts(official, model_id):
     assert official["talkers"][model_id]["n_state"] / 1e6 == pytest.approx(RELEASED_PARAMS_M[model_id], abs=0.05)
 
 
+@slow
 def test_real_codec_config_has_the_released_parameter_count(official):
     assert official["codecs"]["real"]["n_state"] / 1e6 == pytest.approx(170.6, abs=0.05)
 
 
+@slow
 def test_1_7b_customvoice_and_voicedesign_share_one_architecture(official):
     t = official["talkers"]
     assert t["qwen3-tts/1.7b-customvoice"]["shapes"] == t["qwen3-tts/1.7b-voicedesign"]["shapes"]
 
 
+@slow
 @pytest.mark.parametrize("tiny", [False, True])
 @pytest.mark.parametrize("model_id", IDS)
 def test_languages_and_speakers_match_the_official_model(official, model_id, tiny):
@@ -64,6 +70,7 @@ def test_languages_and_speakers_match_the_official_model(official, model_id, tin
     assert o["speaker_encoder"] == (kind == "base")
 
 
+@slow
 @pytest.mark.parametrize("model_id", IDS)
 def test_tiny_variants_keep_every_structural_feature(official, model_id):
     real, tiny = official["talkers"][model_id], official["talkers"][f"{model_id}/tiny"]
@@ -84,6 +91,7 @@ def test_tiny_variants_keep_every_structural_feature(official, model_id):
     assert (t.text_hidden_size != t.hidden_size) == ("0.6b" in model_id)
 
 
+@slow
 def test_tiny_codec_keeps_the_codec_structure(official):
     real, tiny = official["codecs"]["real"]["shapes"], official["codecs"]["tiny"]["shapes"]
     assert _layout(real) == _layout(tiny)

@@ -56,6 +56,7 @@ def official(ckpt, tmp_path_factory):
     return run_official("tokenizer_run.py", ckpt, p, timeout=300)
 
 
+@pytest.mark.slow  # one official process (~30-50 s with its imports)
 def test_ids_match_the_official_processor(ckpt, official):
     tok = Qwen3TextTokenizer.from_dir(ckpt)
     assert official["fix_mistral_regex"] is True and official["vocab_size"] == 151643
@@ -64,6 +65,7 @@ def test_ids_match_the_official_processor(ckpt, official):
         assert tok.encode(text) == ids, text
 
 
+@pytest.mark.slow  # one official process (~30-50 s with its imports)
 def test_the_split_regex_matters_and_vocalis_follows_the_official_choice(ckpt, official):
     """Without fix_mistral_regex the official ids differ on these inputs; vocalis matches the
     processor the official wrapper builds (with the flag), not plain Qwen2 splitting."""
