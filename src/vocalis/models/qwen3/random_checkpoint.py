@@ -28,8 +28,10 @@ from vocalis.models.qwen3.config import CodecConfig, Qwen3TTSConfig
 from vocalis.text.qwen3 import QWEN2_SPLIT_REGEX
 
 BASE_VOCAB_SIZE = 151643
-# Released added tokens, from id 151643 on (Qwen3 chat tokens, then the TTS ones). ``special``
-# False marks the tokens the released file lists as not special.
+# Added tokens from id 151643 on: Qwen3's chat tokens, then the TTS ones. The ids the TTS code
+# uses are the released ones (<|im_start|> 151644, <|im_end|> 151645, <tts_pad> 151671,
+# <tts_text_bos> 151672, <tts_text_eod> 151673); the names at the other ids follow Qwen3's
+# tokenizer and were not checked against the released file. ``special`` False: not special in Qwen3.
 ADDED_TOKENS: list[tuple[str, bool]] = [
     ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True), ("<|object_ref_start|>", True),
     ("<|object_ref_end|>", True), ("<|box_start|>", True), ("<|box_end|>", True), ("<|quad_start|>", True),
