@@ -160,11 +160,15 @@ def test_models_list():
     proc = run("models", "list")
     assert proc.returncode == 0, proc.stderr.decode()
     lines = proc.stdout.decode().splitlines()
-    assert len(lines) == 27
-    assert all(line.startswith("pocket-tts/") for line in lines)
+    assert len(lines) == 27 + 5
+    assert all(line.startswith("pocket-tts/") for line in lines[:27])
     ids = [line.split()[0] for line in lines]
-    assert len(set(ids)) == 27 and "pocket-tts/english_2m_2026-10" in ids
+    assert len(set(ids)) == 32 and "pocket-tts/english_2m_2026-10" in ids
     assert "default" in lines[0] and ids[0] == "pocket-tts/english"
+    assert ids[27:] == ["qwen3-tts/0.6b-base", "qwen3-tts/0.6b-customvoice", "qwen3-tts/1.7b-base",
+                        "qwen3-tts/1.7b-customvoice", "qwen3-tts/1.7b-voicedesign"]
+    assert "(Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice@85e237c)" in lines[28] and "d_model 1024" in lines[28]
+    assert "d_model 2048" in lines[31]
 
 
 def test_models_download_and_voices_list_for_a_local_checkpoint(ckpt):

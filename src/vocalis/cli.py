@@ -441,10 +441,17 @@ def models_list() -> None:
     """List every released model id with its shape."""
     from vocalis.models.pocket import registry
 
+    from vocalis.models.qwen3 import registry as qwen3_registry
+
     names = registry.config_names()
-    width = max(len(n) for n in names) + len("pocket-tts/")
+    width = max(max(len(n) for n in names) + len("pocket-tts/"), *map(len, qwen3_registry.model_ids()))
     for name in names:
         typer.echo(f"{'pocket-tts/' + name:<{width}}  {_describe_config(name)}")
+    for model_id in qwen3_registry.model_ids():
+        rel = qwen3_registry.release(model_id)
+        t = qwen3_registry.config(model_id).talker_config
+        typer.echo(f"{model_id:<{width}}  {t.num_hidden_layers:>2} layers  d_model {t.hidden_size:>4}  "
+                   f"{rel.description}  ({rel.repo_id}@{rel.revision[:7]})")
 
 
 @models_app.command("show", context_settings=_SETTINGS)
@@ -494,24 +501,36 @@ def models_download(
 @models_app.command("random", context_settings=_SETTINGS)
 def models_random(
     config: Annotated[str, typer.Option(
-        help="Released config name to copy the shapes from (e.g. english, english_2m_2026-10).",
+        help="Released config name to copy the shapes from (e.g. english, english_2m_2026-10, "
+             "qwen3-tts/0.6b-customvoice).",
         show_default=False)],
     out: Annotated[str, typer.Option(help="Folder to write the checkpoint into.",
                                      show_default=False)],
     seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+    tiny: Annotated[bool, typer.Option(
+        "--tiny", help="Qwen3-TTS only: toy sizes with the same structure (for tests).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Write a random-weight checkpoint (official layout) for tests and offline use.
 
-    Prints the YAML path, then a ready-to-run generate command.
+    Pocket TTS: prints the YAML path, then a ready-to-run generate command. Qwen3-TTS: prints
+    the checkpoint folder (config.json, model.safetensors, tokenizer files, speech_tokenizer/).
     """
     _setup_logging(quiet)
-    from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
-
-    name = config.removeprefix("pocket-tts/")
     out_dir = Path(out).expanduser()
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a folder")
+    if config.lower().startswith(("qwen3-tts/", "qwen/")):
+        from vocalis.models.qwen3 import random_checkpoint as qwen3_random
+
+        typer.echo(str(qwen3_random.write_random_checkpoint(config, out_dir, seed=seed, tiny=tiny)))
+        return
+    if tiny:
+        raise InputError("--tiny applies to qwen3-tts models only; for Pocket TTS use the smallest "
+                         "released config, english_2m_2026-10")
+    from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
+
+    name = config.removeprefix("pocket-tts/")
     yaml_path = write_random_checkpoint(name, out_dir, seed=seed)
     folder = yaml_path.parent
     typer.echo(str(yaml_path))
