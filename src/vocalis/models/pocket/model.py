@@ -34,7 +34,8 @@ from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
 from vocalis.models.pocket.voice import VoiceState
-from vocalis.text.pocket import TextRules, prepare, split_chunks
+from vocalis.text.pocket import (TextRules, check_speakable, check_unicode,
+                                 chunk_token_bound, prepare, split_chunks)
 
 log = logging.getLogger(__name__)
 
@@ -260,17 +261,29 @@ class PocketTTSModel:
     def chunk_text(self, text: str, max_tokens: int = 50) -> list[tuple[str, list[int], int]]:
         """Split and prepare text: ``[(prepared chunk text, token ids, frames_after_eos_guess)]``.
 
+        Every chunk has at most ``chunk_token_bound(max_tokens)`` tokens (1000 for the
+        default 50; see :func:`vocalis.text.pocket.split_chunks`). Characters the tokenizer
+        does not know (emoji, most symbols) are logged as a warning.
+
         Raises:
-            InputError: nothing to speak.
+            InputError: not a string, not valid Unicode (a lone surrogate), empty, or nothing
+            the model can speak (no letter or digit it knows).
         """
         if not isinstance(text, str):
             raise InputError(f"text must be a string, got {type(text).__name__}")
+        check_unicode(text)
         if not text.strip():
             raise InputError("text is empty: give some words to speak")
+        check_speakable(self.tokenizer, text)
+        bound = chunk_token_bound(max_tokens)
         out = []
         for chunk in split_chunks(self.tokenizer, text, max_tokens, self.rules):
             prepared, guess = prepare(chunk, self.rules)
-            out.append((prepared, self.tokenizer.encode(prepared), guess + 2))
+            ids = self.tokenizer.encode(prepared)
+            if len(ids) > bound:  # split_chunks guarantees it; never allocate beyond it
+                raise InputError(f"a text chunk has {len(ids)} tokens, above the limit of "
+                                 f"{bound}: add punctuation or spaces to the text")
+            out.append((prepared, ids, guess + 2))
         return out
 
     # ---------------------------------------------------------------- voices
