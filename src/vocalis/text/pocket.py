@@ -262,7 +262,7 @@ def _cut_word(tok: Tokenizer, word: str, n_tokens: int, limit: int) -> list[str]
     return out
 
 
-def check_unicode(text: str, what: str = "text") -> None:
+def check_unicode(text: str, what: str = "text", fix: str = "send UTF-8 text") -> None:
     """Raise :class:`InputError` if ``text`` cannot be encoded as UTF-8 (a lone surrogate:
     undecodable bytes in a command-line argument, a JSON ``"\\ud800"`` escape, a broken str).
     """
@@ -274,8 +274,7 @@ def check_unicode(text: str, what: str = "text") -> None:
             why = f"byte 0x{ch - 0xDC00:02X} at character {e.start} is not UTF-8"
         else:
             why = f"a lone surrogate U+{ch:04X} at character {e.start}"
-        raise InputError(f"{what} is not valid Unicode ({why}): send UTF-8 text (in a shell, "
-                         "use a UTF-8 locale such as LANG=C.UTF-8)") from None
+        raise InputError(f"{what} is not valid Unicode ({why}): {fix}") from None
 
 
 _PROBE = "\U000F0000"  # a private-use character no tokenizer has a piece for
