@@ -290,3 +290,19 @@ def test_models_random_files_paths_and_overwrite(tmp_path, monkeypatch):
     assert "holds no random checkpoint" in one_error_line(
         cli("models", "random", "--config", SMALL, "--out", str(other), "--force"))
     assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_relative_paths_resolve_from_the_yaml_folder(ckpt, tmp_path, monkeypatch):
+    from vocalis.errors import ModelNotFound
+
+    copy = tmp_path / "copy"
+    shutil.copytree(ckpt, copy)
+    yaml_text = (copy / "config.yaml").read_text()
+    assert str(ckpt / "model.safetensors") in yaml_text
+    (copy / "config.yaml").write_text(yaml_text.replace(f"{ckpt}{os.sep}", ""))
+    monkeypatch.chdir(tmp_path)  # elsewhere: the working directory has no such files
+    with vocalis.load(str(copy)) as t:
+        assert Path(t.model.tokenizer.path) == copy / "tokenizer.model"
+    (copy / "model.safetensors").unlink()
+    with pytest.raises(ModelNotFound, match=f"not found: {copy / 'model.safetensors'}"):
+        vocalis.load(str(copy))

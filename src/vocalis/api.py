@@ -114,14 +114,15 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
 
 
 def _anchor_relative_paths(cfg: PocketConfig, base: Path) -> None:
-    """Relative local paths in a YAML are taken relative to the YAML's folder when they exist
-    there (the official loader takes them relative to the working directory)."""
+    """Relative local paths in a YAML are taken relative to the YAML's folder, unless they
+    exist only relative to the working directory (where the official loader looks); a path
+    found in neither is reported in the YAML's folder."""
 
     def fix(p: str | None) -> str | None:
         if p is None or "://" in p or Path(p).is_absolute():
             return p
         candidate = base / p
-        return str(candidate) if candidate.exists() else p
+        return p if Path(p).exists() and not candidate.exists() else str(candidate)
 
     cfg.weights_path = fix(cfg.weights_path)
     cfg.weights_path_without_voice_cloning = fix(cfg.weights_path_without_voice_cloning)
