@@ -5,7 +5,9 @@ sentence punctuation, so the official package rewrites the text and splits long
 inputs at sentence boundaries (found on *tokens*) into chunks of at most
 ``max_tokens`` tokens. Tokens decide the audio, so these rules reproduce
 pocket-tts 4.0.1 ``models/text_chunking.py`` exactly; the tests compare the
-chunks and token ids with the official functions.
+chunks and token ids with the official functions. One deliberate difference: no
+chunk exceeds :func:`chunk_token_bound` tokens (the official code keeps a passage
+without punctuation whole, however long).
 """
 
 from __future__ import annotations
