@@ -176,7 +176,8 @@ def test_cli_text_file_with_invalid_utf8(ckpt, tmp_path):
     out = tmp_path / "o.wav"
     r = cli("generate", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"),
             "--text-file", str(src), "-o", str(out))
-    assert "is not UTF-8" in one_error_line(r) and not out.exists()
+    line = one_error_line(r)
+    assert "is not UTF-8 (byte 0xE9 at offset 3): save it as UTF-8" in line and not out.exists()
 
 
 def _unknown_ids(ckpt) -> tuple[set[int], object]:

@@ -264,7 +264,7 @@ class PocketTTSModel:
     def chunk_text(self, text: str, max_tokens: int = 50) -> list[tuple[str, list[int], int]]:
         """Split and prepare text: ``[(prepared chunk text, token ids, frames_after_eos_guess)]``.
 
-        Every chunk has at most ``chunk_token_bound(max_tokens)`` tokens (1000 for the
+        Every chunk has at most ``chunk_token_bound(max_tokens)`` tokens (250 for the
         default 50; see :func:`vocalis.text.pocket.split_chunks`). Characters the tokenizer
         does not know (emoji, most symbols) are logged as a warning.
 
