@@ -116,14 +116,15 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
 
 
 def _anchor_relative_paths(cfg: PocketConfig, base: Path) -> None:
-    """Relative local paths in a YAML are taken relative to the YAML's folder when they exist
-    there (the official loader takes them relative to the working directory)."""
+    """Relative local paths in a YAML are taken relative to the YAML's folder, unless they
+    exist only relative to the working directory (where the official loader looks); a path
+    found in neither is reported in the YAML's folder."""
 
     def fix(p: str | None) -> str | None:
         if p is None or "://" in p or Path(p).is_absolute():
             return p
         candidate = base / p
-        return str(candidate) if candidate.exists() else p
+        return p if Path(p).exists() and not candidate.exists() else str(candidate)
 
     cfg.weights_path = fix(cfg.weights_path)
     cfg.weights_path_without_voice_cloning = fix(cfg.weights_path_without_voice_cloning)
@@ -202,11 +203,13 @@ class TTS:
         Audio in any format soundfile reads, any rate and channel count: channels are
         averaged, the rate converted to 24 kHz, and prompts longer than 30 s are cut to
         their first 30 s (as the official server and ``export-voice`` do; a warning says so).
+        Audio shorter than 80 ms, silent (peak below -60 dBFS) or holding NaN/inf samples is
+        refused; under 1 s gets a warning.
 
         Raises:
-            VoiceError: unknown name (lists the predefined ones), unreadable audio, or a
-            voice state for another model. ModelNotFound: a predefined voice not cached
-            while offline.
+            VoiceError: empty, unknown name (lists the predefined ones), unreadable or
+            unusable audio (see above), or a voice state for another model.
+            ModelNotFound: a predefined voice not cached while offline.
         """
         if isinstance(src, Voice):
             return Voice(self.model.check_voice(src.state), src.name)
@@ -223,6 +226,9 @@ class TTS:
         from vocalis import hub
 
         text = str(src)
+        if not text.strip():
+            raise VoiceError("voice is empty: give a predefined voice name, an audio file or a "
+                             ".safetensors voice state")
         if hub.is_safetensors_ref(text):
             path = hub.resolve(text) if "://" in text else Path(text).expanduser()
             if not path.exists():

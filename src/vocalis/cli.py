@@ -131,6 +131,11 @@ def _read_text(text: str | None, text_file: str | None) -> str:
         raise InputError("give either --text or --text-file, not both")
     if text is None and text_file is None:
         raise InputError("no text given: use --text TEXT, --text - (stdin) or --text-file FILE")
+    if text is not None and text != "-":
+        from vocalis.text.pocket import check_unicode
+
+        check_unicode(text, "--text", "use a UTF-8 terminal (e.g. LANG=C.UTF-8) or put the "
+                      "text in a UTF-8 file for --text-file")
     if text == "-" or text_file == "-":
         if sys.stdin.isatty():
             log.info("reading text from stdin (end with Ctrl-D)")
@@ -504,9 +509,18 @@ def models_random(
         help="Released config name to copy the shapes from (e.g. english, english_2m_2026-10, "
              "qwen3-tts/0.6b-customvoice).",
         show_default=False)],
-    out: Annotated[str, typer.Option(help="Folder to write the checkpoint into.",
-                                     show_default=False)],
-    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+    out: Annotated[str, typer.Option(help="Folder to write the checkpoint into: new or empty "
+                                          "(see --force).", show_default=False)],
+    seed: Annotated[int, typer.Option(help="Seed of the random weights and tokenizer "
+                                           "(0 to 4294967295).")] = 0,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace the checkpoint already in --out (and everything in that "
+                        "folder); other non-empty folders are always refused.")] = False,
+    absolute_paths: Annotated[bool, typer.Option(
+        "--absolute-paths", help="Write absolute paths into config.yaml, so that pocket-tts "
+                                 "loads it from any folder (default: paths relative to the "
+                                 "checkpoint folder, which can then be moved or copied).")]
+    = False,
     tiny: Annotated[bool, typer.Option(
         "--tiny", help="Qwen3-TTS only: toy sizes with the same structure (for tests).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
@@ -517,23 +531,31 @@ def models_random(
     the checkpoint folder (config.json, model.safetensors, tokenizer files, speech_tokenizer/).
     """
     _setup_logging(quiet)
+    from vocalis.models.pocket.random_checkpoint import MAX_SEED, write_random_checkpoint
+
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
     out_dir = Path(out).expanduser()
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a folder")
     if config.lower().startswith(("qwen3-tts/", "qwen/")):
         from vocalis.models.qwen3 import random_checkpoint as qwen3_random
 
+        if out_dir.exists() and any(out_dir.iterdir()):
+            raise InputError(f"--out {out_dir} is not empty: choose a new or empty folder")
         typer.echo(str(qwen3_random.write_random_checkpoint(config, out_dir, seed=seed, tiny=tiny)))
         return
     if tiny:
         raise InputError("--tiny applies to qwen3-tts models only; for Pocket TTS use the smallest "
                          "released config, english_2m_2026-10")
-    from vocalis.models.pocket.random_checkpoint import write_random_checkpoint
-
     name = config.removeprefix("pocket-tts/")
-    yaml_path = write_random_checkpoint(name, out_dir, seed=seed)
+    try:
+        yaml_path = write_random_checkpoint(name, out_dir, seed=seed, force=force,
+                                            relative_paths=not absolute_paths)
+    except OSError as e:
+        raise InputError(f"cannot write the checkpoint into {out}: {e.strerror or e}") from None
     folder = yaml_path.parent
-    typer.echo(str(yaml_path))
+    typer.echo(str(yaml_path.resolve()))
     typer.echo(f"vocalis generate --model {shlex.quote(str(folder))} --voice "
                f"{shlex.quote(str(folder / 'voice.wav'))} --text 'Hello from vocalis.' "
                "-o out.wav")
@@ -698,6 +720,12 @@ def bench(
         json_path = Path(json_out).expanduser()
         if json_path.is_dir() or not json_path.parent.is_dir():
             raise InputError(f"--json {json_path}: not a file in an existing folder")
+    if voice is None:
+        from vocalis.api import resolve_model_id
+
+        if not resolve_model_id(model)[2]:
+            raise VoiceError(f"model {model} is not a released model, so it has no predefined "
+                             "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
     report = run_bench(model, text, voice, device=device, threads=threads,
                        concurrency=concurrency, frames=frames, requests=requests, seed=seed,
                        against=against, official_quantize=official_quantize,

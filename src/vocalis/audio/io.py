@@ -61,7 +61,7 @@ def read_audio(source: str | os.PathLike[str] | BinaryIO) -> tuple[np.ndarray, i
 
     Raises:
         VoiceError: file missing, not a regular file, empty (0 bytes or 0 samples),
-            not audio, or truncated/corrupt beyond decoding. The message names the
+            not audio, truncated/corrupt beyond decoding, or holding NaN/inf samples. The message names the
             file and says what to do.
     """
     import soundfile as sf
@@ -88,6 +88,9 @@ def read_audio(source: str | os.PathLike[str] | BinaryIO) -> tuple[np.ndarray, i
         data = data.mean(axis=1)
     if data.size == 0:
         raise VoiceError(f"audio file has no samples: {name}; record or export a few seconds of speech")
+    bad = int(np.count_nonzero(~np.isfinite(data)))
+    if bad:
+        raise VoiceError(f"audio file holds {bad} NaN or infinite sample(s): {name} is corrupt; {_FIX}")
     return np.ascontiguousarray(data, dtype=np.float32), int(sample_rate)
 
 

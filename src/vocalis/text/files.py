@@ -19,6 +19,7 @@ def read_utf8(path: str | Path, what: str = "text file") -> str:
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"{what} {p} is not UTF-8: {e}") from None
+        raise InputError(f"{what} {p} is not UTF-8 (byte 0x{e.object[e.start]:02X} at offset "
+                         f"{e.start}): save it as UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8`)") from None
     except OSError as e:
         raise InputError(f"cannot read {what} {p}: {e.strerror or e}") from None

@@ -5,7 +5,9 @@ sentence punctuation, so the official package rewrites the text and splits long
 inputs at sentence boundaries (found on *tokens*) into chunks of at most
 ``max_tokens`` tokens. Tokens decide the audio, so these rules reproduce
 pocket-tts 4.0.1 ``models/text_chunking.py`` exactly; the tests compare the
-chunks and token ids with the official functions.
+chunks and token ids with the official functions. One deliberate difference: no
+chunk exceeds :func:`chunk_token_bound` tokens (the official code keeps a passage
+without punctuation whole, however long).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from vocalis.errors import InputError
@@ -137,7 +140,11 @@ def split_chunks(tok: Tokenizer, text: str, max_tokens: int, rules: TextRules) -
 
     Sentences longer than ``max_tokens`` are split again after ``,;:``; consecutive
     segments are packed greedily (joined by one space) while their token counts sum to at
-    most ``max_tokens``. A single segment may still exceed it (a warning is logged).
+    most ``max_tokens``. A single segment may still exceed it, as in the official code (a
+    warning is logged), up to :func:`chunk_token_bound` tokens (250 by default, 2000 at
+    most); longer ones are split at spaces, and words inside them at character boundaries,
+    into pieces of at most ``min(max_tokens, bound // 2)`` tokens. So no prepared chunk has
+    more than ``chunk_token_bound(max_tokens)`` tokens, whatever the text.
 
     Raises:
         InputError: empty text, or ``max_tokens < 1``.
@@ -173,35 +180,134 @@ def split_chunks(tok: Tokenizer, text: str, max_tokens: int, rules: TextRules) -
             count += n
     if current != "":
         chunks.append(current.strip())
+    return _bound_chunks(tok, chunks, max_tokens, rules)
+
+
+#: Official parity zone: a chunk of up to ``max(PARITY_TOKENS, 2 * max_tokens)`` tokens (one
+#: sentence or clause without punctuation inside) is kept whole, as the official code does.
+#: A chunk's prompt pass runs between the other rows' steps, so this also bounds how long one
+#: request stalls the others (a 1000-token pass took 1.5 s on the 2m config and 19 s on
+#: `english` on the loaded 2-core development machine; 250 tokens take about a quarter).
+PARITY_TOKENS = 250
+#: Hard bound: no chunk ever has more tokens than this, whatever ``max_tokens`` and the text.
+MAX_CHUNK_TOKENS = 2000
+
+
+def chunk_token_bound(max_tokens: int) -> int:
+    """The most tokens one prepared chunk can have for ``max_tokens``:
+    ``min(MAX_CHUNK_TOKENS, max(PARITY_TOKENS, 2 * max_tokens))`` (250 for the default 50)."""
+    return min(MAX_CHUNK_TOKENS, max(PARITY_TOKENS, 2 * max_tokens))
+
+
+def _bound_chunks(tok: Tokenizer, chunks: list[str], max_tokens: int,
+                  rules: TextRules) -> list[str]:
+    """Keep chunks within :func:`chunk_token_bound`; split the longer ones into pieces of at
+    most ``min(max_tokens, bound // 2)`` tokens (at spaces, and inside words longer than
+    that). Only such chunks differ from the official ones (which grow caches and masks with
+    the square of their length)."""
+    bound = chunk_token_bound(max_tokens)
+    piece = min(max_tokens, bound // 2)
     out: list[str] = []
+    over: list[int] = []
     for chunk in chunks:
-        n = len(tok.encode(chunk.strip()))
-        if n > max(HARD_LIMIT_TOKENS, HARD_LIMIT_FACTOR * max_tokens):
-            # Beyond what the official code would survive (its caches and masks grow with the
-            # square of this): split at spaces. Only such texts differ from the official chunks.
-            log.warning("a passage of %d tokens has no sentence or clause punctuation; "
-                        "splitting it at spaces into chunks of at most %d tokens", n, max_tokens)
-            out.extend(_split_words(tok, chunk, max_tokens))
+        n = len(tok.encode(prepare(chunk, rules)[0]))
+        if n > bound:
+            log.warning("a passage of %d tokens has no sentence or clause punctuation (the "
+                        "limit is %d): splitting it at spaces, and inside words longer than "
+                        "%d tokens, into chunks of at most %d tokens", n, bound, piece, piece)
+            out.extend(_split_long(tok, chunk, piece))
             continue
         if n > max_tokens:
-            log.warning("chunk has %d tokens (max %d); the model may skip words: %.50r", n,
-                        max_tokens, chunk)
+            over.append(n)
         out.append(chunk)
+    if over:
+        log.warning("%d chunk(s) exceed max_tokens=%d (the longest has %d tokens): a sentence "
+                    "without punctuation is kept whole as the official code does; the model "
+                    "may skip words", len(over), max_tokens, max(over))
     return out
 
 
-HARD_LIMIT_FACTOR = 2
-HARD_LIMIT_TOKENS = 1000
-
-
-def _split_words(tok: Tokenizer, text: str, max_tokens: int) -> list[str]:
+def _split_long(tok: Tokenizer, text: str, limit: int) -> list[str]:
+    """Greedy pieces of ``text`` of about ``limit`` tokens each: whole words where they fit
+    (token counts of words taken alone), words of more than ``limit`` tokens cut at character
+    boundaries into pieces of at most ``limit`` tokens. Linear in the text length."""
     pieces: list[str] = []
     current: list[str] = []
+    count = 0
     for word in text.split():
-        if current and len(tok.encode(" ".join(current + [word]))) > max_tokens:
+        n = len(tok.encode(word))
+        if n > limit:
+            if current:
+                pieces.append(" ".join(current))
+                current, count = [], 0
+            pieces.extend(_cut_word(tok, word, n, limit))
+            continue
+        if current and count + n > limit:
             pieces.append(" ".join(current))
-            current = []
+            current, count = [], 0
         current.append(word)
+        count += n
     if current:
         pieces.append(" ".join(current))
     return pieces
+
+
+def _cut_word(tok: Tokenizer, word: str, n_tokens: int, limit: int) -> list[str]:
+    """``word`` (``n_tokens`` tokens) in slices of at most ``limit`` tokens each, cut between
+    characters (never inside a UTF-8 sequence), sized from the word's characters per token."""
+    size = max(1, int(limit * len(word) / n_tokens))
+    out: list[str] = []
+    i = 0
+    while i < len(word):
+        step = size
+        while step > 1 and (n := len(tok.encode(word[i:i + step]))) > limit:
+            step = max(1, min(step - 1, step * limit // n))
+        out.append(word[i:i + step])
+        i += step
+    return out
+
+
+def check_unicode(text: str, what: str = "text", fix: str = "send UTF-8 text") -> None:
+    """Raise :class:`InputError` if ``text`` cannot be encoded as UTF-8 (a lone surrogate:
+    undecodable bytes in a command-line argument, a JSON ``"\\ud800"`` escape, a broken str).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = ord(text[e.start])
+        if 0xDC80 <= ch <= 0xDCFF:  # Python's surrogateescape stand-in for a raw byte
+            why = f"byte 0x{ch - 0xDC00:02X} at character {e.start} is not UTF-8"
+        else:
+            why = f"a lone surrogate U+{ch:04X} at character {e.start}"
+        raise InputError(f"{what} is not valid Unicode ({why}): {fix}") from None
+
+
+_PROBE = "\U000F0000"  # a private-use character no tokenizer has a piece for
+
+
+@lru_cache(maxsize=16)
+def _unknown_ids(tok: Tokenizer) -> frozenset[int]:
+    """Ids the tokenizer gives to characters it has no piece for (``<unk>``, or the bytes of
+    a byte-fallback tokenizer); not the bare word-start piece that comes with them."""
+    return frozenset(i for i in tok.encode(_PROBE) if tok.decode([i]).strip())
+
+
+def check_speakable(tok: Tokenizer, text: str) -> None:
+    """Refuse text in which the tokenizer finds no letter or digit it knows (emoji, symbols,
+    control characters or punctuation only); warn about characters it maps to unknown.
+
+    Raises:
+        InputError: nothing speakable (the message shows the text's start).
+    """
+    ids = tok.encode(text)
+    unknown = _unknown_ids(tok)
+    known = set(ids) - unknown
+    if not any(any(c.isalnum() for c in tok.decode([i])) for i in known):
+        raise InputError(f"text has nothing the model can speak: {text[:40]!r} holds no letter "
+                         "or digit the model knows (only emoji, symbols, punctuation or control "
+                         "characters): write the words out")
+    if unknown & set(ids):
+        chars = sorted({c for c in set(text) if not c.isspace() and unknown & set(tok.encode(c))})
+        log.warning("%d kind(s) of character are not in the model's vocabulary and are spoken "
+                    "as an unknown sound: %s; write them out in words", len(chars),
+                    " ".join(f"{c!r}" for c in chars[:10]) + (" ..." if len(chars) > 10 else ""))

@@ -35,7 +35,8 @@ from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
 from vocalis.models.pocket.voice import VoiceState
-from vocalis.text.pocket import TextRules, prepare, split_chunks
+from vocalis.text.pocket import (TextRules, check_speakable, check_unicode,
+                                 chunk_token_bound, prepare, split_chunks)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ TOKENS_PER_SECOND = 3.0
 PADDING_SECONDS = 2.0
 FADE_IN_SAMPLES = 120  # 5 ms at 24 kHz
 VOICE_MAX_SECONDS = 30.0
+VOICE_MIN_SECONDS = 0.08  # one codec frame: shorter prompts are refused
+VOICE_WARN_SECONDS = 1.0  # shorter prompts get a warning
+VOICE_SILENCE_PEAK = 1e-3  # -60 dBFS: a prompt whose peak is below is refused as silent
 MAX_FRAMES = 10_000  # frames of one text chunk (800 s): a bound for fixed-length requests
 
 
@@ -271,17 +275,29 @@ class PocketTTSModel:
     def chunk_text(self, text: str, max_tokens: int = 50) -> list[tuple[str, list[int], int]]:
         """Split and prepare text: ``[(prepared chunk text, token ids, frames_after_eos_guess)]``.
 
+        Every chunk has at most ``chunk_token_bound(max_tokens)`` tokens (250 for the
+        default 50; see :func:`vocalis.text.pocket.split_chunks`). Characters the tokenizer
+        does not know (emoji, most symbols) are logged as a warning.
+
         Raises:
-            InputError: nothing to speak.
+            InputError: not a string, not valid Unicode (a lone surrogate), empty, or nothing
+            the model can speak (no letter or digit it knows).
         """
         if not isinstance(text, str):
             raise InputError(f"text must be a string, got {type(text).__name__}")
+        check_unicode(text)
         if not text.strip():
             raise InputError("text is empty: give some words to speak")
+        check_speakable(self.tokenizer, text)
+        bound = chunk_token_bound(max_tokens)
         out = []
         for chunk in split_chunks(self.tokenizer, text, max_tokens, self.rules):
             prepared, guess = prepare(chunk, self.rules)
-            out.append((prepared, self.tokenizer.encode(prepared), guess + 2))
+            ids = self.tokenizer.encode(prepared)
+            if len(ids) > bound:  # split_chunks guarantees it; never allocate beyond it
+                raise InputError(f"a text chunk has {len(ids)} tokens, above the limit of "
+                                 f"{bound}: add punctuation or spaces to the text")
+            out.append((prepared, ids, guess + 2))
         return out
 
     # ---------------------------------------------------------------- voices
@@ -295,8 +311,13 @@ class PocketTTSModel:
         then encoded by Mimi, projected with ``speaker_proj_weight`` and run through the
         FlowLM in one pass (after ``bos_before_voice`` where the config has it).
 
+        Prompts shorter than ``VOICE_MIN_SECONDS`` (one 80 ms codec frame) or silent (peak
+        below ``VOICE_SILENCE_PEAK``, -60 dBFS) are refused; prompts shorter than
+        ``VOICE_WARN_SECONDS`` (1 s) get a warning (3-10 s of clear speech clone best).
+
         Raises:
-            VoiceError: the model has no voice-cloning weights, or the audio is empty.
+            VoiceError: the model has no voice-cloning weights, or the audio is empty, too
+            short, silent, holds NaN/inf samples, or gives non-finite values in the model.
         """
         if not self.has_voice_cloning:
             raise VoiceError(
@@ -304,10 +325,29 @@ class PocketTTSModel:
                 "not be downloaded): use a predefined voice name or a .safetensors voice state, "
                 "or accept the terms at https://huggingface.co/kyutai/pocket-tts and run "
                 "`hf auth login`")
+        audio = np.ascontiguousarray(audio, dtype=np.float32)
         if audio.size == 0:
             raise VoiceError(f"voice audio {source} is empty")
-        wav = _end_on_pause(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None],
-                            self.sample_rate)
+        bad = int(np.count_nonzero(~np.isfinite(audio)))
+        if bad:
+            raise VoiceError(f"voice audio {source} holds {bad} NaN or infinite sample(s) of "
+                             f"{audio.size}: it is corrupt; re-export it (e.g. `ffmpeg -i INPUT "
+                             "-ac 1 voice.wav`)")
+        seconds = audio.size / self.sample_rate
+        if seconds < VOICE_MIN_SECONDS:
+            raise VoiceError(f"voice audio {source} is {seconds * 1000:.1f} ms long "
+                             f"({audio.size} samples); a voice "
+                             f"needs at least {VOICE_MIN_SECONDS * 1000:.0f} ms (one codec "
+                             "frame): use 3-10 s of clear speech")
+        peak = float(np.abs(audio).max())
+        if peak < VOICE_SILENCE_PEAK:
+            raise VoiceError(f"voice audio {source} is silent (peak {_dbfs(peak)}): use a "
+                             "recording of 3-10 s of clear speech")
+        if seconds < VOICE_WARN_SECONDS:
+            log.warning("voice audio %s is only %.2f s long: a prompt under %.0f s carries "
+                        "little of the voice; 3-10 s of clear speech clone best", source,
+                        seconds, VOICE_WARN_SECONDS)
+        wav = _end_on_pause(torch.from_numpy(audio)[None], self.sample_rate)
         latents = self.mimi.encode(wav[None].to(self.device)).float()
         prompt = torch.nn.functional.linear(latents, self.flow_lm.speaker_proj_weight)
         if self.flow_lm.insert_bos_before_voice:
@@ -315,6 +355,9 @@ class PocketTTSModel:
         caches = self.flow_lm.new_caches(1, prompt.shape[1])
         self.flow_lm.transformer(prompt, caches)
         kv = [c.data.clone() for c in caches]
+        if not all(bool(torch.isfinite(k).all()) for k in kv):
+            raise VoiceError(f"voice audio {source} gives non-finite values in the model "
+                             f"(samples up to {peak:.3g}): normalise it to [-1, 1] and retry")
         return VoiceState(kv, {"config": self.name, "weights": self.weights_fingerprint,
                                "source": source})
 
@@ -338,6 +381,10 @@ class PocketTTSModel:
         return voice.to(self.device) if voice.kv[0].device != self.device else voice
 
 
+def _dbfs(peak: float) -> str:
+    return "-inf dBFS" if peak <= 0 else f"{20 * math.log10(peak):.0f} dBFS"
+
+
 def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,
                   fade_s: float = 0.02, floor_db: float = 35.0) -> torch.Tensor:
     """``[1, T]`` -> ``[1, T']``: cut trailing silence, fade out 20 ms, append 80 ms of zeros.
@@ -352,7 +399,8 @@ def _end_on_pause(wav: torch.Tensor, sample_rate: int, pause_s: float = 0.08,
     rms = wav[..., : n * frame].reshape(-1, n, frame).square().mean(dim=(0, 2)).sqrt()
     db = 20 * torch.log10(rms + 1e-12)
     loud = torch.nonzero(db > db.max() - floor_db).flatten()
-    end = (int(loud[-1]) + 1) * frame
+    # No loud frame only when the levels are not finite (NaN, or overflow to inf): keep all.
+    end = (int(loud[-1]) + 1) * frame if loud.numel() else n * frame
     wav = wav[..., :end].clone()
     fade = min(int(fade_s * sample_rate), end)
     wav[..., end - fade:] *= torch.linspace(1, 0, fade, dtype=wav.dtype)

@@ -9,14 +9,18 @@ writes, for one released config:
   parameters stored as bfloat16 like the released bundles, buffers as float32);
 * the tokenizer the config asks for (tokenizers JSON or SentencePiece model) with its
   ``n_bins`` vocabulary;
-* ``config.yaml``: the released config with absolute local paths, loadable by both
-  vocalis (``--model DIR``) and pocket-tts (``--config DIR/config.yaml``);
+* ``config.yaml``: the released config with local paths (absolute, or relative to the
+  folder with ``relative_paths=True``), loadable by both vocalis (``--model DIR``) and
+  pocket-tts (``--config DIR/config.yaml``; relative paths: from inside the folder);
 * ``voice.wav``: a 2 s synthetic voice prompt (24 kHz mono) to clone from.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -78,37 +82,102 @@ def _synthetic_voice(seconds: float = 2.0, rate: int = 24000, seed: int = 0) -> 
     return x.astype(np.float32)
 
 
-def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0) -> Path:
+#: ``seed`` range: the SentencePiece trainer takes an unsigned 32-bit seed
+MAX_SEED = 2**32 - 1
+_HEADER = "# random-weight checkpoint of "
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _is_random_checkpoint(folder: Path) -> bool:
+    try:
+        with open(folder / "config.yaml", encoding="utf-8") as f:
+            return f.readline().startswith(_HEADER)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0, *,
+                            force: bool = False, relative_paths: bool = False) -> Path:
     """Write a random checkpoint for a released config into ``out_dir``; returns the YAML path.
 
+    The files are written into a temporary folder next to ``out_dir`` and moved into place
+    at the end, so an error or an interrupt leaves nothing half-written. ``out_dir`` must
+    not exist or be empty; ``force=True`` replaces a folder that holds a checkpoint written
+    here (and everything in it), never another folder. Files get the usual permissions
+    (``0666`` less the umask, e.g. 0644).
+
+    ``relative_paths``: ``config.yaml`` names its weights and tokenizer by file name, so the
+    folder can be moved or copied (vocalis resolves them from the YAML's folder; the official
+    package from the working directory, so run it from inside the folder). Otherwise the
+    paths are absolute and the official package loads the YAML from anywhere.
+
     Raises:
-        InputError: unknown config name (lists the known ones).
+        InputError: unknown config name (lists the known ones), a seed outside
+        ``[0, MAX_SEED]``, or an ``out_dir`` that is a file, a non-empty folder (without
+        ``force``) or a folder that is not a random checkpoint.
     """
     if config_name not in registry.config_names():
         raise InputError(f"unknown config {config_name!r}; known: "
                          + ", ".join(registry.config_names()))
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    out = Path(out_dir).expanduser().absolute()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a folder: choose a folder to write into")
+    taken = out.is_dir() and any(out.iterdir())
+    if taken and not _is_random_checkpoint(out):
+        raise InputError(f"{out} is not empty and holds no random checkpoint: choose a new or "
+                         "empty folder (force only replaces a checkpoint written by vocalis)")
+    if taken and not force:
+        raise InputError(f"{out} already holds a checkpoint: choose another folder, or replace "
+                         "it with force (`--force`)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        _write_files(config_name, tmp, out, seed, relative_paths)
+        mask = _umask()
+        for f in tmp.iterdir():
+            f.chmod(0o666 & ~mask)
+        tmp.chmod(0o777 & ~mask)
+        if taken:
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "ckpt")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)  # replaces an empty folder too
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out / "config.yaml"
+
+
+def _write_files(config_name: str, tmp: Path, final: Path, seed: int, relative: bool) -> None:
+    """Write the checkpoint into ``tmp``; the YAML names files as they will be in ``final``."""
     from vocalis.models.pocket import tokenizer_files
 
-    out = Path(out_dir).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
     cfg = registry.released_config(config_name)
     lt = cfg.flow_lm.lookup_table
     if lt.tokenizer in ("tokenizers", "json"):
-        tok_path = out / "tokenizer.json"
-        tokenizer_files.write_tokenizers_json(tok_path, vocab_size=lt.n_bins, seed=seed)
+        tok_name = "tokenizer.json"
+        tokenizer_files.write_tokenizers_json(tmp / tok_name, vocab_size=lt.n_bins, seed=seed)
     else:
-        tok_path = out / "tokenizer.model"
-        tokenizer_files.write_sentencepiece_model(tok_path, vocab_size=lt.n_bins, seed=seed)
-    weights = out / "model.safetensors"
-    save_file(random_state_dict(config_name, seed), str(weights),
+        tok_name = "tokenizer.model"
+        tokenizer_files.write_sentencepiece_model(tmp / tok_name, vocab_size=lt.n_bins, seed=seed)
+    save_file(random_state_dict(config_name, seed), str(tmp / "model.safetensors"),
               metadata={"vocalis.random_checkpoint": config_name, "vocalis.seed": str(seed)})
-    cfg.weights_path = str(weights)
+    cfg.weights_path = "model.safetensors" if relative else str(final / "model.safetensors")
     cfg.weights_path_without_voice_cloning = None
-    lt.tokenizer_path = str(tok_path)
-    yaml_path = out / "config.yaml"
-    yaml_path.write_text(f"# random-weight checkpoint of {config_name} (seed {seed}), written by "
-                         "`vocalis models random`\n" + dump_config(cfg), encoding="utf-8")
+    lt.tokenizer_path = tok_name if relative else str(final / tok_name)
+    (tmp / "config.yaml").write_text(
+        f"{_HEADER}{config_name} (seed {seed}), written by `vocalis models random`"
+        + ("; paths are relative to this folder" if relative else "") + "\n"
+        + dump_config(cfg), encoding="utf-8")
     import soundfile
 
-    soundfile.write(str(out / "voice.wav"), _synthetic_voice(seed=seed), 24000, subtype="PCM_16")
-    return yaml_path
+    soundfile.write(str(tmp / "voice.wav"), _synthetic_voice(seed=seed), 24000, subtype="PCM_16")
