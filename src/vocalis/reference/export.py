@@ -142,7 +142,37 @@ def resolve_official_model(model: str) -> dict[str, str]:
                             "released model)")
     if path.suffix not in (".yaml", ".yml"):
         raise ModelNotFound(f"model config must be a .yaml file, got {path}")
-    return {"config": str(path.resolve())}
+    return {"config": str(_anchored_yaml(path.resolve()))}
+
+
+def _anchored_yaml(path: Path) -> Path:
+    """``path``, or a temporary copy whose relative file paths (weights, tokenizer) are made
+    absolute from the YAML's folder: vocalis resolves them from there, pocket-tts from the
+    working directory (checkpoints written by ``vocalis models random`` are relative)."""
+    import tempfile
+
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    changed = False
+
+    def anchor(holder: dict | None, key: str) -> None:
+        nonlocal changed
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute() \
+                and (path.parent / value).exists():
+            holder[key] = str(path.parent / value)
+            changed = True
+
+    anchor(data, "weights_path")
+    anchor(data, "weights_path_without_voice_cloning")
+    anchor(((data or {}).get("flow_lm") or {}).get("lookup_table"), "tokenizer_path")
+    if not changed:
+        return path
+    fd, tmp = tempfile.mkstemp(prefix="vocalis-official-", suffix=".yaml")
+    with open(fd, "w", encoding="utf-8") as f:
+        yaml.safe_dump(data, f, sort_keys=False)
+    return Path(tmp)
 
 
 def _resolve_voice(voice: str | Path) -> tuple[Any, str]:
