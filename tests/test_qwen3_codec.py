@@ -1,0 +1,241 @@
+"""Qwen3-TTS 12 Hz speech tokenizer: vocalis against the official qwen-tts 0.1.1.
+
+A random ``speech_tokenizer/`` folder is written by vocalis's writer and loaded by both
+packages; the official side runs in its own interpreter (``VOCALIS_QWEN_PYTHON``) through
+``tests/qwen_official/codec_run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vocalis.errors import CheckpointError, InputError, ModelNotFound
+from vocalis.models.qwen3.codec import SpeechDecoder, SpeechTokenizerConfig, load_speech_decoder
+from vocalis.models.qwen3.codec_encoder import SpeechEncoder, load_speech_encoder
+from vocalis.models.qwen3.random_codec import (
+    REAL_CONFIG,
+    tiny_config,
+    write_random_speech_tokenizer,
+)
+
+QWEN_PY = os.environ.get("VOCALIS_QWEN_PYTHON", "/work/.venv-qwen/bin/python")
+SCRIPT = Path(__file__).parent / "qwen_official" / "codec_run.py"
+LENGTHS = (1, 7, 80, 350)
+# Same math over different sequence lengths or batch sizes agrees to float rounding only
+# (measured 2e-6 to 3e-6 max abs on waveforms of peak 1.0; see the streaming tests).
+TOL = 1e-5
+
+
+def run_official(tmp: Path, op: str, tokenizer: Path, inputs: dict | None = None):
+    """Run ``codec_run.py`` in the official package's interpreter -> (summary, outputs)."""
+    if not Path(QWEN_PY).is_file():
+        pytest.fail(f"the official qwen-tts interpreter {QWEN_PY} does not exist: build the "
+                    "virtual environment with `bash scripts/qwen_official_venv.sh .venv-qwen` "
+                    "(python 3.11, torch CPU, qwen-tts==0.1.1) and set VOCALIS_QWEN_PYTHON")
+    tmp.mkdir(parents=True, exist_ok=True)
+    job = {"op": op, "tokenizer": str(tokenizer), "inputs": str(tmp / f"{op}_in.npz"),
+           "output": str(tmp / f"{op}_out.npz"), "threads": 1}
+    np.savez(job["inputs"], **(inputs or {}))
+    (tmp / f"{op}.json").write_text(json.dumps(job))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([QWEN_PY, str(SCRIPT), str(tmp / f"{op}.json")], capture_output=True,
+                          text=True, timeout=900, env=env)
+    if proc.returncode != 0:
+        pytest.fail(f"official run failed:\n{proc.stderr[-3000:]}")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    outputs = dict(np.load(job["output"])) if op != "shapes" else {}
+    return summary, outputs
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("qwen3_codec") / "speech_tokenizer"
+    write_random_speech_tokenizer(d, tiny_config(), seed=0)
+    return d
+
+
+@pytest.fixture(scope="module")
+def decoder(tokenizer_dir) -> SpeechDecoder:
+    torch.set_num_threads(1)
+    return load_speech_decoder(tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def codes() -> dict[int, torch.Tensor]:
+    """Random codes ``[16, T]`` per length (codebook values 0..2047)."""
+    g = torch.Generator().manual_seed(7)
+    return {t: torch.randint(0, 2048, (16, t), generator=g) for t in LENGTHS}
+
+
+@pytest.fixture(scope="module")
+def official_decode(tokenizer_dir, codes, tmp_path_factory):
+    inputs = {f"codes_{i}": codes[t].T.numpy() for i, t in enumerate(LENGTHS)}
+    return run_official(tmp_path_factory.mktemp("official_decode"), "decode", tokenizer_dir,
+                        inputs)
+
+
+def test_official_loads_the_random_tokenizer(official_decode):
+    summary, _ = official_decode
+    assert summary["missing"] == [] and summary["unexpected"] == []
+    assert summary["all_equal"] and summary["dtype"] == "torch.float32"
+    assert summary["sr"] == 24000
+
+
+@pytest.mark.parametrize("i,t", list(enumerate(LENGTHS)))
+def test_decode_matches_official(decoder, codes, official_decode, i, t):
+    _, out = official_decode
+    ours = decoder.decode(codes[t][None])[0].numpy()
+    ref = out[f"single_{i}"]
+    assert ours.shape == ref.shape == (t * 1920,)
+    assert np.isfinite(ours).all() and 0.01 < ours.std() < 0.9  # neither silent nor clipped
+    cos, diff = cosine(ours, ref), float(np.abs(ours - ref).max())
+    print(f"T={t}: cosine {cos:.9f}, max abs diff {diff:.2e}")
+    assert cos > 0.99999, (cos, diff)
+
+
+def test_padded_batch_decode_matches_official(decoder, codes, official_decode):
+    """The official pads a batch with -1 and cuts each row to its frames (M:1012-1017)."""
+    _, out = official_decode
+    batch = torch.full((len(LENGTHS), 16, max(LENGTHS)), -1, dtype=torch.long)
+    for i, t in enumerate(LENGTHS):
+        batch[i, :, :t] = codes[t]
+    wav = decoder.decode(batch)
+    for i, t in enumerate(LENGTHS):
+        ref = out[f"batch_{i}"]
+        ours = wav[i, : t * 1920].numpy()
+        assert ours.shape == ref.shape
+        assert cosine(ours, ref) > 0.99999
+
+
+def test_full_state_equals_chunked_up_to_300_frames_only(decoder, codes):
+    c = codes[350][None]
+    chunked, full = decoder.decode(c), decoder.decode(c, full_state=True)
+    head = 300 * 1920
+    # the first chunk is the same pass over 300 instead of 350 frames: only the matmul
+    # and conv shapes differ (float rounding)
+    diff = float((chunked[:, :head] - full[:, :head]).abs().max())
+    print(f"300 vs 350 frames, first 300: max abs diff {diff:.2e}")
+    assert diff <= TOL
+    assert (chunked[:, head:] - full[:, head:]).abs().max() > 1e-5  # chunk 2 restarts
+
+
+@pytest.mark.parametrize("step", [1, 3, 12])
+def test_streaming_concatenates_to_full_state_decode(decoder, codes, step):
+    c = codes[80][None]  # 80 frames: past the 72-frame attention window
+    full = decoder.decode(c, full_state=True)
+    state = decoder.new_state(1, chunked=False)
+    parts = [decoder.stream(state, c[..., i:i + step]) for i in range(0, 80, step)]
+    assert all(p.shape[-1] == min(step, 80 - i) * 1920 for i, p in zip(range(0, 80, step), parts))
+    streamed = torch.cat(parts, dim=-1)
+    diff = float((streamed - full).abs().max())
+    print(f"chunks of {step}: max abs diff to one-shot {diff:.2e}")
+    # not bit-equal: the same ops over shorter sequences round differently in the convs and
+    # matmuls (about 4e-7 relative after the transformer); the tiny random decoder amplifies
+    # that to a few 1e-6 at the output (peak 1.0)
+    assert diff <= TOL
+
+
+def test_chunked_streaming_equals_official_decode_over_300(decoder, codes, official_decode):
+    """A default (chunked) state replays the official 300/25 chunking while streaming."""
+    c = codes[350][None]
+    state = decoder.new_state(1)
+    streamed = torch.cat([decoder.stream(state, c[..., i:i + 13]) for i in range(0, 350, 13)], -1)
+    assert float((streamed - decoder.decode(c)).abs().max()) <= TOL
+    assert cosine(streamed[0].numpy(), official_decode[1]["single_3"]) > 0.99999
+
+
+def _alone(decoder, c, history, chunked):
+    state = decoder.new_state(1, chunked=chunked)
+    if history:
+        decoder.stream(state, c[None, :, :history])
+    return state
+
+
+@pytest.mark.parametrize("chunked,history", [(False, (0, 5, 77)), (True, (270, 290, 3))])
+def test_batched_streaming_rows_equal_each_row_alone(decoder, chunked, history):
+    """Three rows at different positions decode 15 frames in one call; each row equals that
+    row decoded alone (chunked: the rows cross the 275 and 300 chunk events at different
+    offsets within the call)."""
+    g = torch.Generator().manual_seed(3)
+    cs = [torch.randint(0, 2048, (16, h + 15), generator=g) for h in history]
+    state = decoder.new_state(3, chunked=chunked)
+    for r, (h, c) in enumerate(zip(history, cs)):
+        if h:
+            decoder.stream(state, c[None, :, :h], rows=torch.tensor([r]))
+    new = torch.stack([c[:, h:] for h, c in zip(history, cs)])
+    batched = decoder.stream(state, new)
+    for r, (h, c) in enumerate(zip(history, cs)):
+        solo = decoder.stream(_alone(decoder, c, h, chunked), c[None, :, h:])
+        diff = float((batched[r] - solo[0]).abs().max())
+        assert diff <= TOL, (r, diff)
+    assert state.frames.tolist() == [h + 15 for h in history]
+
+
+def test_decode_rejects_bad_codes(decoder):
+    with pytest.raises(InputError, match="16"):
+        decoder.decode(torch.zeros(1, 8, 4, dtype=torch.long))
+    with pytest.raises(InputError, match="2048"):
+        decoder.decode(torch.full((1, 16, 4), 2150))
+    with pytest.raises(InputError, match="integers"):
+        decoder.decode(torch.zeros(1, 16, 4))
+    state = decoder.new_state(2)
+    with pytest.raises(InputError, match="rows"):
+        decoder.stream(state, torch.zeros(3, 16, 1, dtype=torch.long))
+
+
+def test_loading_errors(tokenizer_dir, tmp_path):
+    with pytest.raises(ModelNotFound, match="config.json"):
+        load_speech_decoder(tmp_path / "nowhere")
+    bad = tmp_path / "bad"
+    shutil.copytree(tokenizer_dir, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["decoder_config"]["hidden_size"] = 48
+    (bad / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="wrong shape"):
+        load_speech_decoder(bad)
+
+
+@pytest.mark.parametrize("name", ["real", "tiny"])
+def test_tensor_names_and_shapes_equal_official(tmp_path, name):
+    """vocalis's modules (hence the writer) use the official names and shapes, real sizes too
+    (both sides built on the meta device, no weights)."""
+    cfg = REAL_CONFIG if name == "real" else tiny_config()
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    summary, _ = run_official(tmp_path, "shapes", tmp_path)
+    parsed = SpeechTokenizerConfig.from_dict(cfg)
+    with torch.device("meta"):
+        ours = {f"decoder.{k}": list(v.shape)
+                for k, v in SpeechDecoder(parsed.decoder).state_dict().items()}
+        ours.update({f"encoder.{k}": list(v.shape) for k, v in SpeechEncoder(
+            parsed.encoder, parsed.encoder_valid_num_quantizers).state_dict().items()})
+    assert ours == summary["shapes"]
+
+
+def test_encode_matches_official(tokenizer_dir, tmp_path):
+    from conftest import synthetic_voice
+
+    wavs = [synthetic_voice(1.3, 24000, seed=2)[:, 0], synthetic_voice(0.55, 24000, seed=4)[:, 0]]
+    summary, out = run_official(tmp_path, "encode", tokenizer_dir,
+                                {f"wav_{i}": w for i, w in enumerate(wavs)})
+    assert summary["missing"] == [] and summary["unexpected"] == []
+    enc = load_speech_encoder(tokenizer_dir)
+    batch = enc.encode([torch.from_numpy(w) for w in wavs])
+    for i, w in enumerate(wavs):
+        single = enc.encode([torch.from_numpy(w)])[0]
+        assert single.shape == (-(-len(w) // 1920), 16)
+        assert np.array_equal(single.numpy(), out[f"single_{i}"])
+        assert np.array_equal(batch[i].numpy(), out[f"batch_{i}"])
