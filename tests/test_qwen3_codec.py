@@ -35,7 +35,8 @@ LENGTHS = (1, 7, 80, 350)
 TOL = 1e-5
 
 
-def run_official(tmp: Path, op: str, tokenizer: Path, inputs: dict | None = None):
+def run_official(tmp: Path, op: str, tokenizer: Path, inputs: dict | None = None,
+                 extra: dict | None = None):
     """Run ``codec_run.py`` in the official package's interpreter -> (summary, outputs)."""
     if not Path(QWEN_PY).is_file():
         pytest.fail(f"the official qwen-tts interpreter {QWEN_PY} does not exist: build the "
@@ -43,7 +44,7 @@ def run_official(tmp: Path, op: str, tokenizer: Path, inputs: dict | None = None
                     "(python 3.11, torch CPU, qwen-tts==0.1.1) and set VOCALIS_QWEN_PYTHON")
     tmp.mkdir(parents=True, exist_ok=True)
     job = {"op": op, "tokenizer": str(tokenizer), "inputs": str(tmp / f"{op}_in.npz"),
-           "output": str(tmp / f"{op}_out.npz"), "threads": 1}
+           "output": str(tmp / f"{op}_out.npz"), "threads": 1, **(extra or {})}
     np.savez(job["inputs"], **(inputs or {}))
     (tmp / f"{op}.json").write_text(json.dumps(job))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -239,3 +240,44 @@ def test_encode_matches_official(tokenizer_dir, tmp_path):
         assert single.shape == (-(-len(w) // 1920), 16)
         assert np.array_equal(single.numpy(), out[f"single_{i}"])
         assert np.array_equal(batch[i].numpy(), out[f"batch_{i}"])
+
+
+def test_mel_filterbank_and_spectrogram_and_xvector_match_official(tmp_path):
+    """Slaney filterbank equal to librosa's bit for bit, log-mel within 1e-6, x-vector within
+    1e-5 of the official ``extract_speaker_embedding`` on the same random weights."""
+    from conftest import synthetic_voice
+    from safetensors.torch import save_file
+
+    from vocalis.models.qwen3.random_codec import (
+        TINY_SPEAKER_CONFIG,
+        random_speaker_encoder_tensors,
+    )
+    from vocalis.models.qwen3.speaker import (
+        SpeakerEncoder,
+        SpeakerEncoderConfig,
+        mel_spectrogram,
+        slaney_mel_filterbank,
+    )
+
+    tensors = random_speaker_encoder_tensors(TINY_SPEAKER_CONFIG, seed=5, prefix="")
+    save_file(tensors, str(tmp_path / "spk.safetensors"))
+    wavs = [synthetic_voice(1.7, 24000, seed=8)[:, 0], synthetic_voice(0.4, 24000, seed=9)[:, 0]]
+    job_extra = {"speaker_config": TINY_SPEAKER_CONFIG, "weights": str(tmp_path / "spk.safetensors")}
+    _, out = run_official(tmp_path, "speaker", tmp_path,
+                          {f"wav_{i}": w for i, w in enumerate(wavs)}, job_extra)
+    assert np.array_equal(slaney_mel_filterbank(), out["filterbank"])
+    enc = SpeakerEncoder(SpeakerEncoderConfig.from_dict(TINY_SPEAKER_CONFIG))
+    enc.load_state_dict(tensors, strict=True)
+    enc.eval()
+    for i, w in enumerate(wavs):
+        mel = mel_spectrogram(torch.from_numpy(w)[None]).numpy()
+        assert mel.shape == out[f"mel_{i}"].shape == (1, 128, len(w) // 256)
+        assert np.abs(mel - out[f"mel_{i}"]).max() <= 1e-6
+        xvec = enc.embed(torch.from_numpy(w)).numpy()
+        ref = out[f"xvec_{i}"]
+        assert xvec.shape == ref.shape == (64,) and np.abs(ref).max() > 1e-3
+        diff = float(np.abs(xvec - ref).max())
+        print(f"x-vector {i}: max abs diff {diff:.2e}")
+        assert diff <= 1e-5
+    with pytest.raises(InputError, match="384"):
+        enc.embed(torch.zeros(300))

@@ -8,7 +8,9 @@ JOB.json: ``{"op": ..., "tokenizer": DIR, "inputs": IN.npz, "output": OUT.npz}``
 ``decode`` (inputs ``codes_0..codes_{n-1}`` of shape (T_i, 16): one official
 ``Qwen3TTSTokenizer.decode`` call per item and one batched call over all items),
 ``encode`` (inputs ``wav_0..``, float32 at 24 kHz: one batched ``encode`` call and one call
-per item), ``shapes`` (the official model's tensor names and shapes, built on the meta
+per item), ``speaker`` (inputs ``wav_0..``; ``speaker_config`` and ``weights``, a safetensors
+file of ``Qwen3TTSSpeakerEncoder`` tensors: the official ``mel_spectrogram``, librosa's mel
+filterbank and ``extract_speaker_embedding`` per item), ``shapes`` (the official model's tensor names and shapes, built on the meta
 device from DIR/config.json, no weights). Writes OUT.npz and prints a JSON summary line
 (including the keys the loaded model lacks or the file has in excess, and whether every
 loaded tensor equals the file's).
@@ -70,6 +72,33 @@ def main() -> None:
         with torch.device("meta"):
             model = Qwen3TTSTokenizerV2Model(cfg)
         summary["shapes"] = {k: list(v.shape) for k, v in model.state_dict().items()}
+        print(json.dumps(summary))
+        return
+
+    if job["op"] == "speaker":
+        import librosa
+        from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig
+        from qwen_tts.core.models.modeling_qwen3_tts import (
+            Qwen3TTSForConditionalGeneration, Qwen3TTSSpeakerEncoder, mel_spectrogram)
+        from safetensors.torch import load_file
+
+        enc = Qwen3TTSSpeakerEncoder(Qwen3TTSSpeakerEncoderConfig(**job["speaker_config"]))
+        enc.load_state_dict(load_file(job["weights"]), strict=True)
+        enc.eval()
+        # the official method, called on a stand-in holding only what it reads
+        holder = type("Holder", (), {"speaker_encoder": enc, "device": torch.device("cpu"),
+                                     "dtype": torch.float32})()
+        data = np.load(job["inputs"])
+        out["filterbank"] = librosa.filters.mel(sr=24000, n_fft=1024, n_mels=128, fmin=0,
+                                                fmax=12000)
+        for i in range(len(data.files)):
+            wav = data[f"wav_{i}"]
+            out[f"mel_{i}"] = mel_spectrogram(torch.from_numpy(wav).unsqueeze(0), n_fft=1024,
+                                              num_mels=128, sampling_rate=24000, hop_size=256,
+                                              win_size=1024, fmin=0, fmax=12000).numpy()
+            out[f"xvec_{i}"] = Qwen3TTSForConditionalGeneration.extract_speaker_embedding(
+                holder, wav, 24000).numpy()
+        np.savez(job["output"], **out)
         print(json.dumps(summary))
         return
 

@@ -31,6 +31,7 @@ from vocalis.models.qwen3.codec import (
     Codebook,
     ConvNeXtBlock,
     LayerScale,
+    ResidualUnit,
     RMSNorm,
     SnakeBeta,
     SpeechDecoder,
@@ -145,7 +146,7 @@ def randomize(module: nn.Module, g: torch.Generator) -> None:
         if isinstance(bias, nn.Parameter) and not isinstance(m, (RMSNorm,)):
             bias.copy_(_normal(bias.shape, 0.02, g))
     for m in module.modules():  # residual branches at half gain keep the stack bounded
-        if hasattr(m, "conv2") and isinstance(getattr(m, "conv2"), nn.Module):
+        if isinstance(m, ResidualUnit):
             m.conv2.conv.weight.mul_(0.5)
 
 
@@ -200,3 +201,29 @@ def write_random_speech_tokenizer(out_dir: Path, config: SpeechTokenizerConfig |
               str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n")
+
+
+#: ``speaker_encoder_config`` of a tiny Base checkpoint (mel_dim stays 128: the official
+#: front-end always computes 128 mels); ``enc_dim`` must equal the talker's hidden size.
+TINY_SPEAKER_CONFIG = {"enc_dim": 64, "enc_channels": [32, 32, 32, 32, 96],
+                       "enc_kernel_sizes": [5, 3, 3, 3, 1], "enc_dilations": [1, 2, 3, 4, 1],
+                       "enc_attention_channels": 16, "enc_res2net_scale": 8,
+                       "enc_se_channels": 16, "sample_rate": 24000}
+
+
+def random_speaker_encoder_tensors(config: dict, seed: int = 0,
+                                   prefix: str = "speaker_encoder.") -> dict[str, torch.Tensor]:
+    """Random float32 weights of the ECAPA-TDNN speaker encoder for a Base checkpoint's
+    ``model.safetensors`` (names under ``prefix``, shapes from
+    :class:`~vocalis.models.qwen3.speaker.SpeakerEncoder`), for the talker writer to include.
+
+    Args:
+        config: the ``speaker_encoder_config`` dict (e.g. ``{"enc_dim": 1024,
+            "sample_rate": 24000}`` at real 0.6B size, or :data:`TINY_SPEAKER_CONFIG`).
+        seed: values are a function of (config, seed) only.
+    """
+    from vocalis.models.qwen3.speaker import SpeakerEncoder, SpeakerEncoderConfig
+
+    model = SpeakerEncoder(SpeakerEncoderConfig.from_dict(config))
+    randomize(model, torch.Generator().manual_seed(seed))
+    return {prefix + k: v.contiguous().float() for k, v in model.state_dict().items()}
