@@ -2,7 +2,8 @@
 
 A random ``speech_tokenizer/`` folder is written by vocalis's writer and loaded by both
 packages; the official side runs in its own interpreter (``VOCALIS_QWEN_PYTHON``) through
-``tests/qwen_official/codec_run.py``.
+``tests/qwen_official/codec_run.py``, once per module (tests marked slow: the official imports
+alone take half a minute on a loaded 2-core machine).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,8 @@ from vocalis.models.qwen3.codec import SpeechDecoder, SpeechTokenizerConfig, loa
 from vocalis.models.qwen3.codec_encoder import SpeechEncoder, load_speech_encoder
 from vocalis.models.qwen3.random_codec import (
     REAL_CONFIG,
+    TINY_SPEAKER_CONFIG,
+    random_speaker_encoder_tensors,
     tiny_config,
     write_random_speech_tokenizer,
 )
@@ -35,26 +37,29 @@ LENGTHS = (1, 7, 80, 350)
 TOL = 1e-5
 
 
-def run_official(tmp: Path, op: str, tokenizer: Path, inputs: dict | None = None,
-                 extra: dict | None = None):
-    """Run ``codec_run.py`` in the official package's interpreter -> (summary, outputs)."""
+def run_official(tmp: Path, jobs: dict[str, dict]) -> dict[str, tuple[dict, dict]]:
+    """Run ``codec_run.py`` once in the official package's interpreter over named jobs
+    (``{"op", "tokenizer", "inputs": dict of arrays, ...}``) -> name: (summary, outputs)."""
     if not Path(QWEN_PY).is_file():
         pytest.fail(f"the official qwen-tts interpreter {QWEN_PY} does not exist: build the "
                     "virtual environment with `bash scripts/qwen_official_venv.sh .venv-qwen` "
                     "(python 3.11, torch CPU, qwen-tts==0.1.1) and set VOCALIS_QWEN_PYTHON")
     tmp.mkdir(parents=True, exist_ok=True)
-    job = {"op": op, "tokenizer": str(tokenizer), "inputs": str(tmp / f"{op}_in.npz"),
-           "output": str(tmp / f"{op}_out.npz"), "threads": 1, **(extra or {})}
-    np.savez(job["inputs"], **(inputs or {}))
-    (tmp / f"{op}.json").write_text(json.dumps(job))
+    specs = []
+    for name, job in jobs.items():
+        spec = {**job, "inputs": str(tmp / f"{name}_in.npz"), "output": str(tmp / f"{name}_out.npz")}
+        spec["tokenizer"] = str(job.get("tokenizer", tmp))
+        np.savez(spec["inputs"], **job.get("inputs", {}))
+        specs.append(spec)
+    (tmp / "jobs.json").write_text(json.dumps({"threads": 1, "jobs": specs}))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([QWEN_PY, str(SCRIPT), str(tmp / f"{op}.json")], capture_output=True,
-                          text=True, timeout=900, env=env)
+    proc = subprocess.run([QWEN_PY, str(SCRIPT), str(tmp / "jobs.json")], capture_output=True,
+                          text=True, timeout=1800, env=env)
     if proc.returncode != 0:
         pytest.fail(f"official run failed:\n{proc.stderr[-3000:]}")
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    outputs = dict(np.load(job["output"])) if op != "shapes" else {}
-    return summary, outputs
+    summaries = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {name: (summary, dict(np.load(spec["output"])) if summary["op"] != "shapes" else {})
+            for name, spec, summary in zip(jobs, specs, summaries)}
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -83,12 +88,48 @@ def codes() -> dict[int, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def official_decode(tokenizer_dir, codes, tmp_path_factory):
-    inputs = {f"codes_{i}": codes[t].T.numpy() for i, t in enumerate(LENGTHS)}
-    return run_official(tmp_path_factory.mktemp("official_decode"), "decode", tokenizer_dir,
-                        inputs)
+def wavs() -> list[np.ndarray]:
+    """Voice-like 24 kHz test signals, lengths not multiples of a frame."""
+    from conftest import synthetic_voice
+
+    return [synthetic_voice(1.3, 24000, seed=2)[:, 0], synthetic_voice(0.55, 24000, seed=4)[:, 0]]
 
 
+@pytest.fixture(scope="module")
+def speaker_tensors() -> dict[str, torch.Tensor]:
+    return random_speaker_encoder_tensors(TINY_SPEAKER_CONFIG, seed=5, prefix="")
+
+
+@pytest.fixture(scope="module")
+def official(tokenizer_dir, codes, wavs, speaker_tensors, tmp_path_factory):
+    """Every official computation of this module, in one run of the official interpreter
+    (its imports take most of the time)."""
+    from safetensors.torch import save_file
+
+    tmp = tmp_path_factory.mktemp("official")
+    save_file(speaker_tensors, str(tmp / "spk.safetensors"))
+    for name, cfg in (("real", REAL_CONFIG), ("tiny", tiny_config())):
+        (tmp / name).mkdir()
+        (tmp / name / "config.json").write_text(json.dumps(cfg))
+    return run_official(tmp, {
+        "decode": {"op": "decode", "tokenizer": tokenizer_dir,
+                   "inputs": {f"codes_{i}": codes[t].T.numpy() for i, t in enumerate(LENGTHS)}},
+        "encode": {"op": "encode", "tokenizer": tokenizer_dir,
+                   "inputs": {f"wav_{i}": w for i, w in enumerate(wavs)}},
+        "speaker": {"op": "speaker", "speaker_config": TINY_SPEAKER_CONFIG,
+                    "weights": str(tmp / "spk.safetensors"),
+                    "inputs": {f"wav_{i}": w for i, w in enumerate(wavs)}},
+        "shapes_real": {"op": "shapes", "tokenizer": tmp / "real"},
+        "shapes_tiny": {"op": "shapes", "tokenizer": tmp / "tiny"},
+    })
+
+
+@pytest.fixture(scope="module")
+def official_decode(official):
+    return official["decode"]
+
+
+@pytest.mark.slow
 def test_official_loads_the_random_tokenizer(official_decode):
     summary, _ = official_decode
     assert summary["missing"] == [] and summary["unexpected"] == []
@@ -96,6 +137,7 @@ def test_official_loads_the_random_tokenizer(official_decode):
     assert summary["sr"] == 24000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("i,t", list(enumerate(LENGTHS)))
 def test_decode_matches_official(decoder, codes, official_decode, i, t):
     _, out = official_decode
@@ -108,6 +150,7 @@ def test_decode_matches_official(decoder, codes, official_decode, i, t):
     assert cos > 0.99999, (cos, diff)
 
 
+@pytest.mark.slow
 def test_padded_batch_decode_matches_official(decoder, codes, official_decode):
     """The official pads a batch with -1 and cuts each row to its frames (M:1012-1017)."""
     _, out = official_decode
@@ -150,6 +193,7 @@ def test_streaming_concatenates_to_full_state_decode(decoder, codes, step):
     assert diff <= TOL
 
 
+@pytest.mark.slow
 def test_chunked_streaming_equals_official_decode_over_300(decoder, codes, official_decode):
     """A default (chunked) state replays the official 300/25 chunking while streaming."""
     c = codes[350][None]
@@ -210,13 +254,13 @@ def test_loading_errors(tokenizer_dir, tmp_path):
         load_speech_decoder(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["real", "tiny"])
-def test_tensor_names_and_shapes_equal_official(tmp_path, name):
+def test_tensor_names_and_shapes_equal_official(official, name):
     """vocalis's modules (hence the writer) use the official names and shapes, real sizes too
     (both sides built on the meta device, no weights)."""
     cfg = REAL_CONFIG if name == "real" else tiny_config()
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    summary, _ = run_official(tmp_path, "shapes", tmp_path)
+    summary, _ = official[f"shapes_{name}"]
     parsed = SpeechTokenizerConfig.from_dict(cfg)
     with torch.device("meta"):
         ours = {f"decoder.{k}": list(v.shape)
@@ -226,12 +270,9 @@ def test_tensor_names_and_shapes_equal_official(tmp_path, name):
     assert ours == summary["shapes"]
 
 
-def test_encode_matches_official(tokenizer_dir, tmp_path):
-    from conftest import synthetic_voice
-
-    wavs = [synthetic_voice(1.3, 24000, seed=2)[:, 0], synthetic_voice(0.55, 24000, seed=4)[:, 0]]
-    summary, out = run_official(tmp_path, "encode", tokenizer_dir,
-                                {f"wav_{i}": w for i, w in enumerate(wavs)})
+@pytest.mark.slow
+def test_encode_matches_official(tokenizer_dir, official, wavs):
+    summary, out = official["encode"]
     assert summary["missing"] == [] and summary["unexpected"] == []
     enc = load_speech_encoder(tokenizer_dir)
     batch = enc.encode([torch.from_numpy(w) for w in wavs])
@@ -240,18 +281,15 @@ def test_encode_matches_official(tokenizer_dir, tmp_path):
         assert single.shape == (-(-len(w) // 1920), 16)
         assert np.array_equal(single.numpy(), out[f"single_{i}"])
         assert np.array_equal(batch[i].numpy(), out[f"batch_{i}"])
+    with pytest.raises(InputError, match="non-empty"):
+        enc.encode([torch.zeros(0)])
 
 
-def test_mel_filterbank_and_spectrogram_and_xvector_match_official(tmp_path):
+@pytest.mark.slow
+def test_mel_filterbank_and_spectrogram_and_xvector_match_official(official, wavs,
+                                                                   speaker_tensors):
     """Slaney filterbank equal to librosa's bit for bit, log-mel within 1e-6, x-vector within
     1e-5 of the official ``extract_speaker_embedding`` on the same random weights."""
-    from conftest import synthetic_voice
-    from safetensors.torch import save_file
-
-    from vocalis.models.qwen3.random_codec import (
-        TINY_SPEAKER_CONFIG,
-        random_speaker_encoder_tensors,
-    )
     from vocalis.models.qwen3.speaker import (
         SpeakerEncoder,
         SpeakerEncoderConfig,
@@ -259,15 +297,10 @@ def test_mel_filterbank_and_spectrogram_and_xvector_match_official(tmp_path):
         slaney_mel_filterbank,
     )
 
-    tensors = random_speaker_encoder_tensors(TINY_SPEAKER_CONFIG, seed=5, prefix="")
-    save_file(tensors, str(tmp_path / "spk.safetensors"))
-    wavs = [synthetic_voice(1.7, 24000, seed=8)[:, 0], synthetic_voice(0.4, 24000, seed=9)[:, 0]]
-    job_extra = {"speaker_config": TINY_SPEAKER_CONFIG, "weights": str(tmp_path / "spk.safetensors")}
-    _, out = run_official(tmp_path, "speaker", tmp_path,
-                          {f"wav_{i}": w for i, w in enumerate(wavs)}, job_extra)
+    _, out = official["speaker"]
     assert np.array_equal(slaney_mel_filterbank(), out["filterbank"])
     enc = SpeakerEncoder(SpeakerEncoderConfig.from_dict(TINY_SPEAKER_CONFIG))
-    enc.load_state_dict(tensors, strict=True)
+    enc.load_state_dict(speaker_tensors, strict=True)
     enc.eval()
     for i, w in enumerate(wavs):
         mel = mel_spectrogram(torch.from_numpy(w)[None]).numpy()
@@ -281,3 +314,13 @@ def test_mel_filterbank_and_spectrogram_and_xvector_match_official(tmp_path):
         assert diff <= 1e-5
     with pytest.raises(InputError, match="384"):
         enc.embed(torch.zeros(300))
+
+
+def test_icl_cut_follows_the_official_float_formula():
+    """qwen3_tts_model.py:628 cuts int(ref/total * len) samples, which float rounding puts one
+    below 1920 * ref for some lengths: 15/22 * 42240 = 28799.999... -> 28799."""
+    from vocalis.models.qwen3.codec import icl_cut_samples
+
+    assert icl_cut_samples(15, 22, 22 * 1920) == 28799
+    assert icl_cut_samples(10, 20, 20 * 1920) == 19200
+    assert icl_cut_samples(0, 0, 0) == 0

@@ -2,16 +2,17 @@
 
 Run with the interpreter of the official package's virtual environment (``VOCALIS_QWEN_PYTHON``):
 
-    python codec_run.py JOB.json
+    python codec_run.py JOBS.json
 
-JOB.json: ``{"op": ..., "tokenizer": DIR, "inputs": IN.npz, "output": OUT.npz}`` with op
+JOBS.json: ``{"threads": N, "jobs": [job, ...]}``, each job
+``{"op": ..., "tokenizer": DIR, "inputs": IN.npz, "output": OUT.npz}`` with op
 ``decode`` (inputs ``codes_0..codes_{n-1}`` of shape (T_i, 16): one official
 ``Qwen3TTSTokenizer.decode`` call per item and one batched call over all items),
 ``encode`` (inputs ``wav_0..``, float32 at 24 kHz: one batched ``encode`` call and one call
 per item), ``speaker`` (inputs ``wav_0..``; ``speaker_config`` and ``weights``, a safetensors
 file of ``Qwen3TTSSpeakerEncoder`` tensors: the official ``mel_spectrogram``, librosa's mel
 filterbank and ``extract_speaker_embedding`` per item), ``shapes`` (the official model's tensor names and shapes, built on the meta
-device from DIR/config.json, no weights). Writes OUT.npz and prints a JSON summary line
+device from DIR/config.json, no weights). Each job writes its OUT.npz; the last stdout line is the JSON list of job summaries
 (including the keys the loaded model lacks or the file has in excess, and whether every
 loaded tensor equals the file's).
 """
@@ -52,10 +53,7 @@ def _stub_torchaudio() -> None:
                             "torchaudio.compliance.kaldi": kaldi})
 
 
-def main() -> None:
-    job = json.load(open(sys.argv[1]))
-    torch.set_num_threads(int(job.get("threads", 1)))
-    _stub_torchaudio()
+def run_job(job: dict) -> dict:
     from qwen_tts import Qwen3TTSTokenizer
 
     summary: dict = {"op": job["op"]}
@@ -72,8 +70,7 @@ def main() -> None:
         with torch.device("meta"):
             model = Qwen3TTSTokenizerV2Model(cfg)
         summary["shapes"] = {k: list(v.shape) for k, v in model.state_dict().items()}
-        print(json.dumps(summary))
-        return
+        return summary
 
     if job["op"] == "speaker":
         import librosa
@@ -99,8 +96,7 @@ def main() -> None:
             out[f"xvec_{i}"] = Qwen3TTSForConditionalGeneration.extract_speaker_embedding(
                 holder, wav, 24000).numpy()
         np.savez(job["output"], **out)
-        print(json.dumps(summary))
-        return
+        return summary
 
     tok = Qwen3TTSTokenizer.from_pretrained(job["tokenizer"])
     from safetensors.torch import load_file
@@ -132,7 +128,14 @@ def main() -> None:
     else:
         raise SystemExit(f"unknown op {job['op']!r}")
     np.savez(job["output"], **out)
-    print(json.dumps(summary))
+    return summary
+
+
+def main() -> None:
+    spec = json.load(open(sys.argv[1]))
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    _stub_torchaudio()
+    print(json.dumps([run_job(job) for job in spec["jobs"]]))
 
 
 if __name__ == "__main__":

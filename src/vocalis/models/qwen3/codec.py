@@ -661,6 +661,14 @@ class SpeechDecoder(nn.Module):
         return torch.cat(outs, dim=-1)
 
 
+def icl_cut_samples(ref_frames: int, total_frames: int, wav_samples: int) -> int:
+    """Samples the official ICL path drops from the front of ``decode(cat(ref, generated))``:
+    ``int(ref_frames / max(total_frames, 1) * wav_samples)`` in float64
+    (``qwen_tts/inference/qwen3_tts_model.py:624-628``). Not always ``1920 * ref_frames``:
+    for 15 reference frames of 22 it is 28799, one sample of the reference kept."""
+    return int(ref_frames / max(total_frames, 1) * wav_samples)
+
+
 # ---------------------------------------------------------------- loading
 
 
