@@ -238,8 +238,26 @@ def test_decode_rejects_bad_codes(decoder):
     with pytest.raises(InputError, match="integers"):
         decoder.decode(torch.zeros(1, 16, 4))
     state = decoder.new_state(2)
+    one = torch.zeros(1, 16, 1, dtype=torch.long)
     with pytest.raises(InputError, match="rows"):
         decoder.stream(state, torch.zeros(3, 16, 1, dtype=torch.long))
+    for rows in ([2], [-1], [0, 0]):
+        with pytest.raises(InputError, match="rows"):
+            decoder.stream(state, one.expand(len(rows), -1, -1), rows=torch.tensor(rows))
+
+
+def test_reset_row_starts_a_new_utterance(decoder, codes):
+    """A reused row decodes a new utterance as a fresh state does; the other row is unaffected."""
+    c = codes[80]
+    state = decoder.new_state(2)
+    decoder.stream(state, torch.stack([c[:, :40], c[:, 40:]]))
+    other = decoder.stream(state, c[None, :, 40:50], rows=torch.tensor([1]))
+    state.reset(torch.tensor([0]))
+    again = decoder.stream(state, c[None, :, :10], rows=torch.tensor([0]))
+    assert state.frames.tolist() == [10, 50]
+    assert float((again - decoder.decode(c[None, :, :10])).abs().max()) <= TOL
+    alone = _alone(decoder, torch.cat([c[:, 40:], c[:, 40:50]], 1), 40, True)
+    assert float((other - decoder.stream(alone, c[None, :, 40:50])).abs().max()) <= TOL
 
 
 def test_loading_errors(tokenizer_dir, tmp_path):
