@@ -32,6 +32,7 @@ from vocalis.errors import InputError
 
 CHUNK_FRAMES = 300  # M:886 chunked_decode(chunk_size=300, ...)
 CHUNK_CONTEXT = 25  # M:886 left_context_size=25
+SHORT_CONV = 2048  # outputs up to which a conv runs as per-tap matmuls (see CausalConv)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,24 @@ class CausalConv(nn.Module):
     def forward(self, x: torch.Tensor, st: _ConvStates) -> torch.Tensor:
         if self.history:
             x = st.extend(x, self.history)
-        return self.conv(x)
+        n = x.shape[-1] - self.history
+        if n > SHORT_CONV or self.conv.groups != 1:
+            return self.conv(x)
+        # short inputs (streaming): one matmul per tap; PyTorch's CPU conv re-lays the weight
+        # out on every call, which dominates when only a few outputs are computed
+        w, d = self._taps(), self.conv.dilation[0]
+        y = self.conv.bias[:, None] + torch.matmul(w[0], x[..., :n])
+        for k in range(1, w.shape[0]):
+            y = y + torch.matmul(w[k], x[..., k * d: k * d + n])
+        return y
+
+    def _taps(self) -> torch.Tensor:
+        """The weight as ``[K, C_out, C_in]`` contiguous, cached until it changes."""
+        w = self.conv.weight
+        key = (w.data_ptr(), w._version, w.dtype, w.device)
+        if getattr(self, "_tap_cache", None) is None or self._tap_cache[0] != key:
+            self._tap_cache = (key, w.permute(2, 0, 1).contiguous())
+        return self._tap_cache[1]
 
 
 class CausalTransConv(nn.Module):
