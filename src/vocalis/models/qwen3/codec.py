@@ -172,7 +172,7 @@ class _ConvStates:
         if prev.shape[1] != x.shape[1] or prev.shape[2] != keep:
             raise RuntimeError("decoder state does not fit this decoder")
         full = torch.cat([prev, x], dim=-1)
-        self.new.append(full[..., full.shape[-1] - keep:])
+        self.new.append(full[..., full.shape[-1] - keep:].clone())  # not a view of full
         return full
 
 
