@@ -37,17 +37,21 @@ SHORT_CONV = 2048  # outputs up to which a conv runs as per-tap matmuls (see Cau
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """``decoder_config`` of ``speech_tokenizer/config.json`` (C:72-114; values of the
-    released Qwen3-TTS-Tokenizer-12Hz as defaults). Keys the decoder does not read
+    """``decoder_config`` of ``speech_tokenizer/config.json``. Defaults are the official
+    class's (C:72-94), so a key missing from a config.json means what it means there;
+    ``head_dim`` and ``codebook_dim`` come only from config.json officially (``head_dim``
+    falls back to ``hidden_size // num_attention_heads``, M:289; ``codebook_dim`` has no
+    fallback, 512 here). The released tokenizer sets hidden_size 512, intermediate_size
+    1024, head_dim 64 (``random_codec.REAL_CONFIG``). Keys the decoder does not read
     (``semantic_codebook_size``, ...) are ignored."""
 
     codebook_size: int = 2048
     codebook_dim: int = 512
     latent_dim: int = 1024
     decoder_dim: int = 1536
-    hidden_size: int = 512
-    intermediate_size: int = 1024
-    head_dim: int | None = 64
+    hidden_size: int = 1024
+    intermediate_size: int = 3072
+    head_dim: int | None = None
     num_attention_heads: int = 16
     num_key_value_heads: int = 16
     num_hidden_layers: int = 8
