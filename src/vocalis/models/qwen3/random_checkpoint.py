@@ -135,7 +135,11 @@ def _default_talker_writer():
 
 def _default_codec_writer():
     from vocalis.models.qwen3.random_codec import write_random_speech_tokenizer
-    return write_random_speech_tokenizer
+
+    def write(out: Path, codec: CodecConfig, seed: int) -> None:
+        write_random_speech_tokenizer(out, codec.to_dict(), seed)
+
+    return write
 
 
 def write_random_checkpoint(model_id: str, out_dir: str | Path, seed: int = 0, tiny: bool = False, *,
