@@ -19,6 +19,7 @@ it is given. Each case is a dict:
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
 import sys
 import types
@@ -32,6 +33,8 @@ except Exception:  # no torchaudio build for torch 2.13; only the 25 Hz tokenize
     ta, comp, kaldi = (types.ModuleType(n) for n in ("torchaudio", "torchaudio.compliance",
                                                      "torchaudio.compliance.kaldi"))
     kaldi.fbank = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("torchaudio stand-in"))
+    for m in (ta, comp, kaldi):  # transformers probes find_spec("torchaudio")
+        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
     ta.compliance, comp.kaldi = comp, kaldi
     sys.modules.update({"torchaudio": ta, "torchaudio.compliance": comp, "torchaudio.compliance.kaldi": kaldi})
 
