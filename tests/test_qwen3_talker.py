@@ -95,7 +95,7 @@ def prompt_cases(variant: str, talker) -> list[dict]:
 
 def vocalis_prompt(talker, tok, case):
     enc = lambda s: torch.tensor([tok.encode(s).ids])  # noqa: E731
-    kw = dict(case["kwargs"])
+    kw = {k: x for k, x in case["kwargs"].items() if k not in HARD_DEFAULTS}
     ids = enc(assistant_text(kw.pop("text")))
     if "instruct" in kw:
         kw["instruct_ids"] = enc(instruct_text(kw.pop("instruct")))
@@ -111,11 +111,12 @@ def vocalis_prompt(talker, tok, case):
 class Variant:
     """A tiny checkpoint of one variant, its vocalis talker, and the official results."""
 
-    def __init__(self, root: Path, variant: str):
-        self.dir = root / variant
-        write_random_talker(self.dir, talker_config(variant, tiny=True), seed=VARIANTS.index(variant))
+    def __init__(self, root: Path, variant: str, eos_scale: float = 1.0, dtype: str = "float32"):
+        self.dir = root / f"{variant}-eos{eos_scale}-{dtype}"
+        write_random_talker(self.dir, talker_config(variant, tiny=True), seed=VARIANTS.index(variant),
+                            eos_scale=eos_scale)
         self.tok = write_tokenizer(self.dir / "tokenizer.json")
-        self.talker = load_talker(self.dir)
+        self.talker = load_talker(self.dir, dtype=getattr(torch, dtype))
         self.prompts = prompt_cases(variant, self.talker)
         first = self.prompts[0]
         second = self.prompts[min(2, len(self.prompts) - 1)]
@@ -131,7 +132,7 @@ class Variant:
                       + [dict(second, kind="codes", seed=1234, kwargs={**second["kwargs"], **sampled})])
         torch.save(self.cases, self.dir / "cases.pt")
         proc = subprocess.run([official_python(), str(SCRIPT), str(self.dir), str(self.dir / "cases.pt"),
-                               str(self.dir / "official.pt")], capture_output=True, text=True, timeout=900,
+                               str(self.dir / "official.pt"), dtype], capture_output=True, text=True, timeout=900,
                               env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                                    "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
         if proc.returncode != 0:
@@ -146,12 +147,12 @@ class Variant:
 def variants(tmp_path_factory):
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("qwen3-talker")
-    made: dict[str, Variant] = {}
+    made: dict[tuple, Variant] = {}
 
-    def get(name: str) -> Variant:
-        if name not in made:
-            made[name] = Variant(root, name)
-        return made[name]
+    def get(name: str, eos_scale: float = 1.0, dtype: str = "float32") -> Variant:
+        if (name, eos_scale, dtype) not in made:
+            made[name, eos_scale, dtype] = Variant(root, name, eos_scale, dtype)
+        return made[name, eos_scale, dtype]
 
     return get
 
@@ -199,28 +200,40 @@ def test_teacher_forced_logits_match_official(variants, variant):
 def test_greedy_codes_match_official(variants, variant):
     v = variants(variant)
     (case, off), = v.results("codes")[:1]
-    params = GenerationParams.resolve(json.loads((v.dir / "generation_config.json").read_text()),
-                                      **{k: case["kwargs"][k] for k in ("do_sample", "subtalker_dosample",
-                                                                          "max_new_tokens")})
-    mine = generate_codes(v.talker, vocalis_prompt(v.talker, v.tok, case), params)
-    assert off["codes"].shape == (FRAMES, 16)
+    mine = run_case(v, case)
+    assert 0 < off["codes"].shape[0] <= FRAMES and off["codes"].shape[1] == 16
     assert torch.equal(mine, off["codes"])
+
+
+def run_case(v: Variant, case: dict, seed: int | None = None) -> torch.Tensor:
+    params = GenerationParams.resolve(json.loads((v.dir / "generation_config.json").read_text()),
+                                      **{k: x for k, x in case["kwargs"].items() if k in HARD_DEFAULTS})
+    gen = None if seed is None else seeded_generator(seed)
+    return generate_codes(v.talker, vocalis_prompt(v.talker, v.tok, case), params, gen)
+
+
+def test_eos_ends_generation_as_official(variants):
+    """A checkpoint whose EOS row is scaled up stops early: the frames before EOS, EOS
+    itself never gets a frame, greedy and seeded."""
+    v = variants("0.6b-customvoice", eos_scale=3.0)
+    (greedy, off_greedy), (sampled, off_sampled) = v.results("codes")
+    assert off_sampled["codes"].shape[0] < FRAMES, "EOS should come before the frame limit"
+    assert torch.equal(run_case(v, greedy), off_greedy["codes"])
+    assert torch.equal(run_case(v, sampled, sampled["seed"]), off_sampled["codes"])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_seeded_sampled_codes_match_official(variants, variant):
     v = variants(variant)
     (case, off), = v.results("codes")[1:]
-    params = GenerationParams.resolve(json.loads((v.dir / "generation_config.json").read_text()),
-                                      **{k: x for k, x in case["kwargs"].items() if k in HARD_DEFAULTS})
-    mine = generate_codes(v.talker, vocalis_prompt(v.talker, v.tok, case), params, seeded_generator(case["seed"]))
+    mine = run_case(v, case, case["seed"])
     assert off["codes"].shape[1] == 16 and off["codes"].shape[0] > 0
     assert torch.equal(mine, off["codes"])
     # The per-request generator is the whole RNG story: the global RNG is not consumed.
     torch.manual_seed(0)
     before = torch.rand(1)
     torch.manual_seed(0)
-    generate_codes(v.talker, vocalis_prompt(v.talker, v.tok, case), params, seeded_generator(case["seed"]))
+    run_case(v, case, case["seed"])
     assert torch.equal(torch.rand(1), before)
 
 
@@ -239,3 +252,42 @@ def test_bad_input_is_refused(variants):
         GenerationParams.resolve(temperature=0)
     with pytest.raises(InputError, match="unknown generation option"):
         GenerationParams.resolve(seed=3)
+
+
+def test_real_configs_have_the_released_parameter_counts():
+    """Real-shape configs give the talker sizes of the released bf16 files (HF sizes / 2
+    bytes: 0.6B-CustomVoice 905.8 M, 0.6B-Base 914.6 M minus its 8.8 M speaker encoder,
+    1.7B-VoiceDesign 1916.7 M), with 1.7B's small_to_mtp_projection and 0.6B's identity."""
+    from vocalis.models.qwen3.talker import Talker, TalkerSpec
+
+    for variant in VARIANTS:
+        with torch.device("meta"):
+            t = Talker(TalkerSpec.from_config(talker_config(variant)))
+        n = sum(p.numel() for p in t.parameters())
+        assert round(n / 1e6, 1) == (1916.7 if variant.startswith("1.7b") else 905.8), variant
+        proj = [k for k in t.state_dict() if "small_to_mtp" in k]
+        assert proj == (["code_predictor.small_to_mtp_projection.weight", "code_predictor.small_to_mtp_projection.bias"]
+                        if variant.startswith("1.7b") else [])
+
+
+def test_bfloat16_follows_the_official_bfloat16_path(variants):
+    """dtype=bfloat16: weights, activations and RoPE tables in bf16 as the official model
+    loaded with ``dtype=torch.bfloat16``; prompts and logits stay close, codes are compared."""
+    v = variants("1.7b-base", dtype="bfloat16")
+    assert v.talker.dtype == torch.bfloat16
+    for case, off in v.results("prompt"):
+        mine = vocalis_prompt(v.talker, v.tok, case)
+        assert mine.prefill.dtype == off["prefill"].dtype == torch.bfloat16
+        assert torch.equal(mine.prefill, off["prefill"]), case["kwargs"]
+    (case, off), = v.results("logits")
+    prompt = vocalis_prompt(v.talker, v.tok, case)
+    seq = torch.cat([prompt.prefill, v.talker.frame_embed(v.frames[None]) + prompt.trailing[:, :6]], dim=1)
+    with torch.no_grad():
+        logits, _ = v.talker.prefill(seq, v.talker.new_cache(1, 8))
+    diff = (logits - off["logits"].float()).abs().max().item()
+    print("bf16 logits max diff", diff)
+    assert diff <= 0.05 * off["logits"].float().abs().max().item()
+    (greedy, off_greedy), (sampled, off_sampled) = v.results("codes")
+    g = run_case(v, greedy)
+    print("bf16 greedy frames equal:", int((g == off_greedy["codes"]).all(1).sum()), "of", len(g))
+    assert torch.equal(g, off_greedy["codes"])

@@ -1,6 +1,6 @@
 """Official side of tests/test_qwen3_talker.py; runs in the qwen-tts==0.1.1 venv.
 
-    python talker_run.py CHECKPOINT_DIR CASES.pt RESULTS.pt
+    python talker_run.py CHECKPOINT_DIR CASES.pt RESULTS.pt [DTYPE]
 
 CHECKPOINT_DIR holds config.json, generation_config.json, model.safetensors and the test's
 tokenizer.json. The official model is built by transformers' own ``from_pretrained``
@@ -47,8 +47,9 @@ from qwen_tts.inference.qwen3_tts_model import Qwen3TTSModel, VoiceClonePromptIt
 
 torch.set_num_threads(1)
 ckpt, cases_path, out_path = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+dtype = getattr(torch, sys.argv[4] if len(sys.argv) > 4 else "float32")
 model = super(Qwen3TTSForConditionalGeneration, Qwen3TTSForConditionalGeneration).from_pretrained(
-    str(ckpt), dtype=torch.float32).eval()
+    str(ckpt), dtype=dtype).eval()
 tok = Tokenizer.from_file(str(ckpt / "tokenizer.json"))
 
 
@@ -124,6 +125,10 @@ with torch.no_grad():
             if case.get("seed") is not None:
                 torch.manual_seed(case["seed"])
             call(case)
-            res = {"codes": CAPTURE["codes"][0]}
+            codes, ref = CAPTURE["codes"][0], case.get("ref_code")
+            if ref is not None:  # ICL decodes cat(ref_code, codes) (inference/qwen3_tts_model.py:612-618)
+                assert torch.equal(codes[:len(ref)], ref)
+                codes = codes[len(ref):]
+            res = {"codes": codes}
         results.append(res)
 torch.save(results, out_path)

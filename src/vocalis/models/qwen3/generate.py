@@ -7,7 +7,7 @@ Per step t (``modeling:1663-1691``, HF ``_sample``):
 1. the talker logits of the last position → codebook-0 token ``c0`` (``sampling.py``);
 2. if ``c0`` is EOS, stop: the EOS token never gets a frame; if this was token number
    ``max_new_tokens``, stop too: HF ends before its frame is predicted, so a run that hits
-   the limit yields ``max_new_tokens - 1`` frames (``modeling:2276-2289`` keeps only
+   the limit yields ``max_new_tokens - 1`` frames (``modeling:2280-2289`` keeps only
    frames with predicted codes);
 3. the code predictor turns ``[past_hidden, E(c0)]`` into codebooks 1-15 (15 draws);
 4. the talker input is the sum of the 16 embeddings plus ``trailing[t]`` (or ``tts_pad``

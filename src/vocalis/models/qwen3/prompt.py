@@ -31,7 +31,7 @@ from vocalis.models.qwen3.talker import Talker
 @dataclass
 class TalkerPrompt:
     """``prefill [1, L, H]`` fed at once; ``trailing [1, N, H]``: text-track vector added to
-    decode step t < N (``modeling:1688-1691``); ``tts_pad [1, 1, H]`` added after that."""
+    decode step t < N (``modeling:1689-1692``); ``tts_pad [1, 1, H]`` added after that."""
 
     prefill: torch.Tensor
     trailing: torch.Tensor

@@ -93,12 +93,14 @@ def talker_config(variant: str, tiny: bool = False) -> dict:
 
 
 @torch.no_grad()
-def random_talker_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
+def random_talker_state(config: dict, seed: int, eos_scale: float = 1.0) -> dict[str, torch.Tensor]:
     """Random bf16 tensors ``{official name: tensor}`` for the talker of ``config``.
 
     Linear weights ~ N(0, 1/fan_in), embeddings ~ N(0, 1), biases ~ N(0, 0.02²) and norm
     weights ~ 1 + N(0, 0.1²): activations of order 1, so logits are well separated and a
-    parity test is not at the mercy of near-ties."""
+    parity test is not at the mercy of near-ties. Random weights rarely pick EOS;
+    ``eos_scale`` (e.g. 3) multiplies the codec head's EOS row so runs end within tens of
+    frames."""
     spec = TalkerSpec.from_config(config)
     g = torch.Generator().manual_seed(seed)
     with torch.device("meta"):
@@ -112,18 +114,21 @@ def random_talker_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
             x = 0.02 * x
         elif "embedding" not in name:
             x = x / shape[-1] ** 0.5
+        if name == "codec_head.weight":
+            x[spec.codec_eos_id] *= eos_scale
         out["talker." + name] = x.to(torch.bfloat16).contiguous()
     return out
 
 
 def write_random_talker(out_dir: Path | str, config: dict, seed: int,
-                        extra_tensors: dict[str, torch.Tensor] | None = None) -> None:
+                        extra_tensors: dict[str, torch.Tensor] | None = None, eos_scale: float = 1.0) -> None:
     """Write ``config.json``, ``generation_config.json`` and ``model.safetensors`` (bf16)
     of a random talker for ``config`` (a dict as from :func:`talker_config`) into
-    ``out_dir``. ``extra_tensors`` (e.g. ``speaker_encoder.*`` for Base) are saved with it."""
+    ``out_dir``. ``extra_tensors`` (e.g. ``speaker_encoder.*`` for Base) are saved with it;
+    ``eos_scale`` as in :func:`random_talker_state`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = random_talker_state(config, seed)
+    state = random_talker_state(config, seed, eos_scale)
     state.update(extra_tensors or {})
     save_file(state, out / "model.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -7,7 +7,7 @@ in the order of the official path: ``qwen-tts==0.1.1`` calls HF ``generate`` (tr
    ``generate`` starts from ``inputs_embeds`` with empty ``input_ids``);
 2. ``min_new_tokens`` = 2: EOS → -inf while fewer than 2 tokens exist (talker);
 3. suppression of ids ``vocab-1024 .. vocab-1`` except EOS (talker;
-   ``modeling_qwen3_tts.py:2064-2068``);
+   ``modeling_qwen3_tts.py:2059-2063``);
 4. only when sampling: temperature (skipped at 1.0), top-k (skipped at 0), top-p (skipped at 1.0);
 5. ``softmax`` → ``torch.multinomial(probs, 1)`` when sampling, else ``argmax``.
 
@@ -33,7 +33,7 @@ from vocalis.errors import InputError
 HARD_DEFAULTS = dict(do_sample=True, top_k=50, top_p=1.0, temperature=0.9, repetition_penalty=1.05,
                      subtalker_dosample=True, subtalker_top_k=50, subtalker_top_p=1.0,
                      subtalker_temperature=0.9, max_new_tokens=2048)
-MIN_NEW_TOKENS = 2  # modeling_qwen3_tts.py:2048
+MIN_NEW_TOKENS = 2  # modeling_qwen3_tts.py:2046
 
 
 @dataclass(frozen=True)

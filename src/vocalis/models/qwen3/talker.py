@@ -10,7 +10,7 @@ this module's ``state_dict()`` with the prefix ``talker.`` is exactly the offici
 (no mapping needed).
 
 The talker's M-RoPE (``rope_scaling.mrope_section`` [24, 20, 20], interleaved) gets the
-same position on its three axes (``modeling:1788-1791`` ``get_rope_index``), so
+same position on its three axes (``modeling:1794-1797`` ``get_rope_index``), so
 ``apply_multimodal_rotary_pos_emb`` (``modeling:660-724``) picks every frequency from
 identical tables: it is plain 1-D ``rotate_half`` RoPE, which is what this module applies
 (checked against the official logits in ``tests/test_qwen3_talker.py``).
