@@ -130,6 +130,17 @@ class Variant:
                       + [dict(first, kind="logits", frames=self.frames)]
                       + [dict(first, kind="codes", kwargs={**first["kwargs"], **greedy})]
                       + [dict(second, kind="codes", seed=1234, kwargs={**second["kwargs"], **sampled})])
+        self._official = None
+
+    @property
+    def official(self) -> dict[int, dict]:
+        """Results of the official runner for ``self.cases`` (run once, on first use)."""
+        if self._official is None:
+            self._official = self._run_official()
+        return self._official
+
+    def _run_official(self) -> dict[int, dict]:
+        dtype = str(self.talker.dtype).removeprefix("torch.")
         torch.save(self.cases, self.dir / "cases.pt")
         proc = subprocess.run([official_python(), str(SCRIPT), str(self.dir), str(self.dir / "cases.pt"),
                                str(self.dir / "official.pt"), dtype], capture_output=True, text=True, timeout=900,
@@ -137,7 +148,7 @@ class Variant:
                                    "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
         if proc.returncode != 0:
             pytest.fail(f"official talker_run.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-        self.official = dict(zip(range(len(self.cases)), torch.load(self.dir / "official.pt", weights_only=False)))
+        return dict(enumerate(torch.load(self.dir / "official.pt", weights_only=False)))
 
     def results(self, kind):
         return [(c, self.official[i]) for i, c in enumerate(self.cases) if c["kind"] == kind]
@@ -157,9 +168,11 @@ def variants(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_prompt_embeddings_match_official(variants, variant):
     v = variants(variant)
+    worst = 0.0
     for case, off in v.results("prompt"):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -171,8 +184,11 @@ def test_prompt_embeddings_match_official(variants, variant):
             ref, got = off[name], getattr(mine, name)
             assert got.shape == ref.shape, (case["kwargs"], name, got.shape, ref.shape)
             assert (got - ref).abs().max().item() <= 1e-5, (case["kwargs"], name)
+            worst = max(worst, (got - ref).abs().max().item())
+    print(f"{variant}: prompt embeddings max diff {worst:.2e} over {len(v.results('prompt'))} modes")
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_teacher_forced_logits_match_official(variants, variant):
     """Prefill over prompt + 6 given frames, and the same by one-step decodes on the static
@@ -191,11 +207,14 @@ def test_teacher_forced_logits_match_official(variants, variant):
         steps = [v.talker.decode(seq[:, n + i:n + i + 1], cache, n + i)[0] for i in range(6)]
     ref = off["logits"]
     assert full.shape == ref.shape
+    print(f"{variant}: teacher-forced logits max diff prefill {(full - ref).abs().max().item():.2e}, "
+          f"stepped {(torch.cat([first[:, -1:], torch.stack(steps, 1)[:, :-1]], 1) - ref[:, n - 1:-1]).abs().max().item():.2e}")
     assert (full - ref).abs().max().item() <= 1e-4
     stepped = torch.cat([first[:, -1:], torch.stack(steps, 1)[:, :-1]], 1)
     assert (stepped - ref[:, n - 1:-1]).abs().max().item() <= 1e-4
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_greedy_codes_match_official(variants, variant):
     v = variants(variant)
@@ -212,6 +231,7 @@ def run_case(v: Variant, case: dict, seed: int | None = None) -> torch.Tensor:
     return generate_codes(v.talker, vocalis_prompt(v.talker, v.tok, case), params, gen)
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 def test_eos_ends_generation_as_official(variants):
     """A checkpoint whose EOS row is scaled up stops early: the frames before EOS, EOS
     itself never gets a frame, greedy and seeded."""
@@ -222,6 +242,7 @@ def test_eos_ends_generation_as_official(variants):
     assert torch.equal(run_case(v, sampled, sampled["seed"]), off_sampled["codes"])
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_seeded_sampled_codes_match_official(variants, variant):
     v = variants(variant)
@@ -270,6 +291,7 @@ def test_real_configs_have_the_released_parameter_counts():
                         if variant.startswith("1.7b") else [])
 
 
+@pytest.mark.slow  # one official subprocess per checkpoint (~1 min on 2 cores)
 def test_bfloat16_follows_the_official_bfloat16_path(variants):
     """dtype=bfloat16: weights, activations and RoPE tables in bf16 as the official model
     loaded with ``dtype=torch.bfloat16``; prompts and logits stay close, codes are compared."""
