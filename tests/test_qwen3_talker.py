@@ -269,6 +269,14 @@ def test_bad_input_is_refused(variants):
         build_prompt(v.talker, ids, language="sichuan_dialect", non_streaming_mode=True)
     with pytest.raises(InputError, match="needs a voice_design model"):
         voice_design_prompt(v.talker, ids, ids)
+    vd = variants("1.7b-voicedesign")
+    with pytest.raises(InputError, match="VoiceDesign needs an instruct"):
+        voice_design_prompt(vd.talker, ids, None)
+    base = variants("0.6b-base")
+    with pytest.raises(InputError, match="needs both ref_text and the reference codes"):
+        voice_clone_prompt(base.talker, ids, xvector(base.talker), ref_codes=ref_code(2))
+    with pytest.raises(InputError, match="unknown speaker 'ryan'.*none"):  # Base has no built-in speakers
+        build_prompt(base.talker, ids, speaker="ryan", non_streaming_mode=False)
     with pytest.raises(InputError, match="temperature must be > 0"):
         GenerationParams.resolve(temperature=0)
     with pytest.raises(InputError, match="unknown generation option"):

@@ -8,7 +8,8 @@ Inputs are token ids of the official templates (tokenized by the caller):
 - ``input_ids [1, n]``: ``"<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>assistant\\n"``
   (``model.py:269-270``); role = ``[:, :3]``, text = ``[:, 3:-5]``;
 - ``instruct_ids [1, m]``: ``"<|im_start|>user\\n{instruct}<|im_end|>\\n"`` (``model.py:275-276``), used whole;
-- ``ref_ids [1, r]``: ``"<|im_start|>assistant\\n{ref_text}<|im_end|>\\n"`` (``model.py:272-273``); text = ``[:, 3:-2]``.
+- ``ref_ids [1, r]``: ``"<|im_start|>assistant\\n{ref_text}<|im_end|>\\n"`` (``model.py:272-273``);
+  text = ``[:, 3:-2]``.
 
 With ``T(x)`` = text projection of the text embedding and ``E(x)`` the codec embedding,
 the codec prefix is ``[think, think_bos, lang, think_eos]`` (or ``[nothink, think_bos,
@@ -90,7 +91,8 @@ def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "au
                          param="speaker")
     lang_id = _language_id(talker, language, speaker)
     # modeling:2124-2133: the three specials projected together, then split.
-    tts_bos, tts_eos, tts_pad = talker.text_embed(ids([spec.tts_bos_id, spec.tts_eos_id, spec.tts_pad_id])).chunk(3, dim=1)
+    specials = ids([spec.tts_bos_id, spec.tts_eos_id, spec.tts_pad_id])
+    tts_bos, tts_eos, tts_pad = talker.text_embed(specials).chunk(3, dim=1)
     # modeling:2135-2175
     head = ([spec.codec_nothink_id, spec.codec_think_bos_id, spec.codec_think_eos_id] if lang_id is None else
             [spec.codec_think_id, spec.codec_think_bos_id, lang_id, spec.codec_think_eos_id])

@@ -18,11 +18,13 @@ identical tables: it is plain 1-D ``rotate_half`` RoPE, which is what this modul
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
 from vocalis.errors import CheckpointError
@@ -380,10 +382,6 @@ def load_talker(checkpoint: Path | str, dtype: torch.dtype = torch.float32,
 
     Raises :class:`CheckpointError` if a talker tensor is missing, unexpected or misshapen
     (other prefixes, e.g. ``speaker_encoder.*``, are ignored)."""
-    import json
-
-    from safetensors.torch import load_file
-
     d = Path(checkpoint)
     spec = TalkerSpec.from_config(json.loads((d / "config.json").read_text()))
     with torch.device("meta"):
