@@ -283,6 +283,28 @@ def test_bad_input_is_refused(variants):
         GenerationParams.resolve(seed=3)
 
 
+@pytest.mark.slow  # official subprocess (~40 s on 2 cores)
+def test_real_configs_give_the_official_tensor_names_and_shapes(tmp_path):
+    """The official classes built from each real-shape config (meta device, no weights)
+    have exactly the talker tensors vocalis writes and loads: same names, same shapes."""
+    from vocalis.models.qwen3.talker import Talker, TalkerSpec
+
+    configs = {v: talker_config(v) for v in VARIANTS}
+    (tmp_path / "configs.json").write_text(json.dumps(configs))
+    proc = subprocess.run([official_python(), str(SCRIPT), "--shapes", str(tmp_path / "configs.json"),
+                           str(tmp_path / "shapes.pt")], capture_output=True, text=True, timeout=600,
+                          env={k: x for k, x in os.environ.items() if k != "PYTHONPATH"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    official = torch.load(tmp_path / "shapes.pt")
+    for variant, cfg in configs.items():
+        with torch.device("meta"):
+            mine = {"talker." + k: tuple(x.shape) for k, x in Talker(TalkerSpec.from_config(cfg)).state_dict().items()}
+        theirs = {k: x for k, x in official[variant].items() if k.startswith("talker.")}
+        assert mine == theirs, variant
+        others = {k.split(".")[0] for k in official[variant]} - {"talker"}
+        assert others == ({"speaker_encoder"} if variant.endswith("base") else set()), variant
+
+
 def test_real_configs_have_the_released_parameter_counts():
     """Real-shape configs give the talker sizes of the released bf16 files (HF sizes / 2
     bytes: 0.6B-CustomVoice 905.8 M, 0.6B-Base 914.6 M minus its 8.8 M speaker encoder,

@@ -1,6 +1,7 @@
 """Official side of tests/test_qwen3_talker.py; runs in the qwen-tts==0.1.1 venv.
 
     python talker_run.py CHECKPOINT_DIR CASES.pt RESULTS.pt [DTYPE]
+    python talker_run.py --shapes CONFIGS.json OUT.pt
 
 CHECKPOINT_DIR holds config.json, generation_config.json, model.safetensors and the test's
 tokenizer.json. The official model is built by transformers' own ``from_pretrained``
@@ -46,6 +47,16 @@ from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGenera
 from qwen_tts.inference.qwen3_tts_model import Qwen3TTSModel, VoiceClonePromptItem  # noqa: E402
 
 torch.set_num_threads(1)
+if sys.argv[1] == "--shapes":  # --shapes CONFIGS.json OUT.pt: official state-dict shapes per config (meta device)
+    from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
+
+    shapes = {}
+    for name, cfg in json.loads(Path(sys.argv[2]).read_text()).items():
+        with torch.device("meta"):
+            m = Qwen3TTSForConditionalGeneration(Qwen3TTSConfig.from_dict(cfg))
+        shapes[name] = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    torch.save(shapes, sys.argv[3])
+    sys.exit(0)
 ckpt, cases_path, out_path = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 dtype = getattr(torch, sys.argv[4] if len(sys.argv) > 4 else "float32")
 model = super(Qwen3TTSForConditionalGeneration, Qwen3TTSForConditionalGeneration).from_pretrained(
