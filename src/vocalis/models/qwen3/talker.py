@@ -1,0 +1,399 @@
+"""Qwen3-TTS talker and code predictor ("sub-talker"), written for exact parity with the
+official ``qwen-tts==0.1.1`` (``qwen_tts/core/models/modeling_qwen3_tts.py``, cited below
+as ``modeling:LINE``).
+
+Both are Qwen3-style pre-norm decoders (GQA, per-head RMSNorm on q and k, RoPE, SwiGLU)
+over static, zeroed KV caches ``[B, S, Hkv, D]``; prefill and one-step decode are separate
+calls (gpt-fast style). Compute runs in ``dtype`` (float32 by default, bfloat16 allowed);
+weights load from the official bf16 ``model.safetensors`` with the official tensor names:
+this module's ``state_dict()`` with the prefix ``talker.`` is exactly the official key set
+(no mapping needed).
+
+The talker's M-RoPE (``rope_scaling.mrope_section`` [24, 20, 20], interleaved) gets the
+same position on its three axes (``modeling:1794-1797`` ``get_rope_index``), so
+``apply_multimodal_rotary_pos_emb`` (``modeling:660-724``) picks every frequency from
+identical tables: it is plain 1-D ``rotate_half`` RoPE, which is what this module applies
+(checked against the official logits in ``tests/test_qwen3_talker.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import nn
+
+from vocalis.errors import CheckpointError
+
+NUM_CODE_GROUPS = 16
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """Shape of one Qwen3 decoder stack (talker or code predictor)."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float
+    rope_theta: float
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "DecoderSpec":
+        return cls(cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
+                   cfg["num_key_value_heads"],
+                   cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]),
+                   cfg["intermediate_size"], cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0))
+
+
+@dataclass(frozen=True)
+class TalkerSpec:
+    """What the talker, prompt builder and sampler read from an official ``config.json``.
+
+    Codec-track ids, languages and speakers come from ``talker_config``; the text special
+    ids from the top level (``configuration_qwen3_tts.py:465-499``). The class defaults there
+    (e.g. ``codec_eos_token_id`` 4198) are not the shipped values, so everything is read
+    from the JSON.
+    """
+
+    talker: DecoderSpec
+    predictor: DecoderSpec
+    vocab_size: int  # codec vocabulary of the talker (3072)
+    predictor_vocab_size: int  # 2048
+    num_code_groups: int
+    text_vocab_size: int
+    text_hidden_size: int
+    codec_eos_id: int
+    codec_pad_id: int
+    codec_bos_id: int
+    codec_think_id: int
+    codec_nothink_id: int
+    codec_think_bos_id: int
+    codec_think_eos_id: int
+    languages: dict[str, int]
+    speakers: dict[str, int]
+    speaker_dialects: dict[str, str | bool]
+    tts_bos_id: int
+    tts_eos_id: int
+    tts_pad_id: int
+    model_size: str  # "0b6" / "1b7"
+    model_type: str  # "base" / "custom_voice" / "voice_design"
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "TalkerSpec":
+        t = cfg["talker_config"]
+        p = t["code_predictor_config"]
+        if t["num_code_groups"] != NUM_CODE_GROUPS or p["num_code_groups"] != NUM_CODE_GROUPS:
+            raise CheckpointError(f"num_code_groups must be {NUM_CODE_GROUPS}, the config has "
+                                  f"{t['num_code_groups']}; use an official Qwen3-TTS 12 Hz config.json")
+        return cls(
+            DecoderSpec.from_config(t), DecoderSpec.from_config(p), t["vocab_size"], p["vocab_size"],
+            t["num_code_groups"], t["text_vocab_size"], t["text_hidden_size"],
+            t["codec_eos_token_id"], t["codec_pad_id"], t["codec_bos_id"], t["codec_think_id"],
+            t["codec_nothink_id"], t["codec_think_bos_id"], t["codec_think_eos_id"],
+            dict(t.get("codec_language_id") or {}), dict(t.get("spk_id") or {}),
+            dict(t.get("spk_is_dialect") or {}),
+            cfg.get("tts_bos_token_id", 151672), cfg.get("tts_eos_token_id", 151673),
+            cfg.get("tts_pad_token_id", 151671), cfg["tts_model_size"], cfg["tts_model_type"])
+
+
+class RMSNorm(nn.Module):
+    """``weight * (x / sqrt(mean(x²) + eps))``, normalised in fp32 then cast back to the
+    input dtype before the weight (``modeling:596-610``)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def rope_tables(theta: float, head_dim: int, positions: torch.Tensor, dtype: torch.dtype):
+    """cos, sin ``[T, head_dim]`` for integer ``positions [T]``.
+
+    ``inv_freq = 1 / theta^(arange(0, D, 2) / D)`` (transformers ``_compute_default_rope_parameters``),
+    ``freqs = inv_freq ⊗ pos`` in fp32, duplicated to D, then cast to the activation dtype
+    (``modeling:546-558`` and ``581-593``: bf16 models use bf16 cos/sin)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    freqs = (inv[:, None] @ positions.to(torch.float32)[None, :]).transpose(0, 1)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class KVCache:
+    """Static zeroed key/value cache: ``k, v [layers, B, S, Hkv, D]``.
+
+    ``ensure(n)`` regrows the capacity (copying) in steps of ``grow`` slots when a request
+    runs past it, so a long default ``max_new_tokens`` does not allocate its worst case up
+    front."""
+
+    def __init__(self, spec: DecoderSpec, batch: int, slots: int, dtype: torch.dtype,
+                 device: torch.device | str = "cpu", grow: int = 256):
+        shape = (spec.num_layers, batch, slots, spec.num_kv_heads, spec.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.grow = grow
+
+    @property
+    def slots(self) -> int:
+        return self.k.shape[2]
+
+    def ensure(self, n: int) -> None:
+        if n <= self.slots:
+            return
+        extra = -(-(n - self.slots) // self.grow) * self.grow
+        pad = list(self.k.shape)
+        pad[2] = extra
+        self.k = torch.cat([self.k, self.k.new_zeros(pad)], dim=2)
+        self.v = torch.cat([self.v, self.v.new_zeros(pad)], dim=2)
+
+
+class Attention(nn.Module):
+    """GQA self-attention with q/k RMSNorm over head_dim, RoPE, scale ``head_dim**-0.5``,
+    no biases (``modeling:727-805`` talker, ``885-958`` predictor; identical math)."""
+
+    def __init__(self, s: DecoderSpec):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = s.num_heads, s.num_kv_heads, s.head_dim
+        self.q_proj = nn.Linear(s.hidden_size, s.num_heads * s.head_dim, bias=False)
+        self.k_proj = nn.Linear(s.hidden_size, s.num_kv_heads * s.head_dim, bias=False)
+        self.v_proj = nn.Linear(s.hidden_size, s.num_kv_heads * s.head_dim, bias=False)
+        self.o_proj = nn.Linear(s.num_heads * s.head_dim, s.hidden_size, bias=False)
+        self.q_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
+        self.k_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, start: int):
+        b, t, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        k_cache[:, start:start + t] = k.transpose(1, 2)
+        v_cache[:, start:start + t] = v.transpose(1, 2)
+        keys = k_cache[:, :start + t].transpose(1, 2)
+        values = v_cache[:, :start + t].transpose(1, 2)
+        # Causal only within a prefill from position 0 (decode: one query sees every key).
+        out = F.scaled_dot_product_attention(q, keys, values, is_causal=t > 1, scale=self.head_dim ** -0.5,
+                                             enable_gqa=self.heads != self.kv_heads)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    """SwiGLU ``down(silu(gate(x)) * up(x))`` (``modeling:842-855``)."""
+
+    def __init__(self, s: DecoderSpec):
+        super().__init__()
+        self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))`` (``modeling:1348-1424``)."""
+
+    def __init__(self, s: DecoderSpec):
+        super().__init__()
+        self.self_attn = Attention(s)
+        self.mlp = MLP(s)
+        self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, start: int):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, k_cache, v_cache, start)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Decoder(nn.Module):
+    """Layer stack plus final RMSNorm; positions are ``start .. start+T-1``.
+
+    Prefill must start at 0 (the causal mask is the square one). Returns the final-normed
+    hidden states ``[B, T, H]`` (``modeling:1535-1561``)."""
+
+    def __init__(self, s: DecoderSpec):
+        super().__init__()
+        self.spec = s
+        self.layers = nn.ModuleList(DecoderLayer(s) for _ in range(s.num_layers))
+        self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps)
+
+    def run(self, x: torch.Tensor, cache: KVCache, start: int) -> torch.Tensor:
+        t = x.shape[1]
+        if t > 1 and start != 0:
+            raise ValueError("a multi-position call must start at position 0")
+        cache.ensure(start + t)
+        cos, sin = rope_tables(self.spec.rope_theta, self.spec.head_dim,
+                               torch.arange(start, start + t, device=x.device), x.dtype)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache.k[i], cache.v[i], start)
+        return self.norm(x)
+
+
+class TalkerModel(Decoder):
+    """``talker.model``: decoder plus the codec (3072 × H) and text (V_text × 2048) tables."""
+
+    def __init__(self, spec: TalkerSpec):
+        super().__init__(spec.talker)
+        self.codec_embedding = nn.Embedding(spec.vocab_size, spec.talker.hidden_size)
+        self.text_embedding = nn.Embedding(spec.text_vocab_size, spec.text_hidden_size)
+
+
+class PredictorModel(Decoder):
+    """``talker.code_predictor.model``: decoder plus 15 codebook tables of width
+    **talker** hidden (``modeling:1019-1032``)."""
+
+    def __init__(self, spec: TalkerSpec):
+        super().__init__(spec.predictor)
+        self.codec_embedding = nn.ModuleList(
+            nn.Embedding(spec.predictor_vocab_size, spec.talker.hidden_size)
+            for _ in range(spec.num_code_groups - 1))
+
+
+class TextProjection(nn.Module):
+    """``linear_fc2(silu(linear_fc1(x)))`` with biases, text_hidden → text_hidden → H
+    (``modeling:808-817``, built at ``modeling:1575-1577``)."""
+
+    def __init__(self, spec: TalkerSpec):
+        super().__init__()
+        self.linear_fc1 = nn.Linear(spec.text_hidden_size, spec.text_hidden_size)
+        self.linear_fc2 = nn.Linear(spec.text_hidden_size, spec.talker.hidden_size)
+
+    def forward(self, x):
+        return self.linear_fc2(F.silu(self.linear_fc1(x)))
+
+
+class CodePredictor(nn.Module):
+    """The sub-talker: given the talker's final-normed hidden state and codebook 0 of a
+    frame, predicts codebooks 1..15 with a fixed 15-step loop over a 16-slot cache.
+
+    Official flow (``modeling:1250-1312`` under HF ``generate``, called at ``modeling:1669-1679``):
+    prefill ``[past_hidden, E(c0)]`` (positions 0-1) → ``lm_head[0]`` at the last position
+    gives c1; step j = 2..15 feeds ``codec_embedding[j-2](c_{j-1})`` → ``lm_head[j-1]`` gives
+    c_j. ``small_to_mtp_projection`` (1.7B: Linear H→1024 with bias; 0.6B: identity,
+    ``modeling:1170-1173``) is applied to every input.
+    """
+
+    def __init__(self, spec: TalkerSpec):
+        super().__init__()
+        self.spec = spec
+        self.model = PredictorModel(spec)
+        self.lm_head = nn.ModuleList(
+            nn.Linear(spec.predictor.hidden_size, spec.predictor_vocab_size, bias=False)
+            for _ in range(spec.num_code_groups - 1))
+        if spec.predictor.hidden_size != spec.talker.hidden_size:
+            self.small_to_mtp_projection = nn.Linear(spec.talker.hidden_size, spec.predictor.hidden_size)
+        else:
+            self.small_to_mtp_projection = nn.Identity()
+
+    def new_cache(self, batch: int = 1) -> KVCache:
+        p = next(self.parameters())
+        return KVCache(self.spec.predictor, batch, self.spec.num_code_groups, p.dtype, p.device)
+
+    def prefill(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """``x [B, 2, H_talker]`` → codebook-1 logits ``[B, 2048]`` (fp32)."""
+        h = self.model.run(self.small_to_mtp_projection(x), cache, 0)
+        return self.lm_head[0](h)[:, -1].float()
+
+    def step(self, code: torch.Tensor, j: int, cache: KVCache) -> torch.Tensor:
+        """Feed ``code [B, 1]`` = c_{j-1} at position j → codebook-j logits ``[B, 2048]``."""
+        x = self.small_to_mtp_projection(self.model.codec_embedding[j - 2](code))
+        return self.lm_head[j - 1](self.model.run(x, cache, j))[:, -1].float()
+
+    def predict(self, past_hidden: torch.Tensor, c0_embed: torch.Tensor, choose) -> torch.Tensor:
+        """Codebooks 1..15 ``[B, 15]`` of one frame. ``choose(logits [B, 2048]) -> [B]`` picks
+        each token (greedy or sampled, see ``sampling.py``) in the official draw order."""
+        cache = self.new_cache(past_hidden.shape[0])
+        codes = [choose(self.prefill(torch.cat((past_hidden, c0_embed), dim=1), cache))]
+        for j in range(2, self.spec.num_code_groups):
+            codes.append(choose(self.step(codes[-1][:, None], j, cache)))
+        return torch.stack(codes, dim=1)
+
+
+class Talker(nn.Module):
+    """``talker.*`` of the official checkpoint: decoder, text projection, codec head and
+    the code predictor. All public methods take/return ``[B, T, H]`` tensors in the module
+    dtype; logits come back as fp32 (HF casts before the processors)."""
+
+    def __init__(self, spec: TalkerSpec):
+        super().__init__()
+        self.spec = spec
+        self.model = TalkerModel(spec)
+        self.text_projection = TextProjection(spec)
+        self.codec_head = nn.Linear(spec.talker.hidden_size, spec.vocab_size, bias=False)
+        self.code_predictor = CodePredictor(spec)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.codec_head.weight.dtype
+
+    def text_embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """``T(x) = text_projection(text_embedding(ids))``: ``[B, T]`` → ``[B, T, H]``."""
+        return self.text_projection(self.model.text_embedding(ids))
+
+    def codec_embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """``E(x) = talker.model.codec_embedding(ids)``."""
+        return self.model.codec_embedding(ids)
+
+    def frame_embed(self, codes: torch.Tensor) -> torch.Tensor:
+        """Sum of the 16 codebook embeddings of frames ``codes [B, T, 16]`` → ``[B, T, H]``:
+        codebook 0 through ``E``, codebook i through ``code_predictor.codec_embedding[i-1]``,
+        no projection, summed over a stacked axis as ``modeling:1681-1686`` and ``1986-1992``."""
+        tables = [self.model.codec_embedding, *self.code_predictor.model.codec_embedding]
+        return torch.stack([tab(codes[..., i]) for i, tab in enumerate(tables)], dim=-2).sum(-2)
+
+    def new_cache(self, batch: int = 1, slots: int = 256) -> KVCache:
+        return KVCache(self.spec.talker, batch, slots, self.dtype, self.codec_head.weight.device)
+
+    def prefill(self, embeds: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run ``embeds [B, L, H]`` from position 0. Returns (fp32 logits ``[B, L, 3072]``,
+        final-normed hidden ``[B, L, H]``)."""
+        h = self.model.run(embeds, cache, 0)
+        return self.codec_head(h).float(), h
+
+    def decode(self, embed: torch.Tensor, cache: KVCache, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One position ``embed [B, 1, H]`` at ``pos``. Returns (logits ``[B, 3072]`` fp32,
+        hidden ``[B, 1, H]``)."""
+        h = self.model.run(embed, cache, pos)
+        return self.codec_head(h)[:, -1].float(), h
+
+
+def load_talker(checkpoint: Path | str, dtype: torch.dtype = torch.float32,
+                device: torch.device | str = "cpu") -> Talker:
+    """Build the talker from ``checkpoint/config.json`` and load ``talker.*`` from its
+    ``model.safetensors`` (bf16 in the official files), cast to ``dtype``.
+
+    Raises :class:`CheckpointError` if a talker tensor is missing, unexpected or misshapen
+    (other prefixes, e.g. ``speaker_encoder.*``, are ignored)."""
+    d = Path(checkpoint)
+    spec = TalkerSpec.from_config(json.loads((d / "config.json").read_text()))
+    with torch.device("meta"):
+        talker = Talker(spec)
+    state = {k[len("talker."):]: v for k, v in load_file(d / "model.safetensors").items()
+             if k.startswith("talker.")}
+    want = talker.state_dict()
+    missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+    bad = [k for k in want if k in state and tuple(state[k].shape) != tuple(want[k].shape)]
+    if missing or extra or bad:
+        raise CheckpointError(f"{d / 'model.safetensors'} does not match its config.json: "
+                              f"missing {missing[:3]}, unexpected {extra[:3]}, wrong shape {bad[:3]}; "
+                              "re-download the checkpoint")
+    talker.load_state_dict({k: v.to(dtype) for k, v in state.items()}, assign=True)
+    return talker.to(device).eval()
