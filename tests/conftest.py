@@ -74,3 +74,20 @@ def voice_files(tmp_path_factory) -> dict[str, Path]:
         sf.write(str(path), synthetic_voice(1.6, rate, ch), rate, format=fmt, subtype=subtype)
         out[name] = path
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cli_logging_restored():
+    """In-process ``vocalis.cli.main`` points the ``vocalis`` logger at stderr (propagate
+    off): undo it after each module so that the next modules' caplog sees vocalis records."""
+    import logging
+
+    import vocalis.cli as cli
+
+    logger = logging.getLogger("vocalis")
+    saved = (logger.propagate, logger.level, list(logger.handlers))
+    yield
+    logger.propagate, level, handlers = saved
+    logger.setLevel(level)
+    logger.handlers[:] = handlers
+    cli._handler = None

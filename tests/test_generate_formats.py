@@ -30,23 +30,6 @@ TEXT = "Hello there, which format is this?"
 RATE = 24000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cli_logging_restored():
-    """main() points the ``vocalis`` logger at stderr (propagate off): undo it afterwards so
-    that other modules' log capture (caplog) sees vocalis records again."""
-    import logging
-
-    import vocalis.cli as cli
-
-    logger = logging.getLogger("vocalis")
-    saved = (logger.propagate, logger.level, list(logger.handlers))
-    yield
-    logger.propagate, level, handlers = saved
-    logger.setLevel(level)
-    logger.handlers[:] = handlers
-    cli._handler = None
-
-
 @pytest.fixture(scope="module")
 def ckpt(checkpoints) -> Path:
     return checkpoints.get("english_2m_2026-10")

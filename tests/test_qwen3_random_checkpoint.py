@@ -1,12 +1,8 @@
-"""Random-weight Qwen3-TTS checkpoints load in the official package and generate.
-
-The talker and speech-tokenizer writers belong to other modules (random_talker, random_codec);
-until they are in this tree, tests/qwen_official/_tmp_writers.py stands in (official classes,
-random init, save_pretrained). The tokenizer files and configs are vocalis's own either way."""
+"""Random-weight Qwen3-TTS checkpoints, written by vocalis's own writers (talker:
+random_talker, speech tokenizer and speaker encoder: random_codec, tokenizer files and configs:
+random_checkpoint), load in the official package and generate."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 
@@ -19,24 +15,6 @@ LAYOUT = {"config.json", "generation_config.json", "model.safetensors", "vocab.j
           "speech_tokenizer/model.safetensors", "speech_tokenizer/preprocessor_config.json"}
 
 
-class _Writers:
-    """The vocalis writers when present, else the temporary official-package stand-ins."""
-
-    def __init__(self):
-        self.deferred = None
-        if not (importlib.util.find_spec("vocalis.models.qwen3.random_talker")
-                and importlib.util.find_spec("vocalis.models.qwen3.random_codec")):
-            from tests.qwen_official._tmp_writers import DeferredWriters
-
-            self.deferred = DeferredWriters()
-
-    def kwargs(self) -> dict:
-        return self.deferred.writers() if self.deferred else {}
-
-    def flush(self) -> dict:
-        return self.deferred.flush() if self.deferred else {}
-
-
 def _files(d) -> set[str]:
     return {str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()}
 
@@ -45,13 +23,10 @@ def _files(d) -> set[str]:
 def tiny_runs(tmp_path_factory):
     """All five tiny checkpoints, written once, loaded and run in one official process."""
     root = tmp_path_factory.mktemp("qwen3-tiny")
-    w = _Writers()
-    dirs = {m: random_checkpoint.write_random_checkpoint(m, root / m.split("/")[1], seed=0, tiny=True, **w.kwargs())
+    dirs = {m: random_checkpoint.write_random_checkpoint(m, root / m.split("/")[1], seed=0, tiny=True)
             for m in IDS}
-    write_timing = w.flush()
     out = run_official("load_run.py", 4, *dirs.values(), timeout=1200)
-    print(f"\nofficial: tmp writers {write_timing}; load_run import {out['timing']['import']} s, "
-          f"subprocess {out['wall_s']} s")
+    print(f"\nofficial: load_run import {out['timing']['import']} s, subprocess {out['wall_s']} s")
     return {m: (d, out["runs"][str(d)]) for m, d in dirs.items()}
 
 
@@ -78,17 +53,13 @@ def test_tiny_checkpoint_loads_and_generates_in_the_official_package(tiny_runs, 
     _check_official_run(out, model_id, tiny=True)
 
 
-def test_cli_models_random_writes_a_checkpoint(tmp_path, monkeypatch, capsys):
+def test_cli_models_random_writes_a_checkpoint(tmp_path, capsys):
     from vocalis import cli
 
-    w = _Writers()
-    for name, fn in w.kwargs().items():  # temporary: see module docstring
-        monkeypatch.setattr(random_checkpoint, f"_default_{name}", lambda fn=fn: fn)
     out = tmp_path / "cv"
     assert cli.main(["models", "random", "--config", "qwen3-tts/0.6b-customvoice", "--out", str(out),
                      "--tiny", "--seed", "3"]) == 0
     assert capsys.readouterr().out.strip() == str(out)
-    w.flush()
     assert _files(out) >= LAYOUT
     assert registry.config("qwen3-tts/0.6b-customvoice", tiny=True).to_dict() == \
         __import__("vocalis.models.qwen3.config", fromlist=["load_config"]).load_config(out).to_dict()
@@ -107,10 +78,7 @@ def test_cli_models_random_refuses_unknown_ids_and_tiny_pocket(tmp_path, capsys)
 
 @pytest.mark.slow
 def test_real_shape_0_6b_customvoice_loads_and_generates_in_the_official_package(tmp_path):
-    w = _Writers()
-    d = random_checkpoint.write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "ckpt", seed=0,
-                                                  **w.kwargs())
-    write_timing = w.flush()
+    d = random_checkpoint.write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "ckpt", seed=0)
     out = run_official("load_run.py", 3, d, timeout=1200)
-    print(f"\nreal 0.6B: tmp writers {write_timing}; subprocess {out['wall_s']} s")
+    print(f"\nreal 0.6B: subprocess {out['wall_s']} s")
     _check_official_run(out["runs"][str(d)], "qwen3-tts/0.6b-customvoice", tiny=False)

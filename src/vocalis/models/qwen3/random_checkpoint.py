@@ -129,8 +129,17 @@ def write_tokenizer_files(out_dir: str | Path) -> None:
 
 
 def _default_talker_writer():
+    from vocalis.models.qwen3.random_codec import random_speaker_encoder_tensors
     from vocalis.models.qwen3.random_talker import write_random_talker
-    return write_random_talker
+
+    def write(out: Path, cfg: Qwen3TTSConfig, seed: int) -> None:
+        d = cfg.to_dict()
+        extra = None
+        if d.get("tts_model_type") == "base":  # Base checkpoints carry the x-vector encoder
+            extra = random_speaker_encoder_tensors(d["speaker_encoder_config"], seed)
+        write_random_talker(out, d, seed, extra_tensors=extra)
+
+    return write
 
 
 def _default_codec_writer():
