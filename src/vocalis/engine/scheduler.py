@@ -220,7 +220,7 @@ class Engine:
                                "eos_step": None})
         return True
 
-    def _prefill(self, finishes: list) -> None:
+    def _prefill_rows(self, finishes: list) -> None:
         """Prompt passes of every row starting a text chunk, in one batched forward (so
         requests that arrive together start together). If the batched pass fails, each
         row is retried alone so that only a failing request fails."""
@@ -241,6 +241,18 @@ class Engine:
                 self._prefill_group([job])
             except Exception as e:
                 self._fail(job, e, finishes)
+
+    def _prefill(self, finishes: list) -> None:
+        """:meth:`_prefill_rows` on every thread (a prompt pass is a large matrix product;
+        the codec has at most the previous step's frames to decode meanwhile), then back to
+        the thread count of the step."""
+        if any(j.pending for j in self._active.values()):
+            before = torch.get_num_threads()
+            torch.set_num_threads(self._threads["burst"])
+            try:
+                self._prefill_rows(finishes)
+            finally:
+                torch.set_num_threads(before)
 
     def _fail(self, job: Job, error: BaseException, finishes: list) -> None:
         self._release(job, failed=True)
