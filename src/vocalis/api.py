@@ -87,6 +87,11 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
     if not isinstance(model_id, str) or not model_id.strip():
         raise ModelNotFound("model id is empty: use `pocket-tts` or see `vocalis models list`")
     mid = model_id.strip()
+    if mid.lower().startswith(("qwen3-tts", "qwen/qwen3-tts")):
+        raise ModelNotFound(
+            f"{model_id!r} is a Qwen3-TTS model: vocalis can list it and write random "
+            "checkpoints of it (`vocalis models random --config ...`), but cannot generate "
+            "with Qwen3-TTS yet; use a pocket-tts model (see `vocalis models list`)")
     if mid in (FAMILY, f"{FAMILY}/"):
         mid = f"{FAMILY}/{registry.DEFAULT_CONFIG}"
     if mid.startswith(f"{FAMILY}/"):
