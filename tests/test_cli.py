@@ -135,6 +135,7 @@ def test_voices_export_then_generate(ckpt, tmp_path):
 BAD_INPUTS = {
     "empty text": ["--text", "  \n "],
     "unknown model": ["--model", "pocket-tts/no-such-model", "--text", TEXT],
+    "qwen3 model not wired yet": ["--model", "qwen3-tts/0.6b-customvoice", "--text", TEXT],
     "unknown voice name": ["--voice", "no_such_voice", "--text", TEXT],
     "non-audio voice file": ["--voice", "{ckpt}/config.yaml", "--text", TEXT],
     "non-integer seed": ["--text", TEXT, "--seed", "abc"],
