@@ -454,26 +454,24 @@ async def _whole_body(state: ServerState, job: SpeechJob, first: Piece,
     async def collect() -> bytes:
         return b"".join([data async for data in _body(state, job, first, False)])
 
-    task = asyncio.ensure_future(collect())
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=0.1)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                return None
+        return await _unless_gone(collect(), request)
+    except ClientGone:
+        return None
     except StreamFailed as e:
         raise e.error from None
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _first_piece(job: SpeechJob, request: Request) -> Piece:
     """The first piece of a request, watching for the client going away meanwhile (a
     queued request waits here)."""
-    task = asyncio.ensure_future(job.next())
+    return await _unless_gone(job.next(), request)
+
+
+async def _unless_gone(awaitable, request: Request):
+    """Await ``awaitable`` while watching the client; raises :class:`ClientGone` (and cancels
+    the work) when it goes away first."""
+    task = asyncio.ensure_future(awaitable)
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=0.1)
@@ -484,6 +482,7 @@ async def _first_piece(job: SpeechJob, request: Request) -> Piece:
     finally:
         if not task.done():
             task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 def _usage(stats) -> dict:
