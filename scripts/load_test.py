@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass

@@ -45,7 +45,7 @@ from starlette.requests import ClientDisconnect
 from vocalis.errors import CapacityError, InputError
 from vocalis.server import errors
 from vocalis.server.bridge import Piece, SpeechJob
-from vocalis.server.encoders import make_encoder
+from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
 from vocalis.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from vocalis.server.schemas import OPENAI_MAX_INPUT_CHARS, SpeechRequest

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 
 from vocalis.engine.types import AudioChunk, Failed, Finished, RequestStats
-from vocalis.server.encoders import Encoder
+from vocalis.audio.encode import Encoder
 
 log = logging.getLogger("vocalis.server")
 

@@ -27,7 +27,6 @@ from torch import nn
 
 from vocalis.models.qwen3.codec_encoder import SpeechEncoder, _Codebook as _MimiCodebook
 from vocalis.models.qwen3.codec import (
-    CausalTransConv,
     Codebook,
     ConvNeXtBlock,
     LayerScale,
