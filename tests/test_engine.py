@@ -236,7 +236,7 @@ def test_requests_arriving_together_share_one_prompt_pass(tts, tmp_path):
 def test_idle_engine_gives_its_cache_memory_back(checkpoints):
     """A long request grows the FlowLM cache (allocated for its whole frame budget at its
     prompt pass); once the engine is idle the cache is released (the process RSS drops by
-    about its size) and the next request is as before."""
+    about its size), the next request is as before, and its ordinary-sized cache is kept."""
     from vocalis.bench.memory import rss_mb
 
     d = checkpoints.get("english")
@@ -255,5 +255,9 @@ def test_idle_engine_gives_its_cache_memory_back(checkpoints):
         while t.engine_status()["cache_mb"] and time.monotonic() < deadline:
             time.sleep(0.01)
         assert t.engine_status()["cache_mb"] == 0
+        # an ordinary request's cache is kept between requests (no reallocation per request)
+        t.synthesize(TEXTS[0], voice=v, seed=1, max_frames=8)
+        time.sleep(0.2)
+        assert t.engine_status()["cache_mb"] > 0
         assert rss_mb() < rss - 0.8 * cache_mb
         assert np.array_equal(t.synthesize(TEXTS[0], voice=v, seed=1, max_frames=8).samples, ref)

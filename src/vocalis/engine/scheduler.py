@@ -31,6 +31,11 @@ from vocalis.errors import CapacityError, GenerationError
 
 log = logging.getLogger(__name__)
 
+# An idle engine keeps a cache of up to this many positions per row (ordinary requests need
+# a few hundred: voice + text + frame budget); a larger one, grown by a long request, is
+# released so that one request's memory does not stay with the process.
+KEEP_CACHE_POSITIONS = 1024
+
 
 @dataclass
 class Job:
@@ -139,8 +144,9 @@ class Engine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    if not self._queue and not self._active and self.batch.capacity:
-                        self.batch.release_memory()  # idle: give the cache back
+                    if not self._queue and not self._active \
+                            and self.batch.capacity > KEEP_CACHE_POSITIONS:
+                        self.batch.release_memory()  # idle after a long request: give it back
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
                     if self._closing and not self._queue and not self._active:
