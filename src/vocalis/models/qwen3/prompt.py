@@ -27,6 +27,9 @@ import torch
 
 from vocalis.errors import InputError
 from vocalis.models.qwen3.talker import Talker
+# the official prompt texts (qwen_tts/inference/qwen3_tts_model.py:269-276), one definition
+from vocalis.text.qwen3 import assistant_text, instruct_text  # noqa: F401
+from vocalis.text.qwen3 import ref_text as ref_text_template  # noqa: F401
 
 
 @dataclass
@@ -37,21 +40,6 @@ class TalkerPrompt:
     prefill: torch.Tensor
     trailing: torch.Tensor
     tts_pad: torch.Tensor
-
-
-def assistant_text(text: str) -> str:
-    """Template of the target text (``model.py:269-270``)."""
-    return f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"
-
-
-def ref_text_template(text: str) -> str:
-    """Template of the ICL reference transcript (``model.py:272-273``)."""
-    return f"<|im_start|>assistant\n{text}<|im_end|>\n"
-
-
-def instruct_text(instruct: str) -> str:
-    """Template of an instruction (``model.py:275-276``)."""
-    return f"<|im_start|>user\n{instruct}<|im_end|>\n"
 
 
 def supported_languages(talker: Talker) -> list[str]:
