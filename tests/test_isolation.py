@@ -24,6 +24,7 @@ import vocalis
 from vocalis.engine.types import AudioChunk, Failed, Finished
 from vocalis.errors import GenerationError, InputError
 from vocalis.models.layers import StreamingConv1d
+from test_engine import cosine
 
 TEXT = "Hello there, how are you today?"
 LONG = "This request keeps talking for a while, so that another one can run beside it."
@@ -46,11 +47,6 @@ def events(req):
         else:
             last = ev
     return (np.concatenate(pcm) if pcm else np.zeros(0, np.float32)), last
-
-
-def cosine(a, b):
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
 
 
 def assert_same(solo, other):
