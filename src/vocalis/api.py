@@ -74,8 +74,16 @@ class Voice:
     name: str
 
     def save(self, path: str | Path) -> None:
-        """Write the voice state as an official-layout ``.safetensors`` voice file."""
-        save_voice_state(self.state, path)
+        """Write the voice as a ``.safetensors`` file: a Pocket voice state in the official
+        export-voice layout, or a Qwen3-TTS voice-clone prompt (Base models).
+
+        Raises VoiceError for a voice that has nothing to save (a built-in speaker)."""
+        if isinstance(self.state, VoiceState):
+            save_voice_state(self.state, path)
+        elif hasattr(self.state, "save"):
+            self.state.save(path)
+        else:
+            raise VoiceError(f"voice {self.name!r} is a built-in speaker: there is no file to save")
 
 
 def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
@@ -87,11 +95,9 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
     if not isinstance(model_id, str) or not model_id.strip():
         raise ModelNotFound("model id is empty: use `pocket-tts` or see `vocalis models list`")
     mid = model_id.strip()
-    if mid.lower().startswith(("qwen3-tts", "qwen/qwen3-tts")):
-        raise ModelNotFound(
-            f"{model_id!r} is a Qwen3-TTS model: vocalis can list it and write random "
-            "checkpoints of it (`vocalis models random --config ...`), but cannot generate "
-            "with Qwen3-TTS yet; use a pocket-tts model (see `vocalis models list`)")
+    if is_qwen3(mid):
+        raise ModelNotFound(f"{model_id!r} is a Qwen3-TTS model, not a Pocket TTS config: "
+                            "load it with vocalis.load")
     if mid in (FAMILY, f"{FAMILY}/"):
         mid = f"{FAMILY}/{registry.DEFAULT_CONFIG}"
     if mid.startswith(f"{FAMILY}/"):
@@ -314,14 +320,19 @@ class TTS:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
             ``max_queue`` requests are already waiting.
         """
-        params = self._params(seed, sampling)
         speed = check_speed(speed)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
-        chunks = self.model.chunk_text(text, params.max_tokens)
-        v = self.voice(voice)
-        seed_value = params.seed if params.seed is not None else secrets.randbits(63)
-        req = self.engine.submit(make_job(self.family, v.state, chunks, params, seed_value))
+        state, chunks, params, seed = self._prepare(text, voice, seed, sampling)
+        seed_value = seed if seed is not None else secrets.randbits(63)
+        req = self.engine.submit(make_job(self.family, state, chunks, params, seed_value))
         return req if stretcher is None else _Stretched(req, stretcher)
+
+    def _prepare(self, text, voice, seed, options: dict):
+        """(voice state, text chunks, params, seed) of one request, checked in the caller's
+        thread. Each model family's ``TTS`` defines its own."""
+        params = self._params(seed, options)
+        chunks = self.model.chunk_text(text, params.max_tokens)
+        return self.voice(voice).state, chunks, params, params.seed
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                **sampling) -> Iterator[np.ndarray]:
@@ -397,7 +408,7 @@ class TTS:
 
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
          max_batch: int = 16, max_queue: int = 256, quantize: bool = False,
-         exact: bool = False) -> TTS:
+         exact: bool = False, dtype: str = "float32", full_state_decode: bool = False) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
@@ -407,12 +418,20 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
     package (the default oneDNN-packed linears agree to float rounding, and are faster).
 
+    Qwen3-TTS (``qwen3-tts/0.6b-customvoice`` ..., the Hub repo id ``Qwen/Qwen3-TTS-12Hz-*``
+    or a local checkpoint folder) returns a :class:`vocalis.api_qwen3.Qwen3TTS`: ``dtype``
+    (``float32`` or ``bfloat16``) is the talker's compute dtype (the codec stays float32);
+    ``exact`` also turns off the runaway guard; ``full_state_decode`` decodes long
+    utterances in one causal pass instead of the official 300/25 chunks.
+
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
         InputError: bad device or thread count.
     """
     dev = _check_device(device)
+    if dtype not in ("float32", "bfloat16"):
+        raise InputError(f"unknown dtype {dtype!r}: use float32 or bfloat16")
     for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}")
@@ -420,6 +439,12 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise InputError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
+    if isinstance(model_id, str) and is_qwen3(model_id.strip()):
+        return _load_qwen3(model_id.strip(), dev, threads, max_batch, max_queue, quantize, exact,
+                           dtype, full_state_decode)
+    if dtype != "float32" or full_state_decode:
+        raise InputError("dtype and full_state_decode are Qwen3-TTS options; Pocket TTS runs in "
+                         "float32 (use quantize for int8)")
     cfg, name, released = resolve_model_id(model_id)
     from vocalis import hub
 
@@ -437,6 +462,47 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
         model.quantize_int8()
     model.to(dev, exact=exact)
     return TTS(model, model_id, released, max_batch, max_queue, threads)
+
+
+def is_qwen3(model_id: str) -> bool:
+    """A Qwen3-TTS id, Hub repo id, or local folder whose config.json is Qwen3-TTS's."""
+    low = model_id.lower()
+    if low.startswith(("qwen3-tts", "qwen/qwen3-tts")):
+        return True
+    try:
+        from vocalis.models.qwen3.checkpoint import is_qwen3 as _is_qwen3_dir
+    except ImportError:  # pragma: no cover
+        _is_qwen3_dir = None
+    if _is_qwen3_dir is not None:
+        return _is_qwen3_dir(model_id)
+    cfg = Path(model_id).expanduser() / "config.json"
+    try:
+        return cfg.is_file() and '"qwen3_tts"' in cfg.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, dtype,
+                full_state_decode):
+    from vocalis.api_qwen3 import Qwen3TTS
+    from vocalis.models.qwen3.model import load_model
+
+    if quantize:
+        raise InputError("quantize is a Pocket TTS option; Qwen3-TTS runs in float32 or bfloat16 (dtype)")
+    try:
+        from vocalis.models.qwen3.checkpoint import resolve_checkpoint
+    except ImportError:  # pragma: no cover
+        resolve_checkpoint = None
+    if resolve_checkpoint is not None:
+        path, release = resolve_checkpoint(model_id)
+    else:
+        path, release = Path(model_id).expanduser(), None
+        if not path.is_dir():
+            raise ModelNotFound(f"{model_id!r}: not a local Qwen3-TTS checkpoint folder")
+    name = release.model_id if release is not None else str(path)
+    model = load_model(path, name, dtype=dtype, device=dev)
+    return Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
+                    full_state_decode)
 
 
 __all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]

@@ -28,11 +28,14 @@ import torch
 class RowOut:
     """What one step gave one row: a ``frame`` to decode (the family's frame: a latent, a
     set of codes), or ``end`` (its text chunk is over; no frame), or an ``error`` that fails
-    this request alone (for example non-finite values)."""
+    this request alone (for example non-finite values). ``start``: with the first frame of a
+    chunk, what the codec needs to begin the row (e.g. reference codes to feed first); the
+    engine hands it to the decode stages in place of ``True`` in ``first``."""
 
     frame: torch.Tensor | None = None
     end: bool = False
     error: BaseException | None = None
+    start: Any = None
 
 
 class FamilyBatch(Protocol):
@@ -42,9 +45,10 @@ class FamilyBatch(Protocol):
     def clear_row(self, row: int) -> None: ...
     def release_memory(self) -> None: ...
     def cache_bytes(self) -> int: ...
-    def decode_head(self, rows: list[int], frames: torch.Tensor, first: list[bool]) -> Any: ...
-    def decode_tail(self, rows: list[int], x: Any, first: list[bool]) -> torch.Tensor: ...
-    def decode(self, rows: list[int], frames: torch.Tensor, first: list[bool]) -> torch.Tensor: ...
+    # ``first[i]``: falsy, or True / the family's ``RowOut.start`` at a chunk's first frame
+    def decode_head(self, rows: list[int], frames: torch.Tensor, first: list) -> Any: ...
+    def decode_tail(self, rows: list[int], x: Any, first: list) -> torch.Tensor: ...
+    def decode(self, rows: list[int], frames: torch.Tensor, first: list) -> torch.Tensor: ...
 
 
 class Family(Protocol):

@@ -287,7 +287,8 @@ class Engine:
                 self._end_chunk(job, finishes)
                 continue
             g = job.step
-            decode_items.append((job, out.frame, job.chunk, g, g == 0))
+            first = (out.start if out.start is not None else True) if g == 0 else False
+            decode_items.append((job, out.frame, job.chunk, g, first))
             job.step += 1
             job.frames += 1
             job.chunk_info[-1]["frames"] += 1
@@ -327,7 +328,7 @@ class Engine:
     # The helper handles its jobs in order, so events leave in order in both modes.
 
     @staticmethod
-    def _args(items: list) -> tuple[list[int], torch.Tensor, list[bool]]:
+    def _args(items: list) -> tuple[list[int], torch.Tensor, list]:
         return ([job.row for job, *_ in items], torch.stack([it[1] for it in items]),
                 [it[4] for it in items])
 

@@ -128,7 +128,7 @@ def write_tokenizer_files(out_dir: str | Path) -> None:
                                                   encoding="utf-8")
 
 
-def _default_talker_writer():
+def _default_talker_writer(eos_scale: float = 1.0):
     from vocalis.models.qwen3.random_codec import random_speaker_encoder_tensors
     from vocalis.models.qwen3.random_talker import write_random_talker
 
@@ -137,7 +137,7 @@ def _default_talker_writer():
         extra = None
         if d.get("tts_model_type") == "base":  # Base checkpoints carry the x-vector encoder
             extra = random_speaker_encoder_tensors(d["speaker_encoder_config"], seed)
-        write_random_talker(out, d, seed, extra_tensors=extra)
+        write_random_talker(out, d, seed, extra_tensors=extra, eos_scale=eos_scale)
 
     return write
 
@@ -153,12 +153,15 @@ def _default_codec_writer():
 
 def write_random_checkpoint(model_id: str, out_dir: str | Path, seed: int = 0, tiny: bool = False, *,
                             talker_writer: Callable[[Path, Qwen3TTSConfig, int], None] | None = None,
-                            codec_writer: Callable[[Path, CodecConfig, int], None] | None = None) -> Path:
+                            codec_writer: Callable[[Path, CodecConfig, int], None] | None = None,
+                            eos_scale: float = 1.0) -> Path:
     """Write a random-weight checkpoint of release ``model_id`` (a vocalis id such as
     ``qwen3-tts/0.6b-customvoice`` or its Hub repo id) into ``out_dir``; ``tiny`` uses the test
     variant of the same structure. Returns ``out_dir``. The talker files come from
     ``random_talker.write_random_talker`` and ``speech_tokenizer/`` from
-    ``random_codec.write_random_speech_tokenizer`` unless other writers are given.
+    ``random_codec.write_random_speech_tokenizer`` unless other writers are given;
+    ``eos_scale`` scales the codec head's EOS row (random weights rarely emit EOS; a larger
+    scale makes sampled runs end within tens of frames).
 
     Raises ModelNotFound for an unknown ``model_id``.
     """
@@ -166,7 +169,7 @@ def write_random_checkpoint(model_id: str, out_dir: str | Path, seed: int = 0, t
     codec = registry.codec_config(tiny)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (talker_writer or _default_talker_writer())(out, cfg, seed)
+    (talker_writer or _default_talker_writer(eos_scale))(out, cfg, seed)
     (codec_writer or _default_codec_writer())(out / "speech_tokenizer", codec, seed)
     write_tokenizer_files(out)
     return out

@@ -178,19 +178,31 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
         self.k_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
 
-    def forward(self, x, cos, sin, k_cache, v_cache, start: int):
+    def forward(self, x, cos, sin, k_cache, v_cache, start):
+        """``start``: int (every row at the same position) or, for one-position calls of
+        rows at different positions, long ``[B]`` with the keys masked per row."""
         b, t, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
         v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        k_cache[:, start:start + t] = k.transpose(1, 2)
-        v_cache[:, start:start + t] = v.transpose(1, 2)
-        keys = k_cache[:, :start + t].transpose(1, 2)
-        values = v_cache[:, :start + t].transpose(1, 2)
+        mask = None
+        if isinstance(start, torch.Tensor):  # rows at their own positions (t == 1)
+            rows = torch.arange(b, device=x.device)
+            k_cache[rows, start] = k[:, :, 0]
+            v_cache[rows, start] = v[:, :, 0]
+            n = int(start.max()) + 1
+            mask = (torch.arange(n, device=x.device)[None, :] <= start[:, None])[:, None, None, :]
+        else:
+            k_cache[:, start:start + t] = k.transpose(1, 2)
+            v_cache[:, start:start + t] = v.transpose(1, 2)
+            n = start + t
+        keys = k_cache[:, :n].transpose(1, 2)
+        values = v_cache[:, :n].transpose(1, 2)
         # Causal only within a prefill from position 0 (decode: one query sees every key).
-        out = F.scaled_dot_product_attention(q, keys, values, is_causal=t > 1, scale=self.head_dim ** -0.5,
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None and t > 1,
+                                             scale=self.head_dim ** -0.5,
                                              enable_gqa=self.heads != self.kv_heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -218,7 +230,7 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(s.hidden_size, s.rms_norm_eps)
 
-    def forward(self, x, cos, sin, k_cache, v_cache, start: int):
+    def forward(self, x, cos, sin, k_cache, v_cache, start):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, k_cache, v_cache, start)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -244,6 +256,17 @@ class Decoder(nn.Module):
                                torch.arange(start, start + t, device=x.device), x.dtype)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache.k[i], cache.v[i], start)
+        return self.norm(x)
+
+    def run_rows(self, x: torch.Tensor, cache: KVCache, pos: torch.Tensor) -> torch.Tensor:
+        """One position per row at the rows' own positions: ``x [B, 1, H]``, ``pos`` long
+        ``[B]`` (row b attends to its cache slots ``0..pos[b]``; later slots are masked, so
+        they may hold anything finite). Same math as :meth:`run` per row."""
+        cache.ensure(int(pos.max()) + 1)
+        cos, sin = rope_tables(self.spec.rope_theta, self.spec.head_dim, pos, x.dtype)
+        cos, sin = cos[:, None, None, :], sin[:, None, None, :]  # [B, 1 (heads), 1 (t), D]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache.k[i], cache.v[i], pos)
         return self.norm(x)
 
 
@@ -368,10 +391,14 @@ class Talker(nn.Module):
         h = self.model.run(embeds, cache, 0)
         return self.codec_head(h).float(), h
 
-    def decode(self, embed: torch.Tensor, cache: KVCache, pos: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """One position ``embed [B, 1, H]`` at ``pos``. Returns (logits ``[B, 3072]`` fp32,
+    def decode(self, embed: torch.Tensor, cache: KVCache, pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """One position ``embed [B, 1, H]`` at ``pos`` (int, or long ``[B]``: each row at its
+        own position, see :meth:`Decoder.run_rows`). Returns (logits ``[B, 3072]`` fp32,
         hidden ``[B, 1, H]``)."""
-        h = self.model.run(embed, cache, pos)
+        if isinstance(pos, torch.Tensor):
+            h = self.model.run_rows(embed, cache, pos)
+        else:
+            h = self.model.run(embed, cache, pos)
         return self.codec_head(h)[:, -1].float(), h
 
 

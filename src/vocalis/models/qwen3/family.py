@@ -1,0 +1,284 @@
+"""Qwen3-TTS as an engine family (:mod:`vocalis.engine.family`).
+
+One engine step gives every active row one frame (16 codes), in the official order of
+``qwen-tts==0.1.1`` (``modeling_qwen3_tts.py:1636-1744`` under HF ``generate``; see
+:mod:`vocalis.models.qwen3.generate` for the batch-1 loop this reproduces):
+
+1. codebook 0 of each row from its last talker logits (repetition penalty over the row's
+   own codebook-0 history, ``min_new_tokens``, suppression, then its own sampler and
+   generator); EOS ends the row's text (no frame);
+2. the code predictor for all continuing rows at once (15 steps; rows share positions,
+   so no masking), each draw from the row's own generator;
+3. one talker step for all rows, each at its own position (per-row RoPE and key mask).
+
+So every row draws from its generator in the official order (c0 of frame 0, then per frame
+15 sub-talker draws and the next c0), and a seeded request gives the same codes alone or
+beside others, up to the float rounding of batched products. Prompt passes run one row at
+a time (batch 1, as the official). Frames are decoded by the exact streaming codec
+decoder (:meth:`SpeechDecoder.stream`), by default replaying the official 300/25 chunked
+decode; an in-context (ICL) request first feeds its reference codes and drops their audio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from vocalis.engine.family import RowOut
+from vocalis.engine.scheduler import non_finite
+from vocalis.models.qwen3.model import Qwen3Model
+from vocalis.models.qwen3.prompt import TalkerPrompt
+from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
+from vocalis.models.qwen3.talker import KVCache
+
+INITIAL_SLOTS = 512  # talker cache positions per row at start (grows in steps of 256)
+
+
+@dataclass(frozen=True)
+class Qwen3Params:
+    """Per-request options: the official sampling and length options (``gen``), and
+    ``max_frames``: an explicit frame limit (None: the runaway guard's ``guard`` frames, or
+    only ``max_new_tokens`` when ``guard`` is None)."""
+
+    gen: GenerationParams
+    max_frames: int | None = None
+    guard: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class Qwen3Input:
+    """What the prompt pass needs: the talker prompt, and the reference codes
+    ``[T_ref, 16]`` an in-context request decodes first (None otherwise)."""
+
+    prompt: TalkerPrompt
+    ref_codes: torch.Tensor | None = None
+    length: int = 0  # prompt positions (for memory planning)
+
+
+@dataclass
+class DecodeStart:
+    """Passed to the codec with a row's first frame: reset the row, feed ``prefix``."""
+
+    prefix: torch.Tensor | None = None
+
+
+@dataclass
+class Qwen3Row:
+    """A request's state: codebook-0 history ``[1, n]``, the last talker logits ``[1, V]``
+    (fp32) and final hidden state ``[1, 1, H]``, and the next talker position."""
+
+    history: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+    pos: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class _RowCache:
+    """Row ``r`` of a batch KV cache as a batch-1 cache (views: writes land in the batch)."""
+
+    def __init__(self, cache: KVCache, row: int):
+        self.k = cache.k[:, row:row + 1]
+        self.v = cache.v[:, row:row + 1]
+
+    def ensure(self, n: int) -> None:
+        if n > self.k.shape[2]:
+            raise RuntimeError("row cache too small (ensure the batch cache first)")
+
+
+class Qwen3Batch:
+    """Talker KV cache ``[L, rows, S, H_kv, D]`` and the codec's streaming state of ``rows``
+    rows. ``chunked``: the codec replays the official 300/25 chunked decode (default, equal
+    to the official output); False keeps full state over long utterances."""
+
+    def __init__(self, model: Qwen3Model, rows: int, chunked: bool = True):
+        self.model = model
+        self.rows = rows
+        self.chunked = chunked
+        self.cache = model.talker.new_cache(rows, INITIAL_SLOTS)
+        self.codec = model.decoder.new_state(rows, chunked=chunked)
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.slots
+
+    def ensure(self, positions: int) -> None:
+        self.cache.ensure(positions)
+
+    def row_cache(self, row: int) -> _RowCache:
+        return _RowCache(self.cache, row)
+
+    def clear_row(self, row: int) -> None:
+        self.cache.k[:, row].zero_()
+        self.cache.v[:, row].zero_()
+        self.codec.reset(torch.tensor([row]))
+
+    def release_memory(self) -> None:
+        self.cache = self.model.talker.new_cache(self.rows, INITIAL_SLOTS)
+
+    def cache_bytes(self) -> int:
+        n = self.cache.k.numel() * self.cache.k.element_size() * 2
+        st = self.codec
+        tensors = list(st.convs) + [st.kv] + ([*st.shadow.convs, st.shadow.kv] if st.shadow else [])
+        return n + sum(t.numel() * t.element_size() for t in tensors)
+
+    # -- codec: one stage (the streaming decoder keeps its own per-row state)
+
+    def decode_head(self, rows: list[int], frames: torch.Tensor, first: list):
+        return frames
+
+    def decode_tail(self, rows: list[int], x, first: list) -> torch.Tensor:
+        return self.decode(rows, x, first)
+
+    def decode(self, rows: list[int], frames: torch.Tensor, first: list) -> torch.Tensor:
+        """PCM ``[n, 1920]`` of one frame ``frames [n, 16]`` for each of ``rows``; a row
+        whose ``first`` entry is set starts afresh (after its :class:`DecodeStart` prefix)."""
+        dec = self.model.decoder
+        starts = [i for i, f in enumerate(first) if f]
+        if starts:
+            self.codec.reset(torch.tensor([rows[i] for i in starts]))
+            for i in starts:
+                prefix = getattr(first[i], "prefix", None)
+                if prefix is not None and prefix.shape[0]:
+                    dec.stream(self.codec, prefix.T[None].to(frames.device), rows=torch.tensor([rows[i]]))
+        return dec.stream(self.codec, frames[:, :, None], rows=torch.tensor(rows))
+
+
+class Qwen3Family:
+    """The talker step, code predictor, EOS rule and codec of a :class:`Qwen3Model`."""
+
+    def __init__(self, model: Qwen3Model, chunked_decode: bool = True):
+        self.model = model
+        self.sample_rate = model.sample_rate
+        self.frame_samples = model.frame_samples
+        self.chunked_decode = chunked_decode
+
+    def new_batch(self, max_rows: int) -> Qwen3Batch:
+        return Qwen3Batch(self.model, max_rows, self.chunked_decode)
+
+    def new_state(self, params: Qwen3Params) -> Qwen3Row:
+        return Qwen3Row()
+
+    def start_chunk(self, job) -> int:
+        """Frame budget: ``max_new_tokens - 1`` (HF stops before the last token's frame,
+        ``modeling:2280-2289``), capped by ``max_frames`` or the runaway guard."""
+        p: Qwen3Params = job.params
+        budget = p.gen.max_new_tokens - 1
+        limit = p.max_frames if p.max_frames is not None else p.guard
+        return budget if limit is None else min(budget, limit)
+
+    def prefill(self, batch: Qwen3Batch, jobs: list) -> None:
+        """The prompt pass of each job alone (batch 1, as the official)."""
+        talker = self.model.talker
+        for job in jobs:
+            inp: Qwen3Input = job.voice
+            length = inp.prompt.prefill.shape[1]
+            batch.ensure(length + min(job.budget, 256) + 1)
+            logits, hidden = talker.prefill(inp.prompt.prefill, batch.row_cache(job.row))
+            st: Qwen3Row = job.state
+            st.logits, st.hidden, st.pos = logits[:, -1], hidden[:, -1:], length
+            st.history = torch.zeros(1, 0, dtype=torch.long, device=logits.device)
+
+    def step(self, batch: Qwen3Batch, jobs: list) -> list[RowOut | None]:
+        model, talker = self.model, self.model.talker
+        spec = talker.spec
+        n = len(jobs)
+        out: list[RowOut | None] = [None] * n
+        cont: list[int] = []
+        c0: list[torch.Tensor] = []
+        for r, job in enumerate(jobs):
+            if job is None:
+                continue
+            st: Qwen3Row = job.state
+            if job.step >= job.budget:
+                out[r] = RowOut(end=True)
+                continue
+            if not bool(torch.isfinite(st.logits).all()):
+                out[r] = RowOut(error=non_finite(job, "talker", job.step))
+                continue
+            gen: GenerationParams = job.params.gen
+            try:
+                scores = talker_scores(st.logits, st.history, eos_id=spec.codec_eos_id,
+                                       penalty=gen.repetition_penalty)
+                code = choose(scores, gen.talker, job.rng)
+            except Exception as e:  # this row's options alone
+                out[r] = RowOut(error=e)
+                continue
+            st.history = torch.cat([st.history, code[:, None]], dim=1)
+            if int(code) == spec.codec_eos_id:
+                job.chunk_info[-1]["eos_step"] = job.step
+                out[r] = RowOut(end=True)
+                continue
+            cont.append(r)
+            c0.append(code)
+        if not cont:
+            return out
+        # 2. code predictor: every continuing row at once, draws per row
+        first = torch.stack(c0)  # [m, 1]
+        hidden = torch.cat([jobs[r].state.hidden for r in cont])  # [m, 1, H]
+        rngs = [jobs[r].rng for r in cont]
+        samplers = [jobs[r].params.gen.subtalker for r in cont]
+
+        def pick(logits: torch.Tensor) -> torch.Tensor:
+            return torch.cat([choose(logits[i:i + 1], samplers[i], rngs[i]) for i in range(len(cont))])
+
+        rest = talker.code_predictor.predict(hidden, talker.codec_embed(first), pick)  # [m, 15]
+        frames = torch.cat([first, rest], dim=1)  # [m, 16]
+        # 3. talker step of every row at its own position (rows without a frame: padding)
+        embed = torch.zeros(n, 1, spec.talker.hidden_size, dtype=talker.dtype, device=model.device)
+        sums = talker.frame_embed(frames[:, None])  # [m, 1, H]
+        positions = [0] * n
+        for i, r in enumerate(cont):
+            st, prompt = jobs[r].state, jobs[r].voice.prompt
+            t = jobs[r].step
+            text = prompt.trailing[:, t:t + 1] if t < prompt.trailing.shape[1] else prompt.tts_pad
+            embed[r] = (sums[i:i + 1] + text)[0]
+            positions[r] = st.pos
+        live = {positions[r] for r in cont}
+        batch.ensure(max(live) + 1)
+        if len(live) == 1:  # every row at one position: the plain kernel path (as batch 1)
+            logits, hid = self._decode_runs(batch, embed, cont, live.pop())
+        else:
+            for r in range(n):  # idle rows write at slot 0 of their own (masked) cache
+                if r not in cont:
+                    positions[r] = 0
+            logits, hid = talker.decode(embed, _SliceCache(batch.cache, 0, n),
+                                        torch.tensor(positions, dtype=torch.long, device=model.device))
+        for i, r in enumerate(cont):
+            job, st = jobs[r], jobs[r].state
+            st.logits, st.hidden = logits[r:r + 1], hid[r:r + 1]
+            st.pos += 1
+            start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
+            job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame
+            out[r] = RowOut(frame=frames[i], start=start)
+        return out
+
+    def _decode_runs(self, batch: Qwen3Batch, embed: torch.Tensor, rows: list[int], pos: int):
+        """Rows at one shared position ``pos``: each contiguous run of ``rows`` goes through
+        one view of the batch cache (no copy). Returns (logits ``[n, V]``, hidden
+        ``[n, 1, H]``) indexed by row (rows not in ``rows`` are zeros)."""
+        talker = self.model.talker
+        n = embed.shape[0]
+        logits = torch.zeros(n, talker.spec.vocab_size, device=embed.device)
+        hid = torch.zeros(n, 1, talker.spec.talker.hidden_size, dtype=embed.dtype, device=embed.device)
+        runs: list[list[int]] = []
+        for r in rows:
+            if runs and runs[-1][-1] == r - 1:
+                runs[-1].append(r)
+            else:
+                runs.append([r])
+        for run in runs:
+            a, b = run[0], run[-1] + 1
+            logits[a:b], hid[a:b] = talker.decode(embed[a:b], _SliceCache(batch.cache, a, b), pos)
+        return logits, hid
+
+
+class _SliceCache(_RowCache):
+    def __init__(self, cache: KVCache, a: int, b: int):
+        self.k = cache.k[:, a:b]
+        self.v = cache.v[:, a:b]
+
+
+__all__ = ["DecodeStart", "Qwen3Batch", "Qwen3Family", "Qwen3Input", "Qwen3Params", "Qwen3Row"]

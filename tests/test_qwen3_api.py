@@ -1,0 +1,128 @@
+"""Qwen3-TTS through vocalis's engine and public API against the official qwen-tts==0.1.1.
+
+Tiny random checkpoints (vocalis's own writers, official layout) are loaded by both sides:
+vocalis with ``vocalis.load(dir, exact=True)`` and the official ``Qwen3TTSModel`` in its own
+venv (tests/qwen_official/engine_run.py, one subprocess for the module). The codes the
+official ``model.generate`` returns are compared with the codes vocalis's engine generated
+(``Audio.chunks[0]["codes"]``), and the waveforms (official one-shot decode vs vocalis's
+streaming decoder) by length and cosine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import vocalis
+from tests.qwen_official import run_official
+from vocalis.errors import InputError, VoiceError
+from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+TEXT = "Hello world, this is a test of the engine."
+N = 21  # max_new_tokens: 20 frames unless EOS comes first
+GREEDY = dict(do_sample=False, subtalker_dosample=False)
+
+
+def cosine(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+# (checkpoint, official method, official kwargs, seed, vocalis keyword arguments)
+CASES = [
+    ("0.6b-customvoice", "custom_voice", dict(speaker="Ryan", language="English", max_new_tokens=N, **GREEDY), 0,
+     dict(speaker="Ryan", language="English", max_new_tokens=N, greedy=True)),
+    ("0.6b-customvoice", "custom_voice", dict(speaker="eric", non_streaming_mode=False, max_new_tokens=N), 7,
+     dict(speaker="eric", non_streaming_mode=False, max_new_tokens=N)),
+    ("1.7b-customvoice", "custom_voice", dict(speaker="vivian", language="Auto", instruct="Speak slowly.",
+                                              max_new_tokens=N, top_p=0.8, temperature=1.2), 11,
+     dict(speaker="Vivian", language="auto", instruct="Speak slowly.", max_new_tokens=N, top_p=0.8,
+          temperature=1.2)),
+    ("1.7b-voicedesign", "voice_design", dict(instruct="A deep warm voice.", language="english",
+                                              max_new_tokens=N), 3,
+     dict(instruct="A deep warm voice.", language="english", max_new_tokens=N)),
+    ("eos-0.6b-customvoice", "custom_voice", dict(speaker="aiden", language="English", max_new_tokens=60), 5,
+     dict(speaker="aiden", language="English", max_new_tokens=60)),
+]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen3-api")
+    dirs = {}
+    for name in {c[0] for c in CASES}:
+        eos = name.startswith("eos-")
+        mid = "qwen3-tts/" + name.removeprefix("eos-")
+        dirs[name] = write_random_checkpoint(mid, root / name, seed=1, tiny=True, eos_scale=3.0 if eos else 1.0)
+    cases = [dict(dir=str(dirs[c[0]]), method=c[1], kwargs=dict(text=TEXT, **c[2]), seed=c[3]) for c in CASES]
+    (root / "cases.json").write_text(json.dumps(cases))
+    official = run_official("engine_run.py", root / "cases.json", timeout=1200)
+    models = {name: vocalis.load(str(d), exact=True, max_batch=4) for name, d in dirs.items()}
+    yield dirs, official, models
+    for m in models.values():
+        m.close()
+
+
+@pytest.mark.slow  # one official subprocess for the module (~1 min on 2 cores)
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in CASES])
+def test_engine_codes_and_audio_equal_official(setup, i):
+    dirs, official, models = setup
+    name, _, _, seed, kw = CASES[i]
+    audio = models[name].synthesize(TEXT, seed=seed, **kw)
+    codes = np.array(audio.chunks[0]["codes"])
+    off_codes, off_wav = official["arrays"][f"codes_{i}"], official["arrays"][f"wav_{i}"]
+    assert codes.shape == off_codes.shape and codes.shape[0] > 0
+    assert np.array_equal(codes, off_codes)
+    assert audio.samples.shape == off_wav.shape == (1920 * codes.shape[0],)
+    assert cosine(audio.samples, off_wav) > 0.99999
+    assert np.abs(audio.samples - off_wav).max() < 1e-4
+    if name.startswith("eos-"):
+        assert codes.shape[0] < 59 and audio.chunks[0]["eos_step"] == codes.shape[0]
+
+
+@pytest.mark.slow
+def test_a_seeded_request_gives_the_same_codes_alone_and_beside_others(setup):
+    """Rows at different positions, sampling with different options, admitted at different
+    steps: each request's codes equal its codes alone."""
+    _, _, models = setup
+    tts = models["0.6b-customvoice"]
+    reqs = [("Hi.", dict(speaker="ryan", seed=1)),
+            (TEXT, dict(speaker="serena", seed=2, temperature=1.3, top_k=10)),
+            ("A longer sentence, spoken by the second speaker of the list.", dict(speaker="vivian", seed=3,
+                                                                                 non_streaming_mode=False)),
+            ("Short again.", dict(speaker="dylan", seed=4, greedy=True))]
+    alone = [tts.synthesize(t, max_new_tokens=N, **kw).chunks[0]["codes"] for t, kw in reqs]
+    handles = [tts.submit(t, max_new_tokens=N, **kw) for t, kw in reqs]
+    together = []
+    for h in handles:
+        list(h.events())
+        together.append(h.stats.chunks[0]["codes"])
+    assert max(tts.engine.prompt_rows) > 1  # they ran together
+    for a, b in zip(alone, together):
+        assert a == b
+
+
+def test_bad_input_is_refused_with_a_clear_message(tmp_path):
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    tts = vocalis.load(str(d))
+    cases = [
+        (dict(text=""), InputError, "text is empty"),
+        (dict(text="hi"), VoiceError, "needs a speaker; one of: "),
+        (dict(text="hi", speaker="nobody"), VoiceError, "unknown speaker 'nobody'"),
+        (dict(text="hi", speaker="ryan", language="klingon"), InputError, "unknown language 'klingon'"),
+        (dict(text="hi", speaker="ryan", ref_audio="x.wav"), InputError, "only Base models clone"),
+        (dict(text="hi", speaker="ryan", temperature=0), InputError, "temperature must be"),
+        (dict(text="hi", speaker="ryan", top_k=-1), InputError, "top_k must be"),
+        (dict(text="hi", speaker="ryan", bogus=1), InputError, "unknown option(s) bogus"),
+        (dict(text="hi", speaker="ryan", max_new_tokens=0), InputError, "max_new_tokens must be"),
+        (dict(text="hi", speaker="ryan", greedy="yes"), InputError, "greedy must be true or false"),
+    ]
+    for kw, err, msg in cases:
+        text = kw.pop("text")
+        with pytest.raises(err, match=None) as e:
+            tts.submit(text, **kw)
+        assert msg in str(e.value), (kw, str(e.value))
+    assert tts.engine_status()["steps"] == 0  # nothing reached the engine
+    tts.close()
