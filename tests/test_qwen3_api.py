@@ -126,3 +126,34 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
         assert msg in str(e.value), (kw, str(e.value))
     assert tts.engine_status()["steps"] == 0  # nothing reached the engine
     tts.close()
+
+
+def test_cli_generate_writes_the_api_audio_and_refuses_bad_options(tmp_path, capsys):
+    import soundfile as sf
+
+    from vocalis import cli
+
+    d = write_random_checkpoint("qwen3-tts/1.7b-customvoice", tmp_path / "cv17", seed=3, tiny=True)
+    out = tmp_path / "a.wav"
+    args = ["generate", "--model", str(d), "--text", TEXT, "--speaker", "Sohee", "--language", "korean",
+            "--instruct", "Cheerfully.", "--seed", "9", "--max-new-tokens", "9", "--top-k", "20", "-o", str(out)]
+    assert cli.main(args) == 0
+    wav, sr = sf.read(out, dtype="float32")
+    with vocalis.load(str(d)) as tts:
+        ref = tts.synthesize(TEXT, speaker="sohee", language="Korean", instruct="Cheerfully.", seed=9,
+                             max_new_tokens=9, top_k=20).samples
+    assert sr == 24000 and wav.shape == ref.shape == (8 * 1920,)
+    assert np.abs(wav - ref).max() < 1e-4  # 16-bit WAV (scale 32767, rounding)
+    capsys.readouterr()
+    bad = [(["--speaker", "ryan", "--eos-threshold", "1"], "--eos-threshold: Pocket TTS option"),
+           (["--speaker", "nobody"], "unknown speaker 'nobody'"),
+           (["--speaker", "ryan", "--ref-audio", "x.wav"], "only Base models clone"),
+           (["--speaker", "ryan", "--dtype", "float16"], "unknown dtype 'float16'")]
+    for extra, msg in bad:
+        out2 = tmp_path / "b.wav"
+        assert cli.main(["generate", "--model", str(d), "--text", "hi", "-o", str(out2), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
+        assert not out2.exists()
+    assert cli.main(["generate", "--text", "hi", "--speaker", "ryan", "-o", str(tmp_path / "c.wav")]) == 2
+    assert "--speaker: Qwen3-TTS option" in capsys.readouterr().err

@@ -55,7 +55,9 @@ app.add_typer(models_app, name="models")
 
 MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
               "list`), a YAML config in the official format, a directory holding config.yaml, "
-              "or an hf:// or https:// YAML.")
+              "or an hf:// or https:// YAML; or Qwen3-TTS: qwen3-tts/0.6b-customvoice, "
+              "qwen3-tts/0.6b-base, qwen3-tts/1.7b-{base,customvoice,voicedesign}, the Hub repo "
+              "id Qwen/Qwen3-TTS-12Hz-..., or a local Qwen3-TTS checkpoint folder.")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
 
 
@@ -184,6 +186,18 @@ def _sampling(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
+def _family_options(model: str, qwen3: bool, pocket_only: dict, qwen3_only: dict, dtype: str) -> None:
+    """Refuse options of the other model family (one line, exit 2)."""
+    def flags(names) -> str:
+        return ", ".join("--" + n.replace("_", "-") for n in names)
+
+    if qwen3 and pocket_only:
+        raise InputError(f"{flags(pocket_only)}: Pocket TTS option(s), not for the Qwen3-TTS model {model}")
+    if not qwen3 and (qwen3_only or dtype != "float32"):
+        names = list(qwen3_only) + (["dtype"] if dtype != "float32" else [])
+        raise InputError(f"{flags(names)}: Qwen3-TTS option(s), not for the Pocket TTS model {model}")
+
+
 def _progress(total_chunks: int, quiet: bool):
     """A rich progress bar over text chunks on stderr, or None."""
     if quiet or total_chunks <= 1:
@@ -229,7 +243,8 @@ def generate(
         help="Random seed (integer >= 0): same seed, same audio. Default: random.",
         show_default=False)] = None,
     temperature: Annotated[float | None, typer.Option(
-        help="Noise variance. Default: the model's (0.3).", show_default=False)] = None,
+        help="Pocket: noise variance (default 0.3). Qwen3: sampling temperature of the talker "
+             "(default from the checkpoint: 0.9).", show_default=False)] = None,
     eos_threshold: Annotated[float | None, typer.Option(
         help="End of speech when the EOS logit is above this. Default: the model's.",
         show_default=False)] = None,
@@ -243,8 +258,41 @@ def generate(
     max_tokens: Annotated[int | None, typer.Option(
         help="Maximum tokens per text chunk. Default: 50.", show_default=False)] = None,
     max_frames: Annotated[int | None, typer.Option(
-        help="Benchmarks: ignore end of speech and emit exactly this many frames (80 ms each) "
-             "per chunk.", show_default=False)] = None,
+        help="Pocket (benchmarks): ignore end of speech and emit exactly this many frames "
+             "(80 ms each) per chunk. Qwen3: stop after at most this many frames (replaces "
+             "the runaway guard).", show_default=False)] = None,
+    speaker: Annotated[str | None, typer.Option(
+        help="Qwen3 CustomVoice: built-in speaker (e.g. ryan, vivian; case-insensitive).",
+        show_default=False)] = None,
+    language: Annotated[str | None, typer.Option(
+        help="Qwen3: language of the text (english, chinese, ...; auto = detect). Default: auto.",
+        show_default=False)] = None,
+    instruct: Annotated[str | None, typer.Option(
+        help="Qwen3 VoiceDesign (required) and 1.7B CustomVoice: how to speak / the voice to "
+             "design, in words.", show_default=False)] = None,
+    ref_audio: Annotated[str | None, typer.Option(
+        help="Qwen3 Base: reference audio of the voice to clone (any format, 1-60 s).",
+        show_default=False)] = None,
+    ref_text: Annotated[str | None, typer.Option(
+        help="Qwen3 Base: transcript of --ref-audio (in-context cloning).", show_default=False)] = None,
+    xvector_only: Annotated[bool, typer.Option(
+        "--xvector-only", help="Qwen3 Base: clone from the speaker embedding only (no --ref-text).")] = False,
+    greedy: Annotated[bool, typer.Option(
+        "--greedy", help="Qwen3: argmax instead of sampling, for the talker and the code predictor.")] = False,
+    top_k: Annotated[int | None, typer.Option(
+        help="Qwen3: top-k of the talker (0 = off). Default: the checkpoint's (50).",
+        show_default=False)] = None,
+    top_p: Annotated[float | None, typer.Option(
+        help="Qwen3: top-p of the talker. Default: the checkpoint's (1.0).", show_default=False)] = None,
+    repetition_penalty: Annotated[float | None, typer.Option(
+        help="Qwen3: repetition penalty over generated codebook-0 tokens. Default: 1.05.",
+        show_default=False)] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(
+        help="Qwen3: the official length limit (tokens; frames = tokens - 1). Default: 8192.",
+        show_default=False)] = None,
+    dtype: Annotated[str, typer.Option(
+        help="Qwen3: compute dtype of the talker, float32 or bfloat16 (the codec stays float32).")
+    ] = "float32",
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
@@ -263,20 +311,34 @@ def generate(
     from vocalis.audio.stretch import check_speed
 
     speed = check_speed(speed)
-    sampling = _sampling(temperature=temperature, eos_threshold=eos_threshold,
-                         frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
-                         sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
-                         max_frames=max_frames)
-
     from vocalis import api
     from vocalis.engine.types import AudioChunk, Failed
 
+    qwen3 = api.is_qwen3(model.strip())
+    pocket_only = _sampling(eos_threshold=eos_threshold, frames_after_eos=frames_after_eos,
+                            noise_clamp=noise_clamp, sampler_decode_steps=sampler_decode_steps,
+                            max_tokens=max_tokens, quantize=quantize or None)
+    qwen3_only = _sampling(speaker=speaker, language=language, instruct=instruct, ref_audio=ref_audio,
+                           ref_text=ref_text, xvector_only=xvector_only or None, greedy=greedy or None,
+                           top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
+                           max_new_tokens=max_new_tokens)
+    _family_options(model, qwen3, pocket_only, qwen3_only, dtype)
+    if qwen3:
+        sampling = _sampling(temperature=temperature, max_frames=max_frames, **qwen3_only)
+    else:
+        sampling = _sampling(temperature=temperature, max_frames=max_frames, **pocket_only)
+        sampling.pop("quantize", None)
+
     try:
-        tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact)
-        if voice is None and not tts.released:
-            raise VoiceError(f"model {model} is not a released model, so it has no predefined "
-                             "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
-        v = tts.voice(voice)
+        tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact,
+                       dtype=dtype)
+        if qwen3:
+            v = voice  # the request resolves it with its mode (speaker, reference, prompt)
+        else:
+            if voice is None and not tts.released:
+                raise VoiceError(f"model {model} is not a released model, so it has no predefined "
+                                 "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
+            v = tts.voice(voice)
 
         t0 = time.perf_counter()
         # submit() checks the parameters, the voice and the text before anything is queued,
@@ -404,10 +466,16 @@ def voices_export(
     out: Annotated[str, typer.Argument(help="The .safetensors voice state to write.",
                                        show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    ref_text: Annotated[str | None, typer.Option(
+        help="Qwen3 Base: transcript of the audio (in-context cloning prompt).",
+        show_default=False)] = None,
+    xvector_only: Annotated[bool, typer.Option(
+        "--xvector-only", help="Qwen3 Base: a speaker-embedding-only prompt (no --ref-text).")] = False,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
-    """Turn an audio prompt into a voice state file for fast reuse with --voice."""
+    """Turn an audio prompt into a voice file for fast reuse with --voice: a Pocket voice
+    state, or a Qwen3-TTS Base voice-clone prompt (with --ref-text or --xvector-only)."""
     _setup_logging(quiet)
     out_path = Path(out).expanduser()
     if out_path.suffix.lower() != ".safetensors":
@@ -416,8 +484,11 @@ def voices_export(
         raise InputError(f"output folder does not exist: {out_path.parent}")
     from vocalis import api
 
+    qwen3 = api.is_qwen3(model.strip())
+    if not qwen3 and (ref_text is not None or xvector_only):
+        raise InputError("--ref-text and --xvector-only are Qwen3-TTS Base options")
     tts = api.load(model, device=device)
-    voice = tts.voice(audio)
+    voice = tts.voice(audio, ref_text=ref_text, xvector_only=xvector_only) if qwen3 else tts.voice(audio)
     try:
         voice.save(out_path)
     except OSError as e:
