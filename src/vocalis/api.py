@@ -186,6 +186,8 @@ class _Stretched:
 class TTS:
     """A loaded model. Thread-safe: concurrent requests share one batch in the engine."""
 
+    family_name = FAMILY
+
     def __init__(self, model: PocketTTSModel, model_id: str, released: bool,
                  max_batch: int = 16, max_queue: int = 256, threads: int | None = None):
         self.model = model
@@ -205,6 +207,11 @@ class TTS:
     @property
     def config_name(self) -> str:
         return self.model.name
+
+    @property
+    def served_name(self) -> str | None:
+        """The model id of a released model (``pocket-tts/<config>``), else None."""
+        return f"{FAMILY}/{self.config_name}" if self.released else None
 
     # ---------------------------------------------------------------- voices
 

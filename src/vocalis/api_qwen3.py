@@ -59,6 +59,8 @@ KNOWN = sorted(set(HARD_DEFAULTS) | set(OPTION_RANGES) | set(FLAGS) | set(STRING
 class Qwen3TTS(TTS):
     """A loaded Qwen3-TTS model (see the module docstring). Thread-safe."""
 
+    family_name = "qwen3-tts"
+
     def __init__(self, model: Qwen3Model, model_id: str, released: bool, max_batch: int = 16,
                  max_queue: int = 256, threads: int | None = None, exact: bool = False,
                  full_state_decode: bool = False):
@@ -82,6 +84,15 @@ class Qwen3TTS(TTS):
     @property
     def config_name(self) -> str:
         return self.model.name
+
+    @property
+    def served_name(self) -> str | None:
+        return self.model.name if self.released else None
+
+    @property
+    def speakers(self) -> list[str]:
+        """Built-in speakers (CustomVoice; empty otherwise)."""
+        return self.model.speakers
 
     # ---------------------------------------------------------------- voices
 

@@ -122,8 +122,8 @@ def served_model_name(tts, model_name: str | None = None) -> str:
         if not MODEL_NAME_RE.fullmatch(model_name):
             raise InputError(f"invalid model name {shown(model_name)}: use {MODEL_NAME_GRAMMAR}")
         return model_name
-    if getattr(tts, "released", False):
-        return f"pocket-tts/{tts.config_name}"
+    if getattr(tts, "served_name", None):
+        return tts.served_name
     ref = str(tts.model_id)
     if "://" in ref:
         path = PurePosixPath(urlsplit(ref).path)
@@ -325,11 +325,11 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
 
     @app.post("/v1/audio/voices")
     async def create_voice(name: str = Form(...), audio_sample: UploadFile = File(...),
-                           consent: str | None = Form(None)):
+                           consent: str | None = Form(None), ref_text: str | None = Form(None)):
         if audio_sample.size is not None and audio_sample.size > MAX_UPLOAD_BYTES:
             raise too_large(f"audio_sample is {audio_sample.size} bytes")
         data = await audio_sample.read(MAX_UPLOAD_BYTES + 1)
-        meta = await asyncio.to_thread(voices.create, name, data, audio_sample.filename)
+        meta = await asyncio.to_thread(voices.create, name, data, audio_sample.filename, ref_text)
         return JSONResponse(meta, status_code=201)
 
     @app.delete("/v1/audio/voices/{voice_id}")
@@ -356,9 +356,9 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         whole = _whole_file(body, request)
         voice = await asyncio.to_thread(voices.resolve, body.voice_id())
         seed = body.seed if body.seed is not None else secrets.randbits(31)
+        options, instructions_note = _options(tts, body)
         try:
-            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed,
-                                          **body.sampling())
+            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed, **options)
         except CapacityError as e:
             state.metrics.speech.labels("rejected").inc()
             raise APIError(429, str(e), code=e.code) from None
@@ -389,8 +389,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         }
         if req.stats.ttfa_ms is not None:
             headers["x-vocalis-ttfa-ms"] = f"{req.stats.ttfa_ms:.1f}"
-        if body.instructions:
-            headers["x-vocalis-instructions"] = INSTRUCTIONS_NOTE
+        if instructions_note:
+            headers["x-vocalis-instructions"] = instructions_note
         sse = body.stream_format == "sse"
         if whole:
             content = await _whole_body(state, job, first, request)
@@ -404,6 +404,24 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                  headers=headers)
 
     return app
+
+
+def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
+    """The request's options for ``tts.submit`` and the ``x-vocalis-instructions`` note.
+
+    Qwen3-TTS: OpenAI's ``instructions`` is ``instruct`` on models that take it (VoiceDesign,
+    1.7B CustomVoice); other models ignore it, and the note says so. Pocket TTS has no
+    style control: ignored, with the note."""
+    options = body.sampling()
+    if not body.instructions:
+        return options, None
+    if getattr(tts, "family_name", "") == "qwen3-tts":
+        if tts.model.takes_instruct:
+            options["instruct"] = body.instructions
+            return options, None
+        return options, (f"ignored: {tts.model.name} ({tts.model.model_type}, {tts.model.model_size}) "
+                         "has no instruction control; Qwen3-TTS VoiceDesign and 1.7B CustomVoice do")
+    return options, INSTRUCTIONS_NOTE
 
 
 def _admit(state: ServerState, request: Request, req) -> None:

@@ -22,8 +22,9 @@ class SpeechRequest(BaseModel):
     """``POST /v1/audio/speech``.
 
     OpenAI fields: ``model``, ``input`` (the server's ``--max-input-chars``, 4096 by default,
-    is checked in the route), ``voice``, ``instructions`` (accepted, ignored: Pocket TTS has
-    no style control; the response says so in ``x-vocalis-instructions``),
+    is checked in the route), ``voice``, ``instructions`` (Qwen3-TTS VoiceDesign and 1.7B
+    CustomVoice: the ``instruct`` text; other models ignore it and the response says so in
+    ``x-vocalis-instructions``),
     ``response_format``, ``speed`` (0.25-4.0: pitch-preserving time-stretch with Rubber
     Band, streamed chunk by chunk; 1.0 leaves the audio untouched), ``stream_format``.
     ``stream`` (sent by several OpenAI-style clients): ``true`` streams the audio as it is
@@ -31,7 +32,9 @@ class SpeechRequest(BaseModel):
     lengths; absent: see :func:`vocalis.server.app._whole_file`.
 
     Extensions (vocalis): ``seed`` and the sampling options of :func:`vocalis.load`'s
-    ``submit``; ``max_frames`` fixes the length of each text chunk (benchmarks).
+    ``submit``; ``max_frames`` fixes the length of each text chunk (Pocket, benchmarks) or
+    caps it (Qwen3); Qwen3-TTS: ``language`` (default ``auto``), ``top_k``, ``top_p``,
+    ``repetition_penalty``, ``max_new_tokens``, ``greedy``.
     Unknown fields are refused (400), as OpenAI does, so typos do not pass silently.
     """
 
@@ -56,6 +59,13 @@ class SpeechRequest(BaseModel):
     sampler_decode_steps: int | None = None
     max_tokens: int | None = None
     max_frames: int | None = None
+    # Qwen3-TTS (a Pocket model answers 400 naming the option)
+    language: str | None = Field(default=None, max_length=64)
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    max_new_tokens: int | None = None
+    greedy: bool | None = None
 
     def voice_id(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
@@ -63,5 +73,6 @@ class SpeechRequest(BaseModel):
     def sampling(self) -> dict:
         """The sampling options that were given (``seed`` excluded)."""
         names = ("temperature", "eos_threshold", "frames_after_eos", "noise_clamp",
-                 "sampler_decode_steps", "max_tokens", "max_frames")
+                 "sampler_decode_steps", "max_tokens", "max_frames", "language", "top_k", "top_p",
+                 "repetition_penalty", "max_new_tokens", "greedy")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}

@@ -59,14 +59,39 @@ class VoiceStore:
         self._lock = threading.Lock()
         self._cache: dict[str, object] = {}
         self._custom: dict[str, dict] = {}
-        self.predefined: tuple[str, ...] = tuple(registry.PREDEFINED_VOICES) if tts.released else ()
-        self.default_source = default_voice
-        if default_voice is None and tts.released:
-            self.default_source = registry.default_voice(tts.model.name)
+        self.qwen3 = getattr(tts, "family_name", "") == "qwen3-tts"
+        # VoiceDesign models have no voices: every request describes one (instructions)
+        self.voiceless = self.qwen3 and tts.model.model_type == "voice_design"
+        self.clones = tts.model.model_type == "base" if self.qwen3 else True
+        if self.qwen3:  # CustomVoice: the built-in speakers; the first is the default
+            self.predefined: tuple[str, ...] = tuple(tts.speakers)
+            self.default_source = default_voice or (self.predefined[0] if self.predefined else None)
+        else:
+            self.predefined = tuple(registry.PREDEFINED_VOICES) if tts.released else ()
+            self.default_source = default_voice
+            if default_voice is None and tts.released:
+                self.default_source = registry.default_voice(tts.model.name)
         if default_voice is not None:
             # Fail at start-up, not on the first request.
-            self._cache[DEFAULT_ID] = tts.voice(default_voice)
+            self._cache[DEFAULT_ID] = self._voice_of(default_voice)
         self._scan()
+
+    def _voice_of(self, src):
+        """A voice from a name, file or prompt; a Qwen3 Base reference audio without its
+        transcript clones from the speaker embedding alone."""
+        if self.qwen3 and self.tts.model.model_type == "base" \
+                and not str(src).lower().endswith(".safetensors"):
+            return self.tts.voice(src, xvector_only=True)
+        return self.tts.voice(src)
+
+    def _fits(self, meta: dict) -> bool:
+        """Whether a stored voice was made for this server's model family (and, for Qwen3,
+        a model of the same size)."""
+        if meta.get("family", "pocket-tts") != self.tts.family_name:
+            return False
+        if self.qwen3:
+            return meta.get("model_size") == self.tts.model.model_size and self.clones
+        return True
 
     # ------------------------------------------------------------------ listing
 
@@ -85,13 +110,13 @@ class VoiceStore:
             except (OSError, ValueError) as e:
                 log.warning("voices: ignoring %s (%s)", meta_path, e)
                 continue
-            if fp and meta.get("weights") and meta["weights"] != fp:
+            if (fp and meta.get("weights") and meta["weights"] != fp) or not self._fits(meta):
                 skipped += 1
                 continue
             self._custom[vid] = meta
         if skipped:
-            log.warning("voices: %d voice(s) in %s were made with other weights and are not "
-                        "offered with this model", skipped, self.root)
+            log.warning("voices: %d voice(s) in %s were made with other weights or another "
+                        "model and are not offered with this model", skipped, self.root)
         log.info("voices: %d custom voice(s) in %s", len(self._custom), self.root)
 
     def _reserved(self) -> set[str]:
@@ -120,6 +145,12 @@ class VoiceStore:
         """
         check_name(voice_id, "voice")
         vid = voice_id
+        if self.voiceless:
+            if vid in OPENAI_VOICES or vid == DEFAULT_ID:
+                return None
+            raise APIError(400, f"{self.tts.model.name} (Qwen3-TTS VoiceDesign) has no voices: describe "
+                                "the voice in instructions, with voice 'default' or an OpenAI voice "
+                                "name", param="voice", code="voice_not_found")
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
                 raise APIError(400, f"voice {vid!r} names the server's default voice, but this "
@@ -132,7 +163,7 @@ class VoiceStore:
         if cached is not None:
             return cached
         if vid == DEFAULT_ID:
-            voice = self.tts.voice(self.default_source)
+            voice = self._voice_of(self.default_source)
         elif vid in self.predefined:
             voice = self.tts.voice(vid)
         else:
@@ -143,7 +174,7 @@ class VoiceStore:
                                     "voices of this server", param="voice",
                                code="voice_not_found")
             path = self.root / f"{vid}.safetensors"
-            voice = self.tts.voice(load_voice_state(path))
+            voice = self.tts.voice(str(path) if self.qwen3 else load_voice_state(path))
             voice.name = vid
         with self._lock:
             self._cache[vid] = voice
@@ -151,12 +182,28 @@ class VoiceStore:
 
     # ------------------------------------------------------------------ create / delete
 
-    def create(self, name: str, data: bytes, filename: str | None) -> dict:
-        """Compute a voice state from an uploaded audio sample and store it.
+    def create(self, name: str, data: bytes, filename: str | None, ref_text: str | None = None) -> dict:
+        """Compute a voice from an uploaded audio sample and store it: a Pocket voice state,
+        or a Qwen3-TTS Base voice-clone prompt (in-context with ``ref_text``, the transcript
+        of the sample; else from the speaker embedding alone).
 
-        Raises APIError: 400 bad name, 409 taken, 413 too large, 422 not decodable audio.
+        Raises APIError: 400 bad name or a model that does not clone, 409 taken, 413 too
+        large, 422 not decodable or unusable audio.
         """
         check_name(name, "name")
+        if not self.clones:
+            raise APIError(400, f"{self.tts.model.name} does not clone voices (Qwen3-TTS "
+                                f"{self.tts.model.model_type}); "
+                                + (f"its speakers are: {', '.join(self.predefined)}" if self.predefined
+                                   else "describe the voice in instructions")
+                                + "; Base models clone", param="audio_sample", code="voice_cloning_unsupported")
+        if ref_text is not None and not self.qwen3:
+            raise APIError(400, "ref_text is for Qwen3-TTS Base models; Pocket TTS clones from the audio "
+                                "alone", param="ref_text", code="invalid_value")
+        if ref_text is not None and not ref_text.strip():
+            raise APIError(400, "ref_text is empty: send the transcript of audio_sample, or leave it "
+                                "out to clone from the speaker embedding alone", param="ref_text",
+                           code="invalid_value")
         if name in self._reserved():
             raise APIError(409, f"voice id {name!r} is reserved (a predefined voice, 'default' "
                                 "or an OpenAI voice name): choose another name",
@@ -189,7 +236,10 @@ class VoiceStore:
             src = Path(tmp) / f"sample{suffix}"
             src.write_bytes(data)
             try:
-                voice = self.tts.voice(str(src))
+                if self.qwen3:
+                    voice = self.tts.voice(str(src), ref_text=ref_text, xvector_only=ref_text is None)
+                else:
+                    voice = self.tts.voice(str(src))
             except VocalisError as e:
                 raise APIError(e.http_status, str(e).replace(str(src), filename_shown),
                                param="audio_sample", code=e.code) from None
@@ -201,7 +251,12 @@ class VoiceStore:
                 "created_at": int(time.time()), "source_filename": filename_shown,
                 "duration_s": round(samples.shape[0] / rate, 3), "sample_rate": rate,
                 "model": self.tts.model.name, "weights": self._fingerprint(),
+                "family": self.tts.family_name,
             }
+            if self.qwen3:
+                meta.update(model_size=self.tts.model.model_size,
+                            mode="in-context" if ref_text is not None else "x-vector",
+                            ref_text=ref_text)
             meta_tmp = Path(tmp) / "voice.json"
             meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
             with self._lock:
@@ -265,5 +320,5 @@ def shown(value: object, limit: int = 48) -> str:
 
 
 def public(meta: dict) -> dict:
-    keys = ("id", "name", "object", "type", "created_at", "source_filename", "duration_s")
+    keys = ("id", "name", "object", "type", "created_at", "source_filename", "duration_s", "mode")
     return {k: meta[k] for k in keys if k in meta}

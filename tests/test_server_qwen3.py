@@ -1,0 +1,104 @@
+"""The OpenAI-compatible server hosting Qwen3-TTS models, over real HTTP (uvicorn on
+loopback, the ``openai`` client): built-in speakers as voices, ``instructions`` as instruct,
+``language``, streaming equal to the API's audio, clear errors for what a model does not take.
+Tiny random checkpoints written by vocalis's own writers in the official layout."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+import vocalis
+from tests.test_server import Server
+from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+from vocalis.server import create_app
+
+openai = pytest.importorskip("openai")
+
+TEXT = "Hello from the Qwen server."
+OPTS = dict(max_new_tokens=9, seed=5)  # 8 frames
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen3-server")
+    out = {}
+    for mid in ("qwen3-tts/0.6b-customvoice", "qwen3-tts/1.7b-voicedesign"):
+        d = write_random_checkpoint(mid, root / mid.split("/")[1], seed=4, tiny=True)
+        tts = vocalis.load(str(d), max_batch=4)
+        server = Server(create_app(tts, voices_dir=root / f"voices-{mid.split('/')[1]}"))
+        out[mid.split("/")[1]] = (tts, server)
+    yield out
+    for tts, server in out.values():
+        server.stop()
+        tts.close()
+
+
+def test_speakers_are_the_voices_and_audio_equals_the_api(served):
+    tts, server = served["0.6b-customvoice"]
+    status, _, body = server.request("GET", "/v1/audio/voices")
+    import json
+
+    ids = [v["id"] for v in json.loads(body)["data"]]
+    assert status == 200 and "ryan" in ids and "vivian" in ids and ids[0] == "default"
+    client = server.client()
+    model = client.models.list().data[0].id
+    resp = client.audio.speech.create(model=model, input=TEXT, voice="ryan", response_format="wav",
+                                      extra_body=dict(language="english", **OPTS))
+    wav, sr = sf.read(io.BytesIO(resp.content), dtype="float32")
+    ref = tts.synthesize(TEXT, speaker="ryan", language="english", **OPTS).samples
+    assert sr == 24000 and wav.shape == ref.shape == (8 * 1920,)
+    assert np.abs(wav - ref).max() < 1e-4
+    # streamed PCM is the same audio
+    with client.audio.speech.with_streaming_response.create(
+            model=model, input=TEXT, voice="ryan", response_format="pcm",
+            extra_body=dict(language="english", stream=True, **OPTS)) as r:
+        pcm = np.frombuffer(b"".join(r.iter_bytes()), dtype="<i2").astype(np.float32) / 32767
+    assert pcm.shape == ref.shape and np.abs(pcm - ref).max() < 1e-4
+    # an OpenAI voice name speaks with the default speaker (the first one)
+    alloy = client.audio.speech.create(model=model, input=TEXT, voice="alloy", response_format="wav",
+                                       extra_body=OPTS)
+    assert alloy.content and len(alloy.content) > 8 * 1920 * 2
+
+
+def test_instructions_map_to_instruct_or_are_reported_ignored(served):
+    tts, server = served["1.7b-voicedesign"]
+    body = {"model": "x", "input": TEXT, "voice": "alloy", "response_format": "wav",
+            "instructions": "A calm, low voice.", **OPTS}
+    body["model"] = server.client().models.list().data[0].id
+    status, headers, data = server.request("POST", "/v1/audio/speech", body)
+    assert status == 200 and "x-vocalis-instructions" not in headers
+    wav, _ = sf.read(io.BytesIO(data), dtype="float32")
+    ref = tts.synthesize(TEXT, instruct="A calm, low voice.", **OPTS).samples
+    assert np.abs(wav - ref).max() < 1e-4
+    status, _, data = server.request("POST", "/v1/audio/speech", {**body, "instructions": None})
+    assert status == 400 and b"needs instruct" in data
+    status, _, data = server.request("POST", "/v1/audio/speech", {**body, "voice": "ryan"})
+    assert status == 400 and b"has no voices" in data
+    # 0.6B CustomVoice ignores instructions: said in a header
+    cv_tts, cv = served["0.6b-customvoice"]
+    cv_model = cv.client().models.list().data[0].id
+    status, headers, _ = cv.request("POST", "/v1/audio/speech", {**body, "model": cv_model, "voice": "ryan"})
+    assert status == 200 and headers["x-vocalis-instructions"].startswith("ignored:")
+
+
+def test_bad_requests_name_what_the_model_takes(served):
+    tts, server = served["0.6b-customvoice"]
+    model = server.client().models.list().data[0].id
+    cases = [({"voice": "nobody"}, "unknown voice 'nobody'"),
+             ({"voice": "ryan", "language": "klingon"}, "unknown language 'klingon'"),
+             ({"voice": "ryan", "eos_threshold": 1.0}, "unknown"),
+             ({"voice": "ryan", "top_k": -3}, "top_k must be")]
+    for extra, msg in cases:
+        status, _, data = server.request("POST", "/v1/audio/speech",
+                                         {"model": model, "input": TEXT, **extra, **OPTS})
+        assert status == 400 and msg.encode() in data, (extra, data)
+    files = {"audio_sample": ("a.wav", b"RIFF0000", "audio/wav")}
+    import httpx
+
+    r = httpx.post(server.url + "/v1/audio/voices", data={"name": "mine"}, files=files)
+    assert r.status_code == 400 and "does not clone voices" in r.json()["error"]["message"]
+    assert tts.engine_status()["active_rows"] == 0
