@@ -392,7 +392,7 @@ def _fields(stdout: bytes) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_cli_show(tmp_path):
+def test_cli_show(tmp_path, tiny):
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     proc = run("models", "show", MODEL_ID, env=env)
     assert proc.returncode == 0, proc.stderr.decode()
@@ -411,6 +411,14 @@ def test_cli_show(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     f = {k: v.strip() for k, v in _fields(proc.stdout).items()}
     assert f["model"] == "qwen3-tts/1.7b-customvoice" and f["instruct"].startswith("yes")
+
+    proc = run("models", "show", str(tiny), env=env)  # a local folder: its own config and files
+    assert proc.returncode == 0, proc.stderr.decode()
+    f = {k: v.strip() for k, v in _fields(proc.stdout).items()}
+    assert f["checkpoint"] == str(tiny) and f["type"] == "custom_voice" and "repo" not in f and "cache" not in f
+    n = parameter_counts(tiny)
+    assert f["parameters"] == (f"talker {n['talker'] / 1e6:.1f} M, "
+                               f"speech tokenizer {n['speech_tokenizer'] / 1e6:.1f} M")
 
     proc = run("models", "show", "qwen3-tts/2b-base", env=env)
     lines = proc.stderr.decode().splitlines()

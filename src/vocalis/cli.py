@@ -508,11 +508,17 @@ def _show_qwen3(model: str) -> None:
     instruct = _INSTRUCT.get(kind) or _INSTRUCT.get(f"{kind}/{cfg.tts_model_size}", "yes")
     rows.append(("instruct", instruct))
     n = checkpoint.parameter_counts(rel.model_id if rel else folder)
-    model_b, codec_b = checkpoint.weight_bytes(n)
     talker = f"talker {n['talker'] / 1e6:.1f} M"
     if n["speaker_encoder"]:
         talker += f" + speaker encoder {n['speaker_encoder'] / 1e6:.1f} M"
-    rows.append(("parameters", f"{talker} (bf16), speech tokenizer {n['speech_tokenizer'] / 1e6:.1f} M (fp32)"))
+    codec = f"speech tokenizer {n['speech_tokenizer'] / 1e6:.1f} M"
+    if rel is not None:  # the released dtypes; a local folder: its files' sizes
+        rows.append(("parameters", f"{talker} (bf16), {codec} (fp32)"))
+        model_b, codec_b = checkpoint.weight_bytes(n)
+    else:
+        rows.append(("parameters", f"{talker}, {codec}"))
+        model_b, codec_b = ((folder / f).stat().st_size
+                            for f in ("model.safetensors", "speech_tokenizer/model.safetensors"))
     weights = (f"{(model_b + codec_b) / 1e9:.2f} GB (model.safetensors {model_b / 1e9:.2f} GB, "
                f"speech_tokenizer/model.safetensors {codec_b / 1e9:.2f} GB)")
     rows.append(("weights", weights))
@@ -536,7 +542,8 @@ def _show_qwen3(model: str) -> None:
 def models_download(
     model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
     all_voices: Annotated[bool, typer.Option(
-        "--all-voices", help="Also fetch every predefined voice, not only the default one.")]
+        "--all-voices", help="Also fetch every predefined voice, not only the default one "
+                             "(Pocket TTS; Qwen3-TTS speakers are built into the checkpoint).")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
