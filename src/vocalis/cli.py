@@ -489,7 +489,8 @@ def _show_qwen3(model: str) -> None:
     from vocalis.models.qwen3 import checkpoint, registry
     from vocalis.models.qwen3.config import load_config
 
-    rel = checkpoint.find_release(model)
+    # as resolve_checkpoint: an existing folder wins over an id of the same spelling
+    rel = None if Path(model).expanduser().is_dir() else checkpoint.find_release(model)
     if rel is None:
         folder, _ = checkpoint.resolve_checkpoint(model, download=False)  # local folder, or the error
         cfg = load_config(folder)
