@@ -516,7 +516,6 @@ def _describe_config(name: str) -> str:
 def models_list() -> None:
     """List every released model id with its shape."""
     from vocalis.models.pocket import registry
-
     from vocalis.models.qwen3 import registry as qwen3_registry
 
     names = registry.config_names()
@@ -534,8 +533,14 @@ def models_list() -> None:
 def models_show(
     model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
 ) -> None:
-    """Print a model's config as YAML (the official format)."""
+    """Print a model's config as YAML (the official format); for Qwen3-TTS, its release
+    facts (repo, pinned revision, type, languages, speakers, instruct, sizes, cache)."""
     _setup_logging()
+    from vocalis.models.qwen3.checkpoint import is_qwen3
+
+    if is_qwen3(model_id):
+        _show_qwen3(model_id)
+        return
     from vocalis.api import resolve_model_id
     from vocalis.models.pocket.config import dump_config
 
@@ -543,20 +548,94 @@ def models_show(
     typer.echo(dump_config(cfg), nl=False)
 
 
+_INSTRUCT = {
+    "base": "no (the voice is cloned from reference audio)",
+    "custom_voice/0b6": "ignored (0.6B CustomVoice drops instruct, as the official package does)",
+    "custom_voice/1b7": "yes (optional style instruction)",
+    "voice_design": "yes (the voice description)",
+}
+
+
+def _show_qwen3(model: str) -> None:
+    from vocalis.models.qwen3 import checkpoint, registry
+    from vocalis.models.qwen3.config import load_config
+
+    # as resolve_checkpoint: an existing folder wins over an id of the same spelling
+    rel = None if Path(model).expanduser().is_dir() else checkpoint.find_release(model)
+    if rel is None:
+        folder, _ = checkpoint.resolve_checkpoint(model, download=False)  # local folder, or the error
+        cfg = load_config(folder)
+        rows = [("checkpoint", str(folder))]
+    else:
+        cfg = registry.config(rel.model_id)
+        rows = [("model", rel.model_id), ("description", rel.description), ("repo", rel.repo_id),
+                ("revision", f"{rel.revision} (pinned)")]
+    t = cfg.talker_config
+    kind = cfg.tts_model_type
+    size = {"0b6": "0.6B", "1b7": "1.7B"}.get(cfg.tts_model_size, cfg.tts_model_size)
+    rows += [("type", kind), ("size", f"{size} ({cfg.tts_model_size})"), ("languages", ", ".join(t.languages))]
+    if kind == "custom_voice":
+        rows.append(("speakers", ", ".join(
+            f"{s} ({t.spk_is_dialect[s]})" if t.spk_is_dialect.get(s) else s for s in t.speakers)))
+    instruct = _INSTRUCT.get(kind) or _INSTRUCT.get(f"{kind}/{cfg.tts_model_size}", "yes")
+    rows.append(("instruct", instruct))
+    n = checkpoint.parameter_counts(rel.model_id if rel else folder)
+    talker = f"talker {n['talker'] / 1e6:.1f} M"
+    if n["speaker_encoder"]:
+        talker += f" + speaker encoder {n['speaker_encoder'] / 1e6:.1f} M"
+    codec = f"speech tokenizer {n['speech_tokenizer'] / 1e6:.1f} M"
+    if rel is not None:  # the released dtypes; a local folder: its files' sizes
+        rows.append(("parameters", f"{talker} (bf16), {codec} (fp32)"))
+        model_b, codec_b = checkpoint.weight_bytes(n)
+    else:
+        rows.append(("parameters", f"{talker}, {codec}"))
+        model_b, codec_b = ((folder / f).stat().st_size
+                            for f in ("model.safetensors", "speech_tokenizer/model.safetensors"))
+    weights = (f"{(model_b + codec_b) / 1e9:.2f} GB (model.safetensors {model_b / 1e9:.2f} GB, "
+               f"speech_tokenizer/model.safetensors {codec_b / 1e9:.2f} GB)")
+    rows.append(("weights", weights))
+    if rel is not None:
+        from vocalis import hub
+
+        snap, missing = checkpoint.cache_status(rel)
+        if snap is not None and not missing:
+            rows.append(("cache", f"cached: {snap}"))
+        elif snap is not None and snap.is_dir():
+            rows.append(("cache", f"incomplete in {snap} (missing {', '.join(missing)}): run "
+                                  + f"`vocalis models download {rel.model_id}`"))
+        else:
+            rows.append(("cache", f"not cached in {hub.hf_cache_dir()}: run `vocalis models download {rel.model_id}`"))
+    width = max(len(k) for k, _ in rows) + 1
+    for key, value in rows:
+        typer.echo(f"{key + ':':<{width}} {value}")
+
+
 @models_app.command("download", context_settings=_SETTINGS)
 def models_download(
     model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
     all_voices: Annotated[bool, typer.Option(
-        "--all-voices", help="Also fetch every predefined voice, not only the default one.")]
+        "--all-voices", help="Also fetch every predefined voice, not only the default one "
+                             "(Pocket TTS; Qwen3-TTS speakers are built into the checkpoint).")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Fetch weights, tokenizer and voices into the Hugging Face cache for offline use.
 
     Prints one line per file: what it is and its local path. Later runs with
-    HF_HUB_OFFLINE=1 use these files.
+    HF_HUB_OFFLINE=1 use these files. Qwen3-TTS: fetches the checkpoint folder (config,
+    weights, tokenizer, speech_tokenizer/) at the pinned commit and prints its path.
     """
     _setup_logging(quiet)
+    from vocalis.models.qwen3.checkpoint import is_qwen3, resolve_checkpoint
+
+    if is_qwen3(model_id):  # the whole checkpoint folder at its pinned commit (--all-voices: n/a)
+        if quiet:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+        folder, _ = resolve_checkpoint(model_id, download=True)
+        typer.echo(f"checkpoint: {folder}")
+        return
     from vocalis import hub
     from vocalis.api import resolve_model_id
     from vocalis.models.pocket import registry

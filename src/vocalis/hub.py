@@ -397,3 +397,115 @@ def _resolve_url(url: str) -> Path:
             os.unlink(tmp_name)
     logger.info("downloaded %s to %s", url, target)
     return target
+
+
+# --------------------------------------------------------------------------
+# Whole snapshots (several files of one repository at one revision)
+# --------------------------------------------------------------------------
+
+
+def snapshot_path(repo_id: str, revision: str) -> Path | None:
+    """The cache folder ``models--owner--name/snapshots/<commit>`` of ``repo_id`` at ``revision``
+    (a commit hash, or a branch/tag recorded under ``refs/`` by an earlier download), or None
+    when the revision is a branch/tag the cache does not know. The folder may not exist.
+    Never touches the network."""
+    repo_dir = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    if _COMMIT.fullmatch(revision):
+        return repo_dir / "snapshots" / revision
+    ref = repo_dir / "refs" / revision
+    try:
+        commit = ref.read_text().strip()
+    except OSError:
+        return None
+    return repo_dir / "snapshots" / commit if _COMMIT.fullmatch(commit) else None
+
+
+def snapshot_missing(repo_id: str, revision: str, files: list[str] | tuple[str, ...]) -> tuple[Path | None, list[str]]:
+    """``(snapshot folder, files of ``files`` it lacks)`` for ``repo_id`` at ``revision`` in the
+    local cache (see :func:`snapshot_path`); a file counts only if its blob is there too (a
+    dangling link is missing). Never touches the network."""
+    folder = snapshot_path(repo_id, revision)
+    if folder is None:
+        return None, list(files)
+    return folder, [f for f in files if not (folder / f).is_file()]
+
+
+def resolve_snapshot(repo_id: str, revision: str, *, allow_patterns: list[str], required: list[str],
+                     model_id: str | None = None, download: bool = True) -> Path:
+    """A local snapshot folder of ``repo_id`` at ``revision`` holding every file in ``required``.
+
+    A pinned commit whose files are all cached is returned without touching the network
+    (a commit never changes). Otherwise, unless offline (``HF_HUB_OFFLINE``) or
+    ``download`` is False, ``huggingface_hub.snapshot_download`` fetches the files matching
+    ``allow_patterns`` into the Hugging Face cache (:func:`hf_cache_dir`; ``HF_ENDPOINT``
+    honoured).
+
+    Args:
+        repo_id: ``owner/name`` on the Hub.
+        revision: commit hash (recommended), branch or tag.
+        allow_patterns: the files to download (``fnmatch`` patterns, as ``snapshot_download``).
+        required: paths inside the repository that must exist afterwards.
+        model_id: used only to word the advice in errors (``vocalis models download <model_id>``).
+        download: False: use the cache only, as if offline.
+
+    Raises:
+        ModelNotFound: not cached while offline (or ``download`` False) or while the Hub cannot
+            be reached; repository or revision not found; the repository lacks a required file.
+        GatedRepoError: the Hub answered 401/403.
+        InputError: malformed repository id.
+    """
+    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import snapshot_download
+
+    what = f"Hugging Face repo {repo_id!r} at revision {revision!r}"
+    folder, missing = snapshot_missing(repo_id, revision, required)
+    if folder is not None and not missing:
+        return folder
+    offline = is_offline()
+    if offline or not download:
+        cached = "not cached" if folder is None or not folder.is_dir() else f"incomplete in the cache (missing {', '.join(missing)})"
+        why = "HF_HUB_OFFLINE is set" if offline else "downloads are off"
+        raise ModelNotFound(f"{what}: {why} and the checkpoint is {cached} in {hf_cache_dir()}; {_advice(model_id)}")
+    endpoint = os.environ.get("HF_ENDPOINT")
+    unreachable = _unreachable(endpoint or "https://huggingface.co")
+    if unreachable:
+        raise ModelNotFound(f"{what}: the Hugging Face Hub could not be reached ({unreachable}) and the checkpoint "
+                            f"is not cached in {hf_cache_dir()}; {_advice(model_id)}")
+    kwargs: dict = {"repo_id": repo_id, "revision": revision, "allow_patterns": list(allow_patterns),
+                    "cache_dir": str(hf_cache_dir())}
+    if endpoint:
+        kwargs["endpoint"] = endpoint.rstrip("/")
+    transport_errors = tuple(
+        e for e in (getattr(hf_errors, "HTTPError", None), getattr(hf_errors, "OfflineModeIsEnabled", None)) if e
+    )
+    try:
+        path = Path(snapshot_download(**kwargs))
+    except hf_errors.GatedRepoError as exc:
+        raise GatedRepoError(_gated_message(repo_id, what)) from exc
+    except hf_errors.RevisionNotFoundError as exc:
+        raise ModelNotFound(f"revision {revision!r} not found in Hugging Face repo {repo_id!r}; "
+                            f"check the pinned revision") from exc
+    except hf_errors.LocalEntryNotFoundError as exc:  # also IncompleteSnapshotError
+        cause = exc.__cause__ or exc.__context__
+        raise ModelNotFound(f"{what}: the download failed ({_short(cause or exc)}) and the checkpoint is not cached "
+                            f"in {hf_cache_dir()}; {_advice(model_id)}") from exc
+    except hf_errors.HFValidationError as exc:
+        raise InputError(f"invalid Hugging Face repo id {repo_id!r}: {_short(exc)}") from exc
+    except hf_errors.HfHubHTTPError as exc:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            raise GatedRepoError(_gated_message(repo_id, what, maybe_missing=True)) from exc
+        if isinstance(exc, hf_errors.RepositoryNotFoundError) or status == 404:
+            raise ModelNotFound(f"Hugging Face repo {repo_id!r} not found; check the repo id") from exc
+        raise ModelNotFound(f"{what}: the Hub answered HTTP {status} ({_short(exc)}); try again later") from exc
+    except transport_errors as exc:
+        raise ModelNotFound(f"{what}: download failed ({_short(exc)}); check the network or proxy settings, "
+                            f"or {_advice(model_id)}") from exc
+    except OSError as exc:
+        raise ModelNotFound(f"{what}: could not store it in {hf_cache_dir()} ({_short(exc)})") from exc
+    absent = [f for f in required if not (path / f).is_file()]
+    if absent:
+        raise ModelNotFound(f"{what} has no {', '.join(absent)}: not a checkpoint vocalis can load; "
+                            f"check the repo id and revision")
+    logger.info("%s is in %s", what, path)
+    return path
