@@ -473,20 +473,9 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
 
 def is_qwen3(model_id: str) -> bool:
     """A Qwen3-TTS id, Hub repo id, or local folder whose config.json is Qwen3-TTS's."""
-    low = model_id.lower()
-    if low.startswith(("qwen3-tts", "qwen/qwen3-tts")):
-        return True
-    try:
-        from vocalis.models.qwen3.checkpoint import is_qwen3 as _is_qwen3_dir
-    except ImportError:  # pragma: no cover
-        _is_qwen3_dir = None
-    if _is_qwen3_dir is not None:
-        return _is_qwen3_dir(model_id)
-    cfg = Path(model_id).expanduser() / "config.json"
-    try:
-        return cfg.is_file() and '"qwen3_tts"' in cfg.read_text(encoding="utf-8")
-    except OSError:
-        return False
+    from vocalis.models.qwen3.checkpoint import is_qwen3 as _is_qwen3
+
+    return _is_qwen3(model_id)
 
 
 def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, dtype,
@@ -496,16 +485,9 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
 
     if quantize:
         raise InputError("quantize is a Pocket TTS option; Qwen3-TTS runs in float32 or bfloat16 (dtype)")
-    try:
-        from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-    except ImportError:  # pragma: no cover
-        resolve_checkpoint = None
-    if resolve_checkpoint is not None:
-        path, release = resolve_checkpoint(model_id)
-    else:
-        path, release = Path(model_id).expanduser(), None
-        if not path.is_dir():
-            raise ModelNotFound(f"{model_id!r}: not a local Qwen3-TTS checkpoint folder")
+    from vocalis.models.qwen3.checkpoint import resolve_checkpoint
+
+    path, release = resolve_checkpoint(model_id)
     name = release.model_id if release is not None else str(path)
     model = load_model(path, name, dtype=dtype, device=dev)
     return Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
