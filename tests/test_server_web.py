@@ -134,3 +134,46 @@ def test_upload_a_voice_and_speak_with_it(page, served):
     page.wait_for_function(
         "document.getElementById('upload-status').classList.contains('error')", timeout=30_000)
     assert "409" in page.inner_text("#upload-status")
+
+
+def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
+    """A Qwen3-TTS VoiceDesign server: the page shows languages and an instructions box,
+    hides uploads (no cloning), and its request equals the API's audio for the same options."""
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    d = write_random_checkpoint("qwen3-tts/1.7b-voicedesign", tmp_path / "vd", seed=8, tiny=True)
+    tts = vocalis.load(str(d), max_batch=2)
+    app = create_app(tts, voices_dir=tmp_path / "voices")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        pg = page.context.new_page()  # a second page of the module's browser
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url + "/")
+        pg.wait_for_function("!document.getElementById('language-box').hidden")
+        assert pg.is_visible("#instructions") and not pg.is_visible("#voice-file")
+        assert "english" in pg.locator("#language option").all_inner_texts()
+        pg.fill("#text", "Hello from the page.")
+        pg.fill("#instructions", "A bright, fast voice.")
+        pg.select_option("#language", "english")
+        pg.fill("#seed", "4")
+        pg.click("#speak")
+        pg.wait_for_selector("body[data-state=done]", timeout=60_000)
+        samples = pg.evaluate("window.vocalis.samples")
+        pg.close()
+        assert not errors, errors
+        ref = tts.synthesize("Hello from the page.", instruct="A bright, fast voice.", language="english",
+                             seed=4)
+        assert samples == ref.samples.shape[0] > 0
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        tts.close()

@@ -294,7 +294,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             body.update(model=state.model_id, sample_rate=tts.sample_rate,
                         auth=state.api_key is not None, max_input_chars=state.max_input_chars,
                         engine=tts.engine_status(),
-                        uptime_s=round(time.time() - state.started, 1))
+                        uptime_s=round(time.time() - state.started, 1),
+                        **_capabilities(tts))
         return JSONResponse(body, status_code=503 if state.shutting_down else 200)
 
     @app.get("/metrics", include_in_schema=False)
@@ -404,6 +405,17 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                  headers=headers)
 
     return app
+
+
+def _capabilities(tts) -> dict:
+    """What a request to this model may carry (for the web page): ``family``, and for
+    Qwen3-TTS ``languages``, ``instructions`` (whether they are used) and ``cloning``
+    (whether voice uploads are accepted; they take a transcript, ``ref_text``)."""
+    if getattr(tts, "family_name", "") != "qwen3-tts":
+        return {"family": getattr(tts, "family_name", "pocket-tts"), "cloning": True}
+    m = tts.model
+    return {"family": "qwen3-tts", "model_type": m.model_type, "languages": m.languages,
+            "instructions": m.takes_instruct, "cloning": m.model_type == "base"}
 
 
 def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:

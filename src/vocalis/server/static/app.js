@@ -14,6 +14,7 @@ const vocalis = (window.vocalis = {
 let audioCtx = null;
 let controller = null;
 let downloadUrl = null;
+let modelId = null;  // the served model id (from /health), else "tts-1" (any server accepts it)
 
 function setState(state) {
   vocalis.state = state;
@@ -65,6 +66,15 @@ async function loadInfo() {
     const info = await resp.json();
     $("model").textContent = info.model || "";
     document.title = info.model ? `vocalis · ${info.model}` : "vocalis";
+    modelId = info.model || null;
+    // Qwen3-TTS: languages, instructions (VoiceDesign, 1.7B CustomVoice), uploads with a transcript
+    if (info.languages) {
+      $("language").replaceChildren(...info.languages.map((l) => new Option(l, l)));
+      $("language-box").hidden = false;
+    }
+    $("instructions-box").hidden = !info.instructions;
+    $("ref-text-box").hidden = info.family !== "qwen3-tts";
+    $("upload-card").hidden = info.cloning === false;
     if (info.max_input_chars) $("text").maxLength = info.max_input_chars;
     if (info.auth || !("model" in info)) $("auth").open = true;
   } catch (_) { /* the page still works without it */ }
@@ -101,8 +111,11 @@ async function speak() {
                            samples: 0, chunksScheduled: 0, error: null });
   for (const id of ["ttfa", "xrt", "duration", "seed-used"]) $(id).textContent = "–";
 
-  const body = { model: "pocket-tts", input: text, voice: $("voice").value || "default",
+  const body = { model: modelId || "tts-1", input: text, voice: $("voice").value || "default",
                  response_format: "pcm" };
+  if (!$("language-box").hidden && $("language").value !== "auto") body.language = $("language").value;
+  const instructions = $("instructions").value.trim();
+  if (!$("instructions-box").hidden && instructions) body.instructions = instructions;
   const seed = $("seed").value.trim();
   if (seed !== "") body.seed = Number(seed);
 
@@ -189,6 +202,8 @@ async function upload(event) {
   const form = new FormData();
   form.append("name", name);
   form.append("audio_sample", file, file.name);
+  const refText = $("ref-text").value.trim();
+  if (!$("ref-text-box").hidden && refText) form.append("ref_text", refText);
   $("upload-button").disabled = true;
   status($("upload-status"), "Computing the voice…");
   try {
