@@ -61,7 +61,7 @@ def _torchaudio_stand_in() -> None:
     try:
         import torchaudio.compliance.kaldi  # noqa: F401
         return
-    except Exception:
+    except Exception:  # noqa: BLE001, S110 - missing, or a build for another torch: stand in below
         pass
     import transformers  # noqa: F401
 
@@ -90,9 +90,8 @@ def main(job_path: str) -> int:
     _torchaudio_stand_in()
     import numpy as np
     import torch
-    from safetensors.torch import save_file
-
     from qwen_tts import Qwen3TTSModel
+    from safetensors.torch import save_file
 
     torch.set_num_threads(int(job.get("threads") or 1))
     timing: dict[str, float] = {"import": round(time.perf_counter() - t0, 3)}
