@@ -150,6 +150,17 @@ def test_xvector_greedy_export_replay_compare(env, ckpts, ref_wav, tmp_path):
     _all_pass(qwen3.compare(d, None, None))
 
 
+@pytest.mark.slow  # one official run (~15 s on 2 cores) on a 1.7B-shaped tiny checkpoint
+def test_voice_design_export_replay_compare(env, root, tmp_path):
+    ckpt = write_random_checkpoint("qwen3-tts/1.7b-voicedesign", root / "voicedesign", seed=2, tiny=True)
+    d = qwen3.export_fixture(ckpt, tmp_path / "fx", "Hello there.", instruct="A calm low voice.", seed=5,
+                             max_new_tokens=10)
+    t = load_file(str(d / "fixture.safetensors"))
+    assert json.loads((d / "fixture.json").read_text())["mode"] == "voice_design"
+    assert "text.instruct_ids" in t  # the instruct block is part of the official prompt
+    _all_pass(qwen3.compare(d, None, None))
+
+
 @pytest.mark.slow  # reuses the CustomVoice run
 def test_tampered_fixture_fails(cv_fixture, tmp_path):
     replay = tmp_path / "replay"
