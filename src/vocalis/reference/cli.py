@@ -43,8 +43,8 @@ def _fail(e: Exception) -> None:
 @app.command()
 def export(
     out: Annotated[Path, typer.Option("--out", help="Fixture directory to write.")],
-    voice: Annotated[Optional[str], typer.Option(help="Pocket: audio file, predefined voice name, "
-                                                      "or .safetensors voice state.")] = None,
+    voice: Annotated[str | None, typer.Option(help="Pocket: audio file, predefined voice name, "
+                                                   "or .safetensors voice state.")] = None,
     model: Annotated[str, typer.Option(help="pocket-tts, pocket-tts/<config>, or a YAML "
                                             "config path; or a Qwen3-TTS id or checkpoint "
                                             "folder.")] = "pocket-tts",
@@ -67,18 +67,18 @@ def export(
         help="Official max_decoder_frames_per_call: 0 = whatever has queued (default), "
              "1 = frame by frame.")] = None,
     # --- Qwen3-TTS only
-    speaker: Annotated[Optional[str], typer.Option(help="Qwen3 CustomVoice speaker.")] = None,
-    language: Annotated[Optional[str], typer.Option(help="Qwen3 language (default Auto).")] = None,
-    instruct: Annotated[Optional[str], typer.Option(help="Qwen3 instruct (VoiceDesign: the voice "
+    speaker: Annotated[str | None, typer.Option(help="Qwen3 CustomVoice speaker.")] = None,
+    language: Annotated[str | None, typer.Option(help="Qwen3 language (default Auto).")] = None,
+    instruct: Annotated[str | None, typer.Option(help="Qwen3 instruct (VoiceDesign: the voice "
                                                          "description).")] = None,
-    ref_audio: Annotated[Optional[Path], typer.Option(help="Qwen3 Base: reference audio to "
+    ref_audio: Annotated[Path | None, typer.Option(help="Qwen3 Base: reference audio to "
                                                            "clone.")] = None,
-    ref_text: Annotated[Optional[str], typer.Option(help="Qwen3 Base: words of the reference "
+    ref_text: Annotated[str | None, typer.Option(help="Qwen3 Base: words of the reference "
                                                          "audio (in-context cloning).")] = None,
     xvector_only: Annotated[bool, typer.Option(help="Qwen3 Base: clone from the speaker "
                                                     "embedding only.")] = False,
     greedy: Annotated[bool, typer.Option(help="Qwen3: argmax instead of sampling.")] = False,
-    max_new_tokens: Annotated[Optional[int], typer.Option(help="Qwen3: generation "
+    max_new_tokens: Annotated[int | None, typer.Option(help="Qwen3: generation "
                                                                "limit.")] = None,
 ) -> None:
     """Run the official package once (seeded) and write a fixture."""
@@ -98,14 +98,15 @@ def export(
         if is_qwen3_model(model):
             _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_text,
                           xvector_only, seed, greedy, max_new_tokens,
-                          dict(voice=voice, temperature=temperature, eos_threshold=eos_threshold,
-                               frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
-                               sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
-                               decoder_frames_per_call=decoder_frames_per_call))
+                          {"voice": voice, "temperature": temperature,
+                           "eos_threshold": eos_threshold, "frames_after_eos": frames_after_eos,
+                           "noise_clamp": noise_clamp, "sampler_decode_steps": sampler_decode_steps,
+                           "max_tokens": max_tokens,
+                           "decoder_frames_per_call": decoder_frames_per_call})
             return
-        qwen = dict(speaker=speaker, language=language, instruct=instruct, ref_audio=ref_audio,
-                    ref_text=ref_text, xvector_only=xvector_only or None, greedy=greedy or None,
-                    max_new_tokens=max_new_tokens)
+        qwen = {"speaker": speaker, "language": language, "instruct": instruct,
+                "ref_audio": ref_audio, "ref_text": ref_text, "xvector_only": xvector_only or None,
+                "greedy": greedy or None, "max_new_tokens": max_new_tokens}
         given = [k for k, v in qwen.items() if v is not None]
         if given:
             raise InputError(f"--{given[0].replace('_', '-')} is a Qwen3-TTS option; "
@@ -188,7 +189,7 @@ def compare(
     fixture: Annotated[Path, typer.Option(help="Fixture directory or reference WAV.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json "
                                                     "(Qwen3: report.json, summary.txt).")],
-    candidate: Annotated[Optional[Path], typer.Option(
+    candidate: Annotated[Path | None, typer.Option(
         help="Candidate WAV (Qwen3: a replay folder or WAV; omitted: replay now).")] = None,
 ) -> None:
     """Compare a candidate with the fixture's official run (exit 1 on failure)."""
