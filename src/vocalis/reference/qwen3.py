@@ -144,8 +144,9 @@ def _check_request(cfg: dict, text, speaker, language, instruct, ref_audio, ref_
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise InputError(f"seed must be an integer, got {seed!r}", param="seed")
     if max_new_tokens is not None and (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
-                                       or max_new_tokens < 1):
-        raise InputError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}", param="max_new_tokens")
+                                       or max_new_tokens < 2):
+        raise InputError(f"max_new_tokens must be an integer >= 2 (the official keeps max_new_tokens - 1 frames), "
+                         f"got {max_new_tokens!r}", param="max_new_tokens")
     t = cfg.get("talker_config") or {}
     langs = ["auto"] + [k for k in (t.get("codec_language_id") or {}) if "dialect" not in k]
     if language is not None and language.lower() not in langs:
