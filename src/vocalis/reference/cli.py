@@ -4,6 +4,14 @@
     vocalis reference replay --fixture fx/ --chunk-frames 1 -o replay.wav
     vocalis reference compare --fixture fx/ --candidate replay.wav --out fx/cmp
 
+Qwen3-TTS (the model option decides the family: ``qwen3-tts/...``, ``Qwen/Qwen3-TTS-12Hz-...`` or
+a local checkpoint folder whose config.json has model_type qwen3_tts; see
+:mod:`vocalis.reference.qwen3`):
+
+    vocalis reference export --model ckpt/ --speaker Ryan --text "Hello." --seed 0 --out fx/
+    vocalis reference replay --fixture fx/ -o fx/replay/
+    vocalis reference compare --fixture fx/ [--candidate fx/replay/] --out fx/cmp
+
 Exit codes: 0 success / comparison passed; 1 comparison failed; 2 bad input (missing file,
 unknown model or voice, bad options), with one line on stderr.
 """
@@ -35,10 +43,11 @@ def _fail(e: Exception) -> None:
 @app.command()
 def export(
     out: Annotated[Path, typer.Option("--out", help="Fixture directory to write.")],
-    voice: Annotated[str, typer.Option(help="Audio file, predefined voice name, or .safetensors "
-                                            "voice state.")],
+    voice: Annotated[str | None, typer.Option(help="Pocket: audio file, predefined voice name, "
+                                                   "or .safetensors voice state.")] = None,
     model: Annotated[str, typer.Option(help="pocket-tts, pocket-tts/<config>, or a YAML "
-                                            "config path.")] = "pocket-tts",
+                                            "config path; or a Qwen3-TTS id or checkpoint "
+                                            "folder.")] = "pocket-tts",
     text: Annotated[Optional[str], typer.Option(help="Text to speak.")] = None,
     text_file: Annotated[Optional[Path], typer.Option(help="Read the text from this UTF-8 "
                                                            "file.")] = None,
@@ -57,9 +66,24 @@ def export(
     decoder_frames_per_call: Annotated[Optional[int], typer.Option(
         help="Official max_decoder_frames_per_call: 0 = whatever has queued (default), "
              "1 = frame by frame.")] = None,
+    # --- Qwen3-TTS only
+    speaker: Annotated[str | None, typer.Option(help="Qwen3 CustomVoice speaker.")] = None,
+    language: Annotated[str | None, typer.Option(help="Qwen3 language (default Auto).")] = None,
+    instruct: Annotated[str | None, typer.Option(help="Qwen3 instruct (VoiceDesign: the voice "
+                                                         "description).")] = None,
+    ref_audio: Annotated[Path | None, typer.Option(help="Qwen3 Base: reference audio to "
+                                                           "clone.")] = None,
+    ref_text: Annotated[str | None, typer.Option(help="Qwen3 Base: words of the reference "
+                                                         "audio (in-context cloning).")] = None,
+    xvector_only: Annotated[bool, typer.Option(help="Qwen3 Base: clone from the speaker "
+                                                    "embedding only.")] = False,
+    greedy: Annotated[bool, typer.Option(help="Qwen3: argmax instead of sampling.")] = False,
+    max_new_tokens: Annotated[int | None, typer.Option(help="Qwen3: generation "
+                                                               "limit.")] = None,
 ) -> None:
-    """Run the official pocket-tts once (seeded) and write a fixture."""
+    """Run the official package once (seeded) and write a fixture."""
     from vocalis.reference.export import export_fixture
+    from vocalis.reference.qwen3 import is_qwen3_model
 
     try:
         if text is not None and text_file is not None:
@@ -71,6 +95,25 @@ def export(
                 raise InputError(f"cannot read text file {text_file}: {e}") from None
         if text is None:
             raise InputError("give the text with --text or --text-file")
+        if is_qwen3_model(model):
+            _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_text,
+                          xvector_only, seed, greedy, max_new_tokens,
+                          {"voice": voice, "temperature": temperature,
+                           "eos_threshold": eos_threshold, "frames_after_eos": frames_after_eos,
+                           "noise_clamp": noise_clamp, "sampler_decode_steps": sampler_decode_steps,
+                           "max_tokens": max_tokens,
+                           "decoder_frames_per_call": decoder_frames_per_call})
+            return
+        qwen = {"speaker": speaker, "language": language, "instruct": instruct,
+                "ref_audio": ref_audio, "ref_text": ref_text, "xvector_only": xvector_only or None,
+                "greedy": greedy or None, "max_new_tokens": max_new_tokens}
+        given = [k for k, v in qwen.items() if v is not None]
+        if given:
+            raise InputError(f"--{given[0].replace('_', '-')} is a Qwen3-TTS option; "
+                             f"{model} is a Pocket TTS model")
+        if voice is None:
+            raise InputError("give the voice with --voice (audio file, predefined voice name or "
+                             ".safetensors voice state)")
         sampling = dict(temperature=temperature, eos_threshold=eos_threshold,
                         frames_after_eos=frames_after_eos, noise_clamp=noise_clamp,
                         sampler_decode_steps=sampler_decode_steps, max_tokens=max_tokens,
@@ -85,6 +128,22 @@ def export(
                f"{t['frames']} frames, {t['samples']} samples")
 
 
+def _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_text,
+                  xvector_only, seed, greedy, max_new_tokens, pocket_only: dict) -> None:
+    from vocalis.reference.qwen3 import export_fixture as export_qwen3
+
+    given = [k for k, v in pocket_only.items() if v is not None]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')} is a Pocket TTS option; {model} is a "
+                         "Qwen3-TTS model")
+    d = export_qwen3(model, out, text, speaker=speaker, language=language, instruct=instruct,
+                     ref_audio=ref_audio, ref_text=ref_text, xvector_only=xvector_only, seed=seed,
+                     greedy=greedy, max_new_tokens=max_new_tokens)
+    meta = json.loads((d / "fixture.json").read_text(encoding="utf-8"))
+    typer.echo(f"wrote {d}: Qwen3-TTS {meta['mode']}, {meta['frames']} frames, "
+               f"{meta['samples']} samples")
+
+
 @app.command()
 def replay(
     fixture: Annotated[Path, typer.Option(help="Fixture directory (or a file in it).")],
@@ -94,11 +153,24 @@ def replay(
     model: Annotated[Optional[str], typer.Option(help="vocalis model id (default: the "
                                                       "fixture's).")] = None,
 ) -> None:
-    """Decode the fixture's official latents with vocalis's Mimi decoder."""
+    """Pocket: decode the fixture's official latents with vocalis's Mimi decoder. Qwen3: rebuild
+    prompt, logits and codes with vocalis, decode the official codes (-o: folder or .wav)."""
     from vocalis.reference.export import _write_float_wav
+    from vocalis.reference.qwen3 import is_qwen3_fixture
     from vocalis.reference.replay import load_fixture, replay_fixture
 
     try:
+        if is_qwen3_fixture(fixture):
+            if chunk_frames is not None or full_decoder:
+                raise InputError("--chunk-frames/--full-decoder are Pocket options; a Qwen3 "
+                                 "replay decodes one shot and frame by frame")
+            from vocalis.reference import qwen3
+
+            fx = qwen3.load_fixture(fixture)
+            wav = qwen3.write_replay(fx, qwen3.replay_fixture(fx, model), output)
+            typer.echo(f"wrote {wav} (and its .json/.safetensors/_stream.wav) at "
+                       f"{fx.sample_rate} Hz")
+            return
         wav = replay_fixture(fixture, chunk_frames=chunk_frames, full_decoder=full_decoder,
                              model=model)
         sr = load_fixture(fixture).sample_rate
@@ -115,15 +187,28 @@ def replay(
 @app.command()
 def compare(
     fixture: Annotated[Path, typer.Option(help="Fixture directory or reference WAV.")],
-    candidate: Annotated[Path, typer.Option(help="Candidate WAV.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json "
+                                                    "(Qwen3: report.json, summary.txt).")],
+    candidate: Annotated[Path | None, typer.Option(
+        help="Candidate WAV (Qwen3: a replay folder or WAV; omitted: replay now).")] = None,
 ) -> None:
-    """Compare a candidate WAV with the fixture's official waveform (exit 1 on failure)."""
+    """Compare a candidate with the fixture's official run (exit 1 on failure)."""
     from vocalis.reference.compare import compare as _compare, summary
+    from vocalis.reference.qwen3 import is_qwen3_fixture
 
     try:
         if not fixture.expanduser().exists():
             raise InputError(f"fixture not found: {fixture}")
+        if is_qwen3_fixture(fixture):
+            from vocalis.reference import qwen3
+
+            report = qwen3.compare(fixture, candidate, out)
+            typer.echo(qwen3.summary(report))
+            if not report["pass"]:
+                raise typer.Exit(1)
+            return
+        if candidate is None:
+            raise InputError("give the candidate WAV with --candidate")
         report = _compare(fixture, candidate, out)
     except VocalisError as e:
         _fail(e)
