@@ -74,44 +74,30 @@ def is_qwen3_model(model: str | Path | None) -> bool:
     local folder (or its ``config.json``) whose ``model_type`` is ``qwen3_tts``."""
     if model is None:
         return False
-    text = str(model).strip()
-    low = text.lower()
-    if low.startswith(("qwen3-tts/", "qwen/qwen3-tts")) or low == "qwen3-tts":
-        return True
-    p = Path(text).expanduser()
-    cfg = p / "config.json" if p.is_dir() else p
-    if cfg.name == "config.json" and cfg.is_file():
-        return (_read_config(cfg) or {}).get("model_type") == "qwen3_tts"
-    return False
+    from vocalis.models.qwen3.checkpoint import is_qwen3
+
+    p = Path(str(model).strip()).expanduser()
+    return is_qwen3(str(p.parent) if p.name == "config.json" and p.is_file() else str(model).strip())
 
 
 def resolve_checkpoint_dir(model: str | Path) -> Path:
-    """A Qwen3-TTS checkpoint folder for ``model`` (local folder, its ``config.json``, or an id).
-
-    Ids go through ``vocalis.models.qwen3.checkpoint.resolve_checkpoint`` when this vocalis has it;
-    otherwise only local folders are accepted.
+    """A Qwen3-TTS checkpoint folder for ``model``: a local folder (or its ``config.json``), or an
+    id resolved through the Hub cache at the pinned revision
+    (:func:`vocalis.models.qwen3.checkpoint.resolve_checkpoint`).
 
     Raises:
-        ModelNotFound: no such folder, not a Qwen3-TTS folder, or an id that cannot be resolved.
+        ModelNotFound / CheckpointError: no such folder or id, not a Qwen3-TTS folder, not
+        cached while offline.
     """
+    from vocalis.models.qwen3.checkpoint import resolve_checkpoint
+
     text = str(model).strip()
     if not text:
         raise ModelNotFound("model is empty: give a Qwen3-TTS checkpoint folder or id")
     p = Path(text).expanduser()
     if p.name == "config.json" and p.is_file():
-        p = p.parent
-    if p.is_dir():
-        cfg = _read_config(p / "config.json")
-        if cfg is None or cfg.get("model_type") != "qwen3_tts":
-            raise ModelNotFound(f"{p} is not a Qwen3-TTS checkpoint folder (its config.json must have "
-                                "model_type qwen3_tts)")
-        return p.resolve()
-    try:
-        from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-    except ImportError:
-        raise ModelNotFound(f"cannot resolve {text!r}: this vocalis resolves only local Qwen3-TTS checkpoint "
-                            "folders for the reference harness; download the checkpoint and pass its folder") from None
-    return Path(resolve_checkpoint(text)).resolve()
+        text = str(p.parent)
+    return Path(resolve_checkpoint(text)[0]).resolve()
 
 
 def official_python() -> str:
