@@ -157,3 +157,49 @@ def test_cli_generate_writes_the_api_audio_and_refuses_bad_options(tmp_path, cap
         assert not out2.exists()
     assert cli.main(["generate", "--text", "hi", "--speaker", "ryan", "-o", str(tmp_path / "c.wav")]) == 2
     assert "--speaker: Qwen3-TTS option" in capsys.readouterr().err
+
+
+def test_runaway_guard_and_idle_memory(tmp_path):
+    """Random weights almost never emit EOS: the guard stops a request after
+    40 + 15 x (text tokens) frames (vocalis.models.qwen3.model.guard_frames), unless the model
+    was loaded exact (then only max_new_tokens - 1 bounds it). Rows grown by a batch go back
+    when the engine is idle."""
+    import time
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=5, tiny=True)
+    text = "Hi."
+    with vocalis.load(str(d)) as tts:
+        n = len(tts.model.tokenizer.encode(text))
+        audio = tts.synthesize(text, speaker="ryan", seed=1)
+        assert audio.chunks[0]["eos_step"] is None
+        assert len(audio.chunks[0]["codes"]) == 40 + 15 * n
+        hs = [tts.submit(text, speaker="ryan", seed=i, max_new_tokens=5) for i in range(3)]
+        for h in hs:
+            list(h.events())
+        deadline = time.monotonic() + 10
+        while tts.engine.batch.cache.k.shape[1] > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tts.engine.batch.cache.k.shape[1] == 1
+    with vocalis.load(str(d), exact=True) as tts:
+        audio = tts.synthesize(text, speaker="ryan", seed=1, max_new_tokens=40 + 15 * n + 20)
+        assert len(audio.chunks[0]["codes"]) == 40 + 15 * n + 19
+
+
+def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path):
+    """Frames leave one by one through the streaming decoder; together they equal the
+    one-shot decode of the same codes (the official decode path)."""
+    import torch
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=6, tiny=True)
+    with vocalis.load(str(d)) as tts:
+        req = tts.submit(TEXT, speaker="vivian", seed=3, max_new_tokens=30)
+        pieces = []
+        for ev in req.events():
+            if hasattr(ev, "samples"):
+                pieces.append(ev.samples)
+        codes = torch.tensor(req.stats.chunks[0]["codes"]).T[None]
+        whole = tts.model.decoder.decode(codes)[0].numpy()
+    assert len(pieces) == 29 and all(p.shape == (1920,) for p in pieces)
+    stream = np.concatenate(pieces)
+    assert stream.shape == whole.shape
+    assert np.abs(stream - whole).max() < 1e-5

@@ -144,8 +144,7 @@ class Engine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    if not self._queue and not self._active \
-                            and self.batch.capacity > KEEP_CACHE_POSITIONS:
+                    if not self._queue and not self._active and self._oversized():
                         self.batch.release_memory()  # idle after a long request: give it back
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
@@ -182,6 +181,12 @@ class Engine:
                 if burst:
                     self._set_threads("flow")
         self._decode_q.put(None)
+
+    def _oversized(self) -> bool:
+        """Whether the idle batch holds more cache than an ordinary request needs: the
+        family's own rule (``oversized()``), else more than KEEP_CACHE_POSITIONS per row."""
+        rule = getattr(self.batch, "oversized", None)
+        return rule() if rule is not None else self.batch.capacity > KEEP_CACHE_POSITIONS
 
     def _take_admissions(self) -> list[Job]:
         out = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from vocalis.engine.family import RowOut
-from vocalis.engine.scheduler import non_finite
+from vocalis.engine.scheduler import KEEP_CACHE_POSITIONS, non_finite
 from vocalis.models.qwen3.model import Qwen3Model
 from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
@@ -89,34 +89,50 @@ class _RowCache:
 
 
 class Qwen3Batch:
-    """Talker KV cache ``[L, rows, S, H_kv, D]`` and the codec's streaming state of ``rows``
-    rows. ``chunked``: the codec replays the official 300/25 chunked decode (default, equal
-    to the official output); False keeps full state over long utterances."""
+    """Talker KV cache ``[L, R, S, H_kv, D]`` and the codec's streaming state of ``rows``
+    rows. The cache holds only the rows in use so far (R grows with the highest row
+    admitted: the engine fills the lowest free rows) and S positions (grows in steps of
+    256); an idle engine gives a grown cache back. ``chunked``: the codec replays the
+    official 300/25 chunked decode (default, equal to the official output); False keeps
+    full state over long utterances."""
 
     def __init__(self, model: Qwen3Model, rows: int, chunked: bool = True):
         self.model = model
         self.rows = rows
         self.chunked = chunked
-        self.cache = model.talker.new_cache(rows, INITIAL_SLOTS)
+        self.cache = model.talker.new_cache(1, INITIAL_SLOTS)
         self.codec = model.decoder.new_state(rows, chunked=chunked)
 
     @property
     def capacity(self) -> int:
         return self.cache.slots
 
-    def ensure(self, positions: int) -> None:
+    def ensure(self, positions: int, rows: int = 1) -> None:
+        """Room for ``positions`` positions in each of the first ``rows`` rows."""
         self.cache.ensure(positions)
+        have = self.cache.k.shape[1]
+        if rows > have:
+            shape = list(self.cache.k.shape)
+            shape[1] = rows - have
+            self.cache.k = torch.cat([self.cache.k, self.cache.k.new_zeros(shape)], dim=1)
+            self.cache.v = torch.cat([self.cache.v, self.cache.v.new_zeros(shape)], dim=1)
 
     def row_cache(self, row: int) -> _RowCache:
         return _RowCache(self.cache, row)
 
     def clear_row(self, row: int) -> None:
-        self.cache.k[:, row].zero_()
-        self.cache.v[:, row].zero_()
+        if row < self.cache.k.shape[1]:
+            self.cache.k[:, row].zero_()
+            self.cache.v[:, row].zero_()
         self.codec.reset(torch.tensor([row]))
 
+    def oversized(self) -> bool:
+        """More than one row, or more than KEEP_CACHE_POSITIONS positions: worth giving back
+        when the engine is idle (one row of INITIAL_SLOTS stays, for the next request)."""
+        return self.cache.k.shape[1] > 1 or self.cache.slots > KEEP_CACHE_POSITIONS
+
     def release_memory(self) -> None:
-        self.cache = self.model.talker.new_cache(self.rows, INITIAL_SLOTS)
+        self.cache = self.model.talker.new_cache(1, INITIAL_SLOTS)
 
     def cache_bytes(self) -> int:
         n = self.cache.k.numel() * self.cache.k.element_size() * 2
@@ -175,7 +191,7 @@ class Qwen3Family:
         for job in jobs:
             inp: Qwen3Input = job.voice
             length = inp.prompt.prefill.shape[1]
-            batch.ensure(length + min(job.budget, 256) + 1)
+            batch.ensure(length + min(job.budget, 256) + 1, job.row + 1)
             logits, hidden = talker.prefill(inp.prompt.prefill, batch.row_cache(job.row))
             st: Qwen3Row = job.state
             st.logits, st.hidden, st.pos = logits[:, -1], hidden[:, -1:], length
