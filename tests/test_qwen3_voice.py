@@ -79,7 +79,10 @@ def official(ckpts, audio_files, tmp_path_factory):
     jobs = [{"name": n, "audio": str(audio_files[a]), "ref_text": TEXT, "xvector_only": x}
             for n, (a, x) in JOBS.items()]
     (tmp / "jobs.json").write_text(json.dumps(jobs))
-    return run_official("clone_run.py", ckpts["0b6"], tmp / "jobs.json", timeout=1200)
+    (tmp / "pt").mkdir()
+    out = run_official("clone_run.py", ckpts["0b6"], tmp / "jobs.json", tmp / "pt", timeout=1200)
+    out["pt"] = tmp / "pt"
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +166,28 @@ def test_from_official_item(official, ours):
     q = ClonePrompt.from_official_item(obj, model_size="0b6")
     assert q.xvector_only and q.ref_codes is None
     assert ClonePrompt.from_official_item(ours["icl24"].to_official_dict(), model_size="0b6").ref_text == TEXT
+
+
+@pytest.mark.slow
+def test_from_official_file(official, ours, tmp_path):
+    """Prompts the official package torch.save-d, read back without importing qwen_tts."""
+    pt = official["pt"]
+    p = ClonePrompt.from_official_file(pt / "icl24_dict.pt", model_size="0b6")
+    assert torch.equal(p.ref_codes, ours["icl24"].ref_codes) and p.ref_text == TEXT and p.icl
+    assert np.abs(p.xvector.numpy() - ours["icl24"].xvector.numpy()).max() < TOL
+    x = ClonePrompt.from_official_file(pt / "batch.pt", model_size="0b6", index=0)  # JOBS order: x24 first
+    assert x.xvector_only and x.ref_codes is None
+    assert np.abs(x.xvector.numpy() - ours["x24"].xvector.numpy()).max() < TOL
+    with pytest.raises(VoiceError, match=r"save `dataclasses.asdict\(item\)` instead"):
+        ClonePrompt.from_official_file(pt / "icl24_item.pt", model_size="0b6")
+    with pytest.raises(VoiceError, match="holds 4 prompt item"):
+        ClonePrompt.from_official_file(pt / "batch.pt", model_size="0b6", index=9)
+    with pytest.raises(VoiceError, match="needs its reference text"):  # the batch form drops ref_text
+        ClonePrompt.from_official_file(pt / "batch.pt", model_size="0b6", index=1)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a torch file")
+    with pytest.raises(VoiceError, match="not a readable torch.save file"):
+        ClonePrompt.from_official_file(junk, model_size="0b6")
 
 
 # ----------------------------------------------------------------------------- files

@@ -300,6 +300,48 @@ class ClonePrompt:
                    hidden_size=int(hidden_size if hidden_size is not None else emb.numel()),
                    model_size=model_size)
 
+    @classmethod
+    def from_official_file(cls, path: str | os.PathLike[str], *, model_size: str, index: int = 0,
+                           hidden_size: int | None = None) -> ClonePrompt:
+        """Read a prompt the official package made and ``torch.save``-d: one item as a dict
+        (``dataclasses.asdict(item)``), a list of such dicts, or the batched dict of lists of
+        ``Qwen3TTSModel._prompt_items_to_voice_clone_prompt`` (W:461-467; it lacks ``ref_text``,
+        so only x-vector-only items load from it). ``index`` picks an item of a list/batch.
+        Loaded with ``torch.load(weights_only=True)``: no code from the file runs.
+
+        Raises:
+            VoiceError: missing or unreadable file, a pickled ``VoiceClonePromptItem`` object
+                (save ``dataclasses.asdict(item)`` instead), an unknown layout, a bad index.
+        """
+        import pickle
+
+        p = Path(path)
+        if not p.is_file():
+            raise VoiceError(f"official clone prompt file not found: {p}; check the path")
+        try:
+            obj = torch.load(str(p), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            if "Unsupported global" in str(e):  # a pickled class such as VoiceClonePromptItem
+                raise VoiceError(f"{p} holds a pickled object (not loaded: it could run code); in the official "
+                                 "package save `dataclasses.asdict(item)` instead of the item") from None
+            raise VoiceError(f"{p} is not a readable torch.save file (corrupt or another format); "
+                             "save the prompt again") from None
+        except (RuntimeError, OSError, EOFError, ValueError) as e:
+            raise VoiceError(f"{p} is not a readable torch.save file ({e}); save the prompt again") from None
+        if isinstance(obj, dict) and isinstance(obj.get("ref_spk_embedding"), (list, tuple)):
+            n = len(obj["ref_spk_embedding"])
+            if not -n <= index < n:
+                raise VoiceError(f"{p} holds {n} prompt item(s); index {index} is out of range")
+            obj = {k: (v[index] if isinstance(v, (list, tuple)) else v) for k, v in obj.items()}
+        elif isinstance(obj, (list, tuple)):
+            if not -len(obj) <= index < len(obj):
+                raise VoiceError(f"{p} holds {len(obj)} prompt item(s); index {index} is out of range")
+            obj = obj[index]
+        if not isinstance(obj, dict) or "ref_spk_embedding" not in obj:
+            raise VoiceError(f"{p} is not an official voice-clone prompt (no ref_spk_embedding); save "
+                             "`dataclasses.asdict(item)` of a create_voice_clone_prompt item")
+        return cls.from_official_item(obj, model_size=model_size, hidden_size=hidden_size)
+
     def to_official_dict(self) -> dict[str, Any]:
         """The fields of an official ``VoiceClonePromptItem`` (W:40-51)."""
         return {"ref_code": self.ref_codes, "ref_spk_embedding": self.xvector,
