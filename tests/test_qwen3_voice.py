@@ -296,3 +296,13 @@ def test_ref_text_rules(encoders):
         create_clone_prompt(wav, 24000, speaker_encoder=spk, speech_encoder=speech, ref_text="  \n")
     p = create_clone_prompt(wav, 24000, speaker_encoder=spk, ref_text="ignored", xvector_only=True)
     assert p.xvector_only and p.ref_codes is None and p.ref_text is None
+    with pytest.raises(InputError, match=r"looks like \[channels, samples\]"):
+        create_clone_prompt(chirp(1.2, 24000, 2).T, 24000, speaker_encoder=spk, xvector_only=True)
+
+
+def test_stereo_array_equals_file(encoders, ours):
+    """[samples, channels] arrays are mixed as the file reader mixes them."""
+    spk, speech = encoders["0b6"]
+    p = create_clone_prompt(chirp(2.6, 44100, 2, seed=2), 44100, speaker_encoder=spk, speech_encoder=speech,
+                            ref_text=TEXT)
+    assert torch.equal(p.xvector, ours["icl44"].xvector) and torch.equal(p.ref_codes, ours["icl44"].ref_codes)
