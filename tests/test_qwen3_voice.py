@@ -3,7 +3,8 @@
 
 Tiny random Base checkpoints are written by vocalis's writer; the official package loads the
 0.6B one with ``Qwen3TTSModel.from_pretrained`` and makes prompts from the same audio files, in
-one subprocess for the module (``tests/qwen_official/clone_run.py``).
+one subprocess for the module (``tests/qwen_official/clone_run.py``). Writing the two tiny
+checkpoints takes ~20 s (the text tokenizer is trained), so every test using them is slow.
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ def test_from_official_file(official, ours, tmp_path):
 
 # ----------------------------------------------------------------------------- files
 
+@pytest.mark.slow
 def test_save_load_round_trip(ours, tmp_path):
     for name in ("x24", "icl24"):
         p = ours[name].save(tmp_path / f"{name}.safetensors")
@@ -222,6 +224,7 @@ def test_load_bad_files(tmp_path):
         ClonePrompt.load(foreign)
 
 
+@pytest.mark.slow
 def test_check_fits(encoders, audio_files):
     spk17, _ = encoders["1b7"]
     p17 = clone_prompt_from_file(audio_files["24k"], speaker_encoder=spk17, xvector_only=True)
@@ -235,6 +238,7 @@ def test_check_fits(encoders, audio_files):
     p17.check_fits(64, "1b7", "base", spk17.fingerprint)
 
 
+@pytest.mark.slow
 def test_load_speaker_encoder_errors(ckpts, tmp_path):
     import shutil
 
@@ -254,6 +258,7 @@ def test_load_speaker_encoder_errors(ckpts, tmp_path):
 
 # ----------------------------------------------------------------------------- bad input
 
+@pytest.mark.slow
 def test_bad_reference_audio(encoders, tmp_path, caplog):
     spk, speech = encoders["0b6"]
     kw = {"speaker_encoder": spk, "speech_encoder": speech, "ref_text": TEXT}
@@ -287,6 +292,7 @@ def test_bad_reference_audio(encoders, tmp_path, caplog):
     assert "is short (1.5 s)" in caplog.text and "3-20 s" in caplog.text
 
 
+@pytest.mark.slow
 def test_ref_text_rules(encoders):
     spk, speech = encoders["0b6"]
     wav = chirp(1.2, 24000)[:, 0]
@@ -300,6 +306,7 @@ def test_ref_text_rules(encoders):
         create_clone_prompt(chirp(1.2, 24000, 2).T, 24000, speaker_encoder=spk, xvector_only=True)
 
 
+@pytest.mark.slow
 def test_stereo_array_equals_file(encoders, ours):
     """[samples, channels] arrays are mixed as the file reader mixes them."""
     spk, speech = encoders["0b6"]
