@@ -45,7 +45,29 @@ CASES = [
      dict(instruct="A deep warm voice.", language="english", max_new_tokens=N)),
     ("eos-0.6b-customvoice", "custom_voice", dict(speaker="aiden", language="English", max_new_tokens=60), 5,
      dict(speaker="aiden", language="English", max_new_tokens=60)),
+    ("0.6b-base", "voice_clone", dict(ref_text="A short reference sentence.", language="english",
+                                      max_new_tokens=N), 13,
+     dict(ref_text="A short reference sentence.", language="english", max_new_tokens=N)),
+    ("1.7b-base", "voice_clone", dict(x_vector_only_mode=True, max_new_tokens=N, **GREEDY), 0,
+     dict(xvector_only=True, max_new_tokens=N, greedy=True)),
 ]
+REF_SECONDS = 2.4
+
+
+def reference_audio(path):
+    """A 24 kHz speech-like test signal (harmonics with a moving pitch and a syllable
+    envelope, plus a little noise), saved as float WAV and .npy (the official input)."""
+    import soundfile as sf
+
+    t = np.arange(int(24000 * REF_SECONDS)) / 24000
+    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / 24000
+    x = sum(np.sin(k * phase) / k for k in range(1, 8)) * (0.55 + 0.45 * np.sin(2 * np.pi * 3.1 * t))
+    x = 0.25 * x + 0.01 * np.random.default_rng(0).standard_normal(t.shape)
+    x = x.astype(np.float32)
+    sf.write(path.with_suffix(".wav"), x, 24000, subtype="FLOAT")
+    np.save(path.with_suffix(".npy"), x)
+    return path.with_suffix(".wav"), path.with_suffix(".npy")
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +78,13 @@ def setup(tmp_path_factory):
         eos = name.startswith("eos-")
         mid = "qwen3-tts/" + name.removeprefix("eos-")
         dirs[name] = write_random_checkpoint(mid, root / name, seed=1, tiny=True, eos_scale=3.0 if eos else 1.0)
-    cases = [dict(dir=str(dirs[c[0]]), method=c[1], kwargs=dict(text=TEXT, **c[2]), seed=c[3]) for c in CASES]
+    wav, npy = reference_audio(root / "ref")
+    cases = [dict(dir=str(dirs[c[0]]), method=c[1], kwargs=dict(text=TEXT, **c[2]), seed=c[3],
+                  ref_wav=str(npy) if c[1] == "voice_clone" else None) for c in CASES]
     (root / "cases.json").write_text(json.dumps(cases))
     official = run_official("engine_run.py", root / "cases.json", timeout=1200)
     models = {name: vocalis.load(str(d), exact=True, max_batch=4) for name, d in dirs.items()}
-    yield dirs, official, models
+    yield dirs, official, models, wav
     for m in models.values():
         m.close()
 
@@ -68,14 +92,23 @@ def setup(tmp_path_factory):
 @pytest.mark.slow  # one official subprocess for the module (~1 min on 2 cores)
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in CASES])
 def test_engine_codes_and_audio_equal_official(setup, i):
-    dirs, official, models = setup
-    name, _, _, seed, kw = CASES[i]
+    dirs, official, models, ref_wav = setup
+    name, method, _, seed, kw = CASES[i]
+    if method == "voice_clone":
+        kw = dict(kw, ref_audio=str(ref_wav))
     audio = models[name].synthesize(TEXT, seed=seed, **kw)
     codes = np.array(audio.chunks[0]["codes"])
     off_codes, off_wav = official["arrays"][f"codes_{i}"], official["arrays"][f"wav_{i}"]
     assert codes.shape == off_codes.shape and codes.shape[0] > 0
     assert np.array_equal(codes, off_codes)
-    assert audio.samples.shape == off_wav.shape == (1920 * codes.shape[0],)
+    assert audio.samples.shape == (1920 * codes.shape[0],)
+    # In-context cloning: the official decodes reference + generated codes and cuts
+    # int(ref / total * samples) from the front (float rounding can keep one sample of the
+    # reference); vocalis feeds the reference codes to the streaming decoder first and drops
+    # exactly their 1920 * ref frames.
+    extra = off_wav.shape[0] - audio.samples.shape[0]
+    assert extra == 0 or ("ref_text" in kw and extra == 1), extra
+    off_wav = off_wav[extra:]
     assert cosine(audio.samples, off_wav) > 0.99999
     assert np.abs(audio.samples - off_wav).max() < 1e-4
     if name.startswith("eos-"):
@@ -86,7 +119,7 @@ def test_engine_codes_and_audio_equal_official(setup, i):
 def test_a_seeded_request_gives_the_same_codes_alone_and_beside_others(setup):
     """Rows at different positions, sampling with different options, admitted at different
     steps: each request's codes equal its codes alone."""
-    _, _, models = setup
+    _, _, models, _ = setup
     tts = models["0.6b-customvoice"]
     reqs = [("Hi.", dict(speaker="ryan", seed=1)),
             (TEXT, dict(speaker="serena", seed=2, temperature=1.3, top_k=10)),
@@ -203,3 +236,46 @@ def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path):
     stream = np.concatenate(pieces)
     assert stream.shape == whole.shape
     assert np.abs(stream - whole).max() < 1e-5
+
+
+def test_cli_base_cloning_export_reuse_and_bad_reference_audio(tmp_path, capsys):
+    """Base: --ref-audio with --ref-text (in-context) or --xvector-only; `voices export` writes
+    a prompt that --voice reuses with the same audio; a prompt refused by another model size;
+    bad reference audio: one line, exit 2, no output file."""
+    import soundfile as sf
+
+    from vocalis import cli
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-base", tmp_path / "b06", seed=7, tiny=True)
+    d17 = write_random_checkpoint("qwen3-tts/1.7b-base", tmp_path / "b17", seed=7, tiny=True)
+    ref, _ = reference_audio(tmp_path / "ref")
+    common = ["--model", str(d), "--text", TEXT, "--seed", "2", "--max-new-tokens", "7", "--language", "english"]
+    a = tmp_path / "a.wav"
+    assert cli.main(["generate", *common, "--ref-audio", str(ref), "--ref-text", "Some words.", "-o", str(a)]) == 0
+    prompt = tmp_path / "me.safetensors"
+    assert cli.main(["voices", "export", str(ref), str(prompt), "--model", str(d), "--ref-text", "Some words."]) == 0
+    b = tmp_path / "b.wav"
+    assert cli.main(["generate", *common, "--voice", str(prompt), "-o", str(b)]) == 0
+    wa, _ = sf.read(a, dtype="float32")
+    wb, _ = sf.read(b, dtype="float32")
+    assert wa.shape == wb.shape == (6 * 1920,) and np.array_equal(wa, wb)
+    capsys.readouterr()
+    silent, short, long_, corrupt = (tmp_path / n for n in ("silent.wav", "short.wav", "long.wav", "bad.wav"))
+    sf.write(silent, np.zeros(48000, np.float32), 24000)
+    sf.write(short, np.random.default_rng(1).standard_normal(2400).astype(np.float32) * 0.1, 24000)
+    sf.write(long_, np.random.default_rng(2).standard_normal(1000 * 600).astype(np.float32) * 0.1, 1000)
+    corrupt.write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunkjunk")
+    bad = [(["--ref-audio", str(silent), "--xvector-only"], "silent"),
+           (["--ref-audio", str(short), "--xvector-only"], "too short"),
+           (["--ref-audio", str(long_), "--xvector-only"], "too long"),
+           (["--ref-audio", str(corrupt), "--xvector-only"], str(corrupt)),
+           (["--ref-audio", str(ref)], "--ref-text"),
+           (["--speaker", "ryan", "--ref-audio", str(ref), "--xvector-only"], "no built-in speakers"),
+           ([], "clones a voice"),
+           (["--voice", str(prompt), "--model", str(d17)], "0.6B")]
+    for extra, msg in bad:
+        out = tmp_path / "x.wav"
+        assert cli.main(["generate", *common, *extra, "-o", str(out)]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], (extra, err)
+        assert not out.exists()
