@@ -102,3 +102,42 @@ def test_bad_requests_name_what_the_model_takes(served):
     r = httpx.post(server.url + "/v1/audio/voices", data={"name": "mine"}, files=files)
     assert r.status_code == 400 and "does not clone voices" in r.json()["error"]["message"]
     assert tts.engine_status()["active_rows"] == 0
+
+
+def test_base_model_clones_uploaded_voices(tmp_path):
+    """A Qwen3 Base server: an upload with its transcript becomes an in-context voice (one
+    without, an x-vector voice); speech with it equals the API with the same reference; an
+    upload that is not speech audio is a 422; speakers are not voices here."""
+    import httpx
+
+    from tests.test_qwen3_api import reference_audio
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-base", tmp_path / "base", seed=9, tiny=True)
+    wav, _ = reference_audio(tmp_path / "ref")
+    tts = vocalis.load(str(d), max_batch=2)
+    server = Server(create_app(tts, voices_dir=tmp_path / "voices"))
+    try:
+        data = wav.read_bytes()
+        r = httpx.post(server.url + "/v1/audio/voices", data={"name": "me", "ref_text": "Some words."},
+                       files={"audio_sample": ("ref.wav", data, "audio/wav")}, timeout=60)
+        assert r.status_code == 201 and r.json()["mode"] == "in-context"
+        r = httpx.post(server.url + "/v1/audio/voices", data={"name": "me_x"},
+                       files={"audio_sample": ("ref.wav", data, "audio/wav")}, timeout=60)
+        assert r.status_code == 201 and r.json()["mode"] == "x-vector"
+        r = httpx.post(server.url + "/v1/audio/voices", data={"name": "noise"},
+                       files={"audio_sample": ("x.wav", b"RIFF\x10\x00\x00\x00WAVEjunk", "audio/wav")})
+        assert r.status_code == 422
+        model = server.client().models.list().data[0].id
+        for vid, kw in (("me", dict(ref_text="Some words.")), ("me_x", dict(xvector_only=True))):
+            status, _, body = server.request("POST", "/v1/audio/speech", {
+                "model": model, "input": TEXT, "voice": vid, "response_format": "wav", **OPTS})
+            assert status == 200, body
+            got, _ = sf.read(io.BytesIO(body), dtype="float32")
+            ref = tts.synthesize(TEXT, ref_audio=str(wav), **kw, **OPTS).samples
+            assert got.shape == ref.shape and np.abs(got - ref).max() < 1e-4
+        status, _, body = server.request("POST", "/v1/audio/speech", {
+            "model": model, "input": TEXT, "voice": "ryan", **OPTS})
+        assert status == 400 and b"unknown voice 'ryan'" in body
+    finally:
+        server.stop()
+        tts.close()
