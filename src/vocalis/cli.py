@@ -442,11 +442,15 @@ def _interrupted(output: str, to_stdout: bool, duration_s: float) -> None:
 def voices_list(
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
 ) -> None:
-    """List the predefined voices of a model (one per line, the default marked)."""
+    """List the predefined voices of a model (one per line, the default marked); for
+    Qwen3-TTS CustomVoice, its built-in speakers."""
     _setup_logging()
-    from vocalis.api import resolve_model_id
+    from vocalis.api import is_qwen3, resolve_model_id
     from vocalis.models.pocket import registry
 
+    if is_qwen3(model.strip()):
+        _qwen3_voices(model.strip())
+        return
     _, name, released = resolve_model_id(model)
     if not released:
         typer.echo(f"none: {name} is not a released model; predefined voices were computed with "
@@ -456,6 +460,30 @@ def voices_list(
     default = registry.default_voice(name)
     for v in registry.PREDEFINED_VOICES:
         typer.echo(f"{v} (default)" if v == default else v)
+
+
+def _qwen3_voices(model: str) -> None:
+    """Speakers of a Qwen3-TTS model from its config (a release's, or a local folder's)."""
+    from vocalis.models.qwen3 import checkpoint, registry
+    from vocalis.models.qwen3.config import load_config
+
+    release = checkpoint.find_release(model)
+    if release is not None and not _is_dir(model):
+        cfg = registry.config(release.model_id)
+    else:
+        cfg = load_config(checkpoint.check_checkpoint_dir(Path(model).expanduser()))
+    speakers = list(cfg.talker_config.spk_id)
+    if not speakers:
+        how = ("clone a voice: --ref-audio FILE with --ref-text or --xvector-only"
+               if cfg.tts_model_type == "base" else "describe the voice with --instruct")
+        typer.echo(f"none: {model} is a Qwen3-TTS {cfg.tts_model_type} model; {how}")
+        return
+    for i, v in enumerate(speakers):
+        typer.echo(f"{v} (default on the server)" if i == 0 else v)
+
+
+def _is_dir(model: str) -> bool:
+    return Path(model).expanduser().is_dir()
 
 
 @voices_app.command("export", context_settings=_SETTINGS)
