@@ -124,11 +124,14 @@ def with_ms_per_frame(r: dict) -> dict:
 def add_frame_figures(summary: dict, per_request: list[dict] | None) -> dict:
     """Add to a pass summary ``ms_per_frame`` (mean over ok requests of wall_ms / frames: the
     single-stream cost of a frame, TTFA included) and ``frames_per_s`` (all frames of the
-    pass over its wall time: aggregate). ``per_request`` None: only ``frames_per_s``."""
+    pass over its wall time: aggregate). ``per_request`` None: ``ms_per_frame`` is kept if
+    present, else None."""
     if per_request is not None:
         ms = [with_ms_per_frame(r)["ms_per_frame"] for r in per_request]
         ms = [x for x in ms if x is not None]
         summary["ms_per_frame"] = _r(sum(ms) / len(ms), 3) if ms else None
+    else:
+        summary.setdefault("ms_per_frame", None)
     wall, n = summary.get("wall_ms"), summary.get("frames")
     summary["frames_per_s"] = _r(n / (wall / 1000), 2) if wall and n else None
     return summary

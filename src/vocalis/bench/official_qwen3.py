@@ -116,6 +116,7 @@ def summarize_official(raw: dict, frame_samples: int) -> dict:
     """The official result in the bench's schema: ``{version, device, torch_threads, load_ms,
     voice_ms, sample_rate, warmup: PASS, session: PASS, per_request: [...]}`` (PASS as in
     :func:`vocalis.bench.benchmark.run_bench`)."""
+    from vocalis.bench.benchmark import add_frame_figures
     from vocalis.bench.official import _summary
     from vocalis.bench.session import distribution
 
@@ -126,6 +127,7 @@ def summarize_official(raw: dict, frame_samples: int) -> dict:
             return None, []
         per = [_per_request(r, rate, frame_samples) for r in p["per_request"]]
         s = _summary([{**r, "frames": r["frames"] or 0} for r in per], p["wall_ms"], distribution)
+        add_frame_figures(s, per)
         s["ok"] = sum(r["ok"] for r in per)
         s["failed"] = len(per) - s["ok"]
         before = p.get("rss_before_mb")
