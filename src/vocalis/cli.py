@@ -841,9 +841,23 @@ def bench(
                              "ones.", show_default=False)],
     voice: Annotated[str | None, typer.Option(
         "--voice", "-v", help="Voice name, audio file or .safetensors voice state (needed for "
-                              "non-released models and --against official).",
+                              "non-released models and --against official). Qwen3-TTS: Base: "
+                              "a reference audio file (cloned x-vector only); CustomVoice: a "
+                              "speaker name.",
         show_default=False)] = None,
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    speaker: Annotated[str | None, typer.Option(
+        help="Qwen3-TTS CustomVoice: built-in speaker. Default: the model's first.",
+        show_default=False)] = None,
+    instruct: Annotated[str | None, typer.Option(
+        help="Qwen3-TTS VoiceDesign: voice description (default: a calm, clear adult voice); "
+             "1.7B CustomVoice: style instruction.", show_default=False)] = None,
+    language: Annotated[str | None, typer.Option(
+        help="Qwen3-TTS: language (e.g. english; default the model's auto).",
+        show_default=False)] = None,
+    greedy: Annotated[bool, typer.Option(
+        "--greedy", help="Qwen3-TTS: argmax sampling on both sides (do_sample=False, "
+                         "subtalker_dosample=False).")] = False,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch (both sides with --against). Default: torch's choice.",
@@ -861,7 +875,8 @@ def bench(
     against: Annotated[str | None, typer.Option(
         "--against", help="official: also run the official pocket-tts (one request at a time, "
                           "own process) on the same checkpoint, texts, seeds and threads, and "
-                          "print ratios.", show_default=False)] = None,
+                          "print ratios. Qwen3-TTS: the official qwen-tts in the interpreter "
+                          "$VOCALIS_QWEN_PYTHON.", show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
         help="vocalis side: dynamic int8 FlowLM (CPU; faster, not bit-identical).")] = False,
     official_quantize: Annotated[bool, typer.Option(
@@ -898,16 +913,20 @@ def bench(
         json_path = Path(json_out).expanduser()
         if json_path.is_dir() or not json_path.parent.is_dir():
             raise InputError(f"--json {json_path}: not a file in an existing folder")
-    if voice is None:
-        from vocalis.api import resolve_model_id
+    from vocalis import api
 
-        if not resolve_model_id(model)[2]:
-            raise VoiceError(f"model {model} is not a released model, so it has no predefined "
-                             "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
-    report = run_bench(model, text, voice, device=device, threads=threads,
-                       concurrency=concurrency, frames=frames, requests=requests, seed=seed,
-                       against=against, official_quantize=official_quantize,
-                       session_options=engine_kw)
+    qwen3 = api.is_qwen3(model.strip())
+    _family_options(model, qwen3, {}, _sampling(speaker=speaker, instruct=instruct, language=language,
+                                                greedy=greedy or None), "float32")
+    if voice is None and not qwen3 and not api.resolve_model_id(model)[2]:
+        raise VoiceError(f"model {model} is not a released model, so it has no predefined "
+                         "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
+    report = run_bench(model.strip() if qwen3 else model, text, voice, device=device,
+                       threads=threads, concurrency=concurrency, frames=frames, requests=requests,
+                       seed=seed, against=against, official_quantize=official_quantize,
+                       session_options=engine_kw,
+                       sampling={"greedy": True} if greedy else None, speaker=speaker,
+                       instruct=instruct, language=language)
     from rich.console import Console
 
     console = Console()

@@ -20,7 +20,18 @@ frames, so random-weight checkpoints (whose EOS fires at random) give comparable
 thread count, one request at a time, after vocalis has finished. Ratios (vocalis /
 official): ``x_real_time`` (mean per-request x-real-time: single-stream speed when
 ``concurrency`` is 1), ``ttfa`` (mean TTFA; lower is better), ``throughput`` (vocalis's
-aggregate x-real-time at ``concurrency`` over the official single-stream aggregate).
+aggregate x-real-time at ``concurrency`` over the official single-stream aggregate),
+``ms_per_frame`` (mean per-request wall / frames; lower is better).
+
+Qwen3-TTS (``model`` a ``qwen3-tts/...`` id, Hub repo id or checkpoint folder): the mode
+follows the checkpoint type (:mod:`vocalis.bench.qwen3`: CustomVoice ``speaker``,
+VoiceDesign ``instruct``, Base ``voice`` = reference audio cloned x-vector only), sampling
+options keep the official names, and ``frames`` F is ``max_frames=F`` here and
+``max_new_tokens=F+1`` on the official side (both F frames unless EOS fires first: Qwen3
+keeps EOS). The official ``qwen-tts`` runs in its own interpreter
+(:mod:`vocalis.bench.official_qwen3`, ``VOCALIS_QWEN_PYTHON``); its methods return the whole
+waveform, so its TTFA is its wall time. ``ratios.frames`` lists the frames of each text on
+both sides; ``frames_equal`` says whether they all agree.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vocalis.bench import memory
+from vocalis.bench import memory, qwen3
 from vocalis.bench.batch import cosine, engine_status, load_session  # noqa: F401
 from vocalis.bench.requests import check_options
 from vocalis.bench.session import Job, _r, run_pass, summarize
@@ -102,11 +113,36 @@ def _ratio(a, b):
     return round(a / b, 3) if a is not None and b else None
 
 
+def with_ms_per_frame(r: dict) -> dict:
+    """A per-request dict with ``ms_per_frame`` = wall_ms / frames (None without frames)."""
+    if "ms_per_frame" not in r:
+        r = {**r, "ms_per_frame": _r(r["wall_ms"] / r["frames"], 3)
+             if r.get("ok") and r.get("frames") and r.get("wall_ms") is not None else None}
+    return r
+
+
+def add_frame_figures(summary: dict, per_request: list[dict] | None) -> dict:
+    """Add to a pass summary ``ms_per_frame`` (mean over ok requests of wall_ms / frames: the
+    single-stream cost of a frame, TTFA included) and ``frames_per_s`` (all frames of the
+    pass over its wall time: aggregate). ``per_request`` None: ``ms_per_frame`` is kept if
+    present, else None."""
+    if per_request is not None:
+        ms = [with_ms_per_frame(r)["ms_per_frame"] for r in per_request]
+        ms = [x for x in ms if x is not None]
+        summary["ms_per_frame"] = _r(sum(ms) / len(ms), 3) if ms else None
+    else:
+        summary.setdefault("ms_per_frame", None)
+    wall, n = summary.get("wall_ms"), summary.get("frames")
+    summary["frames_per_s"] = _r(n / (wall / 1000), 2) if wall and n else None
+    return summary
+
+
 def run_bench(model: str, texts: list[str], voice: str | None = None, *, device: str = "cpu",
               threads: int | None = None, concurrency: int = 1, frames: int | None = None,
               requests: int | None = None, seed: int = 0, against: str | None = None,
               official_quantize: bool = False, session_options: dict | None = None,
-              sampling: dict | None = None) -> dict:
+              sampling: dict | None = None, speaker: str | None = None,
+              instruct: str | None = None, language: str | None = None) -> dict:
     """Benchmark; returns the report (schema ``vocalis.bench``; see the module doc).
 
     Report::
@@ -114,16 +150,28 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         schema, schema_version, created, host {platform, python, torch, cpu_count,
         loadavg_before}, model, config, device, threads, torch_threads, voice, texts,
         text_chars, concurrency, requests, frames, seed, sampling, session_options, quantize,
+        family ("pocket-tts" | "qwen3-tts"), mode (Qwen3: {model_type, folder, speaker,
+        instruct, language, ref_audio, xvector_only}; Pocket: null),
         vocalis: {load_ms, voice_ms, warmup: PASS, session: PASS, per_request: [...]}
         official: {version, load_kwargs, frames_method, quantize, torch_threads, load_ms,
                    voice_ms, warmup: PASS, session: PASS, per_request: [...]} or null
-        ratios: {x_real_time, ttfa, throughput, frames_equal, concurrency} or null
+                  (Qwen3: {version, device, method, kwargs, gen, frames, frames_method,
+                   torch_threads, load_ms, voice_ms, sample_rate, child_wall_s, warmup,
+                   session, per_request}; per request also wave_frames and samples)
+        ratios: {x_real_time, ttfa, throughput, ms_per_frame, frames_equal,
+                 frames: [{text, vocalis, official}], concurrency} or null
     where PASS = {requests, ok, failed, wall_ms, audio_s, frames, x_real_time (aggregate
     throughput), rtf, ttfa_ms {mean,p50,p90,min,max}, request_x_real_time, request_rtf,
-    peak_rss_mb, rss_before_mb, rss_growth_mb}.
+    ms_per_frame (mean per request), frames_per_s (aggregate), peak_rss_mb, rss_before_mb,
+    rss_growth_mb}; per request: index, ok, error, ttfa_ms, wall_ms, audio_s, frames, rtf,
+    x_real_time, ms_per_frame (and on the vocalis side audio_events, text_chunks, engine_*).
+
+    ``speaker``, ``instruct``, ``language``: Qwen3-TTS only (see the module doc).
 
     Raises:
-        InputError: bad texts, counts or options. HarnessError: the official run failed.
+        InputError: bad texts, counts or options (or Qwen3 options for a Pocket model).
+        VoiceError: no usable voice. ModelNotFound/CheckpointError: no such Qwen3 checkpoint.
+        HarnessError: the official run failed.
     """
     texts = check_texts(texts)
     _check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
@@ -135,12 +183,26 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     sampling = dict(sampling or {})
     if frames is not None:
         sampling["max_frames"] = frames
-    check_options(sampling, "sampling options")
+    from vocalis.api import is_qwen3
+
+    q3 = qwen3.plan(model, voice, speaker, instruct, language, sampling) if is_qwen3(model) else None
+    if q3 is not None and official_quantize:
+        raise InputError("--official-quantize is a Pocket TTS option (the official pocket-tts int8 path)")
+    if q3 is None:
+        given = [n for n, x in (("speaker", speaker), ("instruct", instruct), ("language", language))
+                 if x is not None]
+        if given:
+            raise InputError(f"{', '.join(given)}: Qwen3-TTS option(s), not for the Pocket TTS model {model}")
+        check_options(sampling, "sampling options")
     n_req = requests if requests is not None else max(len(texts), concurrency)
     official_kwargs = official_voice = None
     import torch
 
-    if against == "official":  # fail on a model/voice the official package can't take first
+    if against == "official" and q3 is not None:
+        from vocalis.bench.official_qwen3 import official_python
+
+        official_python()  # fail before anything runs when there is no official interpreter
+    elif against == "official":  # fail on a model/voice the official package can't take first
         if voice is None:
             raise InputError("--against official needs --voice (an audio file, a .safetensors "
                              "voice state or a predefined voice name)")
@@ -161,10 +223,15 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     tts = load_session(model, device, threads, **engine_kw)
     load_ms = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
-    v = tts.voice(voice)
+    if q3 is not None:
+        v, request_options = qwen3.voice(tts, q3)
+    else:
+        v, request_options = tts.voice(voice), {}
     voice_ms = (time.perf_counter() - t0) * 1000
     torch_threads = torch.get_num_threads()
-    jobs = [Job(i, texts[i % len(texts)], v, seed + i, dict(sampling)) for i in range(n_req)]
+    frame_samples = int(getattr(getattr(tts, "model", None), "frame_samples", 1920))
+    jobs = [Job(i, texts[i % len(texts)], v, seed + i, {**sampling, **request_options})
+            for i in range(n_req)]
 
     def measured_pass(label: str) -> tuple[dict, list]:
         rss_before = memory.rss_mb()
@@ -172,6 +239,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         outcomes, wall_ms = run_pass(tts, jobs, concurrency)
         peak = memory.peak_rss_mb()
         s = summarize(outcomes, wall_ms)
+        add_frame_figures(s, [o.figures() for o in outcomes])
         s.update(peak_rss_mb=_r(peak, 1), rss_before_mb=_r(rss_before, 1),
                  rss_growth_mb=_r(max(0.0, peak - rss_before), 1) if rss_before is not None else None)
         failed = [o for o in outcomes if not o.ok]
@@ -195,8 +263,10 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         "texts": texts, "text_chars": [len(t) for t in texts], "concurrency": concurrency,
         "requests": n_req, "frames": frames, "seed": seed, "sampling": sampling,
         "session_options": engine_kw, "quantize": bool(engine_kw.get("quantize", False)),
+        "family": "qwen3-tts" if q3 is not None else "pocket-tts",
+        "mode": qwen3.describe(q3) if q3 is not None else None,
         "vocalis": {"load_ms": _r(load_ms), "voice_ms": _r(voice_ms), "warmup": warm,
-                    "session": sess, "per_request": [o.figures() for o in outcomes],
+                    "session": sess, "per_request": [with_ms_per_frame(o.figures()) for o in outcomes],
                     "engine": engine_status(tts)},
         "official": None, "ratios": None,
     }
@@ -209,11 +279,22 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     gc.collect()
     if against == "official":
         seeds = [seed + i for i in range(len(texts))]
-        log.info("official pocket-tts: warm-up pass and measured pass, %d request(s), one at "
-                 "a time, %d thread(s)", len(texts), torch_threads)
-        off = run_official_child({"load_kwargs": official_kwargs, "voice": official_voice,
-                                  "texts": texts, "seeds": seeds, "threads": torch_threads,
-                                  "frames": frames, "quantize": official_quantize})
+        log.info("official %s: warm-up pass and measured pass, %d request(s), one at "
+                 "a time, %d thread(s)", report["family"], len(texts), torch_threads)
+        if q3 is not None:
+            from vocalis.bench import official_qwen3
+
+            off = official_qwen3.run(q3.folder, q3.model_type, qwen3.describe(q3), sampling, frames,
+                                     texts, seeds, torch_threads, device, OFFICIAL_TIMEOUT_S,
+                                     frame_samples)
+        else:
+            off = run_official_child({"load_kwargs": official_kwargs, "voice": official_voice,
+                                      "texts": texts, "seeds": seeds, "threads": torch_threads,
+                                      "frames": frames, "quantize": official_quantize})
+        for key in ("warmup", "session"):
+            if off.get(key) is not None:
+                add_frame_figures(off[key], off["per_request"] if key == "session" else None)
+        off["per_request"] = [with_ms_per_frame(r) for r in off["per_request"]]
         report["official"] = off
         vs, os_ = report["vocalis"]["session"], off["session"]
         vf = {}  # frames per text on the vocalis side (first request of each text)
@@ -225,7 +306,10 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
             "x_real_time": _ratio(vs["request_x_real_time"], os_["request_x_real_time"]),
             "ttfa": _ratio((vs["ttfa_ms"] or {}).get("mean"), (os_["ttfa_ms"] or {}).get("mean")),
             "throughput": _ratio(vs["x_real_time"], os_["x_real_time"]),
+            "ms_per_frame": _ratio(vs.get("ms_per_frame"), os_.get("ms_per_frame")),
             "frames_equal": vf == of,
+            "frames": [{"text": i, "vocalis": vf.get(i), "official": of.get(i)}
+                       for i in range(len(texts))],
         }
     return report
 
@@ -260,13 +344,17 @@ def render_table(report: dict):
         ("audio (s)", v["audio_s"], o.get("audio_s"), None, "{:.2f}"),
         ("frames", v["frames"], o.get("frames"), None, "{}"),
         ("session wall (ms)", v["wall_ms"], o.get("wall_ms"), None, "{:.0f}"),
-        ("TTFA mean (ms)", (v["ttfa_ms"] or {}).get("mean"), (o.get("ttfa_ms") or {}).get("mean"),
+        ("TTFA mean (ms)" + (" (official: whole waveform)" if off and report.get("family") == "qwen3-tts"
+                             else ""), (v["ttfa_ms"] or {}).get("mean"), (o.get("ttfa_ms") or {}).get("mean"),
          ratios.get("ttfa"), "{:.1f}"),
         ("TTFA p90 (ms)", (v["ttfa_ms"] or {}).get("p90"), (o.get("ttfa_ms") or {}).get("p90"),
          None, "{:.1f}"),
         ("per-request x real time", v["request_x_real_time"], o.get("request_x_real_time"),
          ratios.get("x_real_time"), "{:.2f}"),
         ("per-request RTF", v["request_rtf"], o.get("request_rtf"), None, "{:.3f}"),
+        ("ms per frame (mean per request)", v.get("ms_per_frame"), o.get("ms_per_frame"),
+         ratios.get("ms_per_frame"), "{:.2f}"),
+        (f"frames per s (c={c})", v.get("frames_per_s"), o.get("frames_per_s"), None, "{:.1f}"),
         (f"throughput x real time (c={c})", v["x_real_time"], o.get("x_real_time"),
          ratios.get("throughput"), "{:.2f}"),
         ("peak RSS (MB)", v["peak_rss_mb"], o.get("peak_rss_mb"), None, "{:.0f}"),

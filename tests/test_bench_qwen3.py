@@ -1,0 +1,149 @@
+"""``vocalis bench --against official`` for Qwen3-TTS on tiny random checkpoints: the report's
+structure, and that vocalis and the official ``qwen-tts`` (run in its own interpreter,
+``VOCALIS_QWEN_PYTHON``) produced the same number of frames for every text. Not its speed.
+
+The CLI runs as a subprocess (``python -m vocalis.cli``). ``--frames F`` is ``max_frames=F``
+on the vocalis side and ``max_new_tokens=F+1`` on the official side; random weights rarely
+emit EOS, so both give F frames (F * 1920 samples at 24 kHz).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.qwen_official import official_python
+from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+T1 = ("The quick brown fox jumps over the lazy dog, and then it runs far away into the "
+      "dark forest.")
+T2 = ("She sells sea shells by the sea shore; the shells she sells are surely sea shells, "
+      "or so I am told.")
+FRAME_SAMPLES = 1920  # 24 kHz / 12.5 Hz
+
+
+def run(*args: str, env_extra: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.update(env_extra or {})
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run([sys.executable, "-m", "vocalis.cli", *args], check=False, capture_output=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("qwen3-bench")
+    return {kind: write_random_checkpoint(f"qwen3-tts/{kind}", root / kind, seed=3, tiny=True)
+            for kind in ("0.6b-customvoice", "1.7b-voicedesign", "0.6b-base")}
+
+
+@pytest.fixture(scope="module")
+def official_env() -> dict:
+    return {"VOCALIS_QWEN_PYTHON": official_python()}
+
+
+def check_pass(p: dict, n: int, frames: int) -> None:
+    assert p["requests"] == p["ok"] == n and p["failed"] == 0
+    assert p["frames"] == n * frames
+    assert p["audio_s"] == pytest.approx(n * frames * FRAME_SAMPLES / 24000, abs=1e-3)
+    for key in ("wall_ms", "x_real_time", "rtf", "request_x_real_time", "request_rtf", "ms_per_frame",
+                "frames_per_s", "peak_rss_mb"):
+        assert p[key] is not None and p[key] > 0, key
+    assert p["x_real_time"] == pytest.approx(p["audio_s"] / (p["wall_ms"] / 1000), rel=1e-2)
+    assert p["frames_per_s"] == pytest.approx(p["frames"] / (p["wall_ms"] / 1000), rel=1e-2)
+    assert p["ttfa_ms"]["mean"] > 0 and p["ttfa_ms"]["min"] <= p["ttfa_ms"]["max"]
+
+
+def check_report(rep: dict, model: Path, frames: int, n_req: int, concurrency: int) -> None:
+    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 1
+    assert rep["family"] == "qwen3-tts" and rep["model"] == str(model)
+    assert rep["frames"] == frames and rep["requests"] == n_req and rep["concurrency"] == concurrency
+    assert rep["torch_threads"] == 1 and rep["sampling"]["max_frames"] == frames
+    v, o, r = rep["vocalis"], rep["official"], rep["ratios"]
+    for p in (v["warmup"], v["session"]):
+        check_pass(p, n_req, frames)
+    check_pass(o["session"], 2, frames)
+    check_pass(o["warmup"], 2, frames)
+    assert [x["index"] for x in v["per_request"]] == list(range(n_req))
+    for x in v["per_request"]:
+        assert x["frames"] == frames and x["ms_per_frame"] == pytest.approx(x["wall_ms"] / frames, rel=1e-3)
+    # official: one request per text, one at a time; its codes and its waveform both say F frames
+    assert o["version"] == "0.1.1" and o["torch_threads"] == 1 and o["frames"] == frames
+    assert o["gen"]["max_new_tokens"] == frames + 1
+    assert [x["index"] for x in o["per_request"]] == [0, 1]
+    for x in o["per_request"]:
+        assert x["frames"] == x["wave_frames"] == frames and x["samples"] == frames * FRAME_SAMPLES
+        assert x["ttfa_ms"] == x["wall_ms"]  # the official method returns the whole waveform
+    # same number of frames per text on both sides, request by request (same seeds)
+    assert r["frames_equal"] is True
+    assert r["frames"] == [{"text": i, "vocalis": frames, "official": frames} for i in (0, 1)]
+    vs, os_ = v["session"], o["session"]
+    assert r["concurrency"] == concurrency
+    assert r["x_real_time"] == pytest.approx(vs["request_x_real_time"] / os_["request_x_real_time"], rel=1e-2)
+    assert r["throughput"] == pytest.approx(vs["x_real_time"] / os_["x_real_time"], rel=1e-2)
+    assert r["ttfa"] == pytest.approx(vs["ttfa_ms"]["mean"] / os_["ttfa_ms"]["mean"], rel=1e-2)
+    assert r["ms_per_frame"] == pytest.approx(vs["ms_per_frame"] / os_["ms_per_frame"], rel=1e-2)
+
+
+@pytest.mark.slow
+def test_bench_customvoice_against_official(ckpts, official_env, tmp_path):
+    model, out = ckpts["0.6b-customvoice"], tmp_path / "bench.json"
+    proc = run("bench", "--model", str(model), "--text", T1, "--text", T2, "--frames", "6",
+               "--concurrency", "2", "--requests", "3", "--threads", "1", "--against", "official",
+               "--json", str(out), env_extra=official_env)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    table = proc.stdout.decode()
+    assert "vocalis bench" in table and "ms per frame" in table and "official" in table
+    rep = json.loads(out.read_text())
+    check_report(rep, model, 6, 3, 2)
+    speakers = list(json.loads((model / "config.json").read_text())["talker_config"]["spk_id"])
+    # default speaker: the model's first, on both sides
+    assert rep["mode"]["model_type"] == "custom_voice" and rep["mode"]["speaker"] == speakers[0].lower()
+    assert rep["official"]["method"] == "generate_custom_voice"
+    assert rep["official"]["kwargs"] == {"speaker": speakers[0].lower()}
+
+
+@pytest.mark.slow
+def test_bench_voicedesign_greedy_against_official(ckpts, official_env, tmp_path):
+    model, out = ckpts["1.7b-voicedesign"], tmp_path / "bench.json"
+    proc = run("bench", "--model", str(model), "--text", T1, "--text", T2, "--frames", "4",
+               "--instruct", "A bright, fast voice.", "--language", "english", "--greedy", "--threads", "1",
+               "--against", "official", "--json", str(out), "-q", env_extra=official_env)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    rep = json.loads(out.read_text())
+    check_report(rep, model, 4, 2, 1)
+    assert rep["mode"]["instruct"] == "A bright, fast voice." and rep["mode"]["language"] == "english"
+    assert rep["sampling"] == {"greedy": True, "max_frames": 4}
+    o = rep["official"]
+    assert o["method"] == "generate_voice_design"
+    assert o["kwargs"] == {"instruct": "A bright, fast voice.", "language": "english"}
+    assert o["gen"] == {"do_sample": False, "subtalker_dosample": False, "max_new_tokens": 5}
+
+
+@pytest.mark.parametrize("kind,args,unset_official,needle", [
+    ("1.7b-voicedesign", ["--speaker", "ryan"], False, "no voices or speakers"),
+    ("0.6b-base", [], False, "give --voice AUDIO_FILE"),
+    ("0.6b-base", ["--instruct", "Calm."], False, "takes no --speaker or --instruct"),
+    ("0.6b-customvoice", ["--against", "official"], True, "VOCALIS_QWEN_PYTHON"),
+    ("0.6b-customvoice", ["--official-quantize"], False, "Pocket TTS option"),
+    ("0.6b-customvoice", ["--top-k", "3"], False, "No such option"),
+    (None, ["--speaker", "ryan"], False, "Qwen3-TTS option"),
+], ids=["design-speaker", "base-no-voice", "base-instruct", "no-official-python", "official-quantize",
+        "unknown-flag", "pocket-speaker"])
+def test_bench_qwen3_bad_arguments(ckpts, kind, args, unset_official, needle, monkeypatch, capsys):
+    """Refused before anything loads, with one error line (in-process: no model is loaded)."""
+    from vocalis.cli import main
+
+    if unset_official:
+        monkeypatch.delenv("VOCALIS_QWEN_PYTHON", raising=False)
+    model = str(ckpts[kind]) if kind else "english_2m_2026-10"
+    rc = main(["bench", "--model", model, "--text", T1, "--text", T2, "--frames", "2", *args])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0], err
