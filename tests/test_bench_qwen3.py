@@ -125,6 +125,23 @@ def test_bench_voicedesign_greedy_against_official(ckpts, official_env, tmp_path
     assert o["gen"] == {"do_sample": False, "subtalker_dosample": False, "max_new_tokens": 5}
 
 
+@pytest.mark.slow
+def test_bench_base_xvector_against_official(ckpts, official_env, tmp_path):
+    """Base: both sides clone from the same reference audio (x-vector only) and give the same
+    frame counts."""
+    from tests.test_qwen3_api import reference_audio
+
+    wav, _ = reference_audio(tmp_path / "ref")
+    model, out = ckpts["0.6b-base"], tmp_path / "bench.json"
+    proc = run("bench", "--model", str(model), "--text", T1, "--text", T2, "--frames", "4",
+               "--voice", str(wav), "--threads", "1", "--against", "official", "--json", str(out), "-q",
+               env_extra=official_env)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    rep = json.loads(out.read_text())
+    check_report(rep, model, 4, 2, 1)
+    assert rep["mode"]["xvector_only"] is True and rep["official"]["method"] == "generate_voice_clone"
+
+
 @pytest.mark.parametrize("kind,args,unset_official,needle", [
     ("1.7b-voicedesign", ["--speaker", "ryan"], False, "no voices or speakers"),
     ("0.6b-base", [], False, "give --voice AUDIO_FILE"),
