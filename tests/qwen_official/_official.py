@@ -12,31 +12,25 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
-import types
 from pathlib import Path
 
 T0 = time.perf_counter()
-try:
-    import torchaudio.compliance.kaldi  # noqa: F401
-except Exception:  # no torchaudio for torch 2.13: stand in for the 25 Hz-only import
-    def _fbank(*args, **kwargs):
-        raise RuntimeError("torchaudio stand-in: kaldi.fbank is used only by the 25 Hz tokenizer")
 
-    import importlib.machinery
 
-    import transformers  # noqa: F401  (decides "torchaudio available?" before the stand-in exists)
+def _install_stand_in() -> None:
+    """The torchaudio stand-in of src/vocalis/_official_qwen3.py (loaded by path: this runs
+    under the official interpreter, without vocalis)."""
+    import importlib.util
 
-    names = ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
-    for name in names:
-        sys.modules.pop(name, None)
-    ta, comp, kaldi = (types.ModuleType(n) for n in names)
-    for m in (ta, comp, kaldi):
-        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
-    kaldi.fbank = _fbank
-    ta.compliance, comp.kaldi = comp, kaldi
-    sys.modules.update({"torchaudio": ta, "torchaudio.compliance": comp, "torchaudio.compliance.kaldi": kaldi})
+    path = Path(__file__).resolve().parents[2] / "src" / "vocalis" / "_official_qwen3.py"
+    spec = importlib.util.spec_from_file_location("_official_qwen3", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install_torchaudio_stand_in()
+
+
+_install_stand_in()
 
 OUT = Path(os.environ.get("VOCALIS_OFFICIAL_OUT", "."))
 TIMING: dict[str, float] = {}

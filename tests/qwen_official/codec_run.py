@@ -27,30 +27,8 @@ import torch
 
 
 def _stub_torchaudio() -> None:
-    # qwen_tts imports torchaudio.compliance.kaldi at module level for the 25 Hz tokenizer only;
-    # no torchaudio build matches torch 2.13 CPU, and the 12 Hz paths never call it.
-    try:
-        import torchaudio.compliance.kaldi  # noqa: F401
-    except Exception:
-        import importlib.machinery
-        import types
-
-        def module(name: str) -> types.ModuleType:
-            m = types.ModuleType(name)
-            m.__spec__ = importlib.machinery.ModuleSpec(name, None)
-            return m
-
-        ta, comp, kaldi = (module("torchaudio"), module("torchaudio.compliance"),
-                           module("torchaudio.compliance.kaldi"))
-
-        def fbank(*_a, **_k):
-            raise RuntimeError("torchaudio stand-in: kaldi.fbank is not available")
-
-        kaldi.fbank = fbank
-        comp.kaldi = kaldi
-        ta.compliance = comp
-        sys.modules.update({"torchaudio": ta, "torchaudio.compliance": comp,
-                            "torchaudio.compliance.kaldi": kaldi})
+    """The shared torchaudio stand-in (this folder is on sys.path: ``_official``)."""
+    import _official  # noqa: F401
 
 
 def run_job(job: dict) -> dict:

@@ -26,18 +26,7 @@ import sys
 import types
 from pathlib import Path
 
-try:
-    import torchaudio.compliance.kaldi  # noqa: F401
-except Exception:  # no torchaudio build for torch 2.13; only the 25 Hz tokenizer uses kaldi.fbank
-    for name in ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi"):
-        sys.modules.pop(name, None)
-    ta, comp, kaldi = (types.ModuleType(n) for n in ("torchaudio", "torchaudio.compliance",
-                                                     "torchaudio.compliance.kaldi"))
-    kaldi.fbank = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("torchaudio stand-in"))
-    for m in (ta, comp, kaldi):  # transformers probes find_spec("torchaudio")
-        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
-    ta.compliance, comp.kaldi = comp, kaldi
-    sys.modules.update({"torchaudio": ta, "torchaudio.compliance": comp, "torchaudio.compliance.kaldi": kaldi})
+import _official  # noqa: E402,F401  (torchaudio stand-in; this folder is on sys.path)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

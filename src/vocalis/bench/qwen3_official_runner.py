@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import types
 from pathlib import Path
 
 # Run by path, this script's folder would come first on sys.path, and vocalis.bench's
@@ -43,30 +42,15 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
 
 
 def _torchaudio_stand_in() -> None:
-    try:
-        import torchaudio.compliance.kaldi  # noqa: F401
-    except Exception:  # noqa: BLE001 - no torchaudio matching this torch: stand in below
-        have = False
-    else:
-        have = True
-    if have:
-        return
-    import importlib.machinery
+    """The torchaudio stand-in of ``vocalis/_official_qwen3.py`` (loaded by path: this script
+    runs under the official interpreter, without vocalis)."""
+    import importlib.util
 
-    import transformers  # noqa: F401  (decides "torchaudio available?" before the stand-in exists)
-
-    def _fbank(*args, **kwargs):
-        raise RuntimeError("torchaudio stand-in: kaldi.fbank is used only by the 25 Hz tokenizer")
-
-    names = ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
-    for name in names:
-        sys.modules.pop(name, None)
-    ta, comp, kaldi = (types.ModuleType(n) for n in names)
-    for m in (ta, comp, kaldi):
-        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
-    kaldi.fbank = _fbank
-    ta.compliance, comp.kaldi = comp, kaldi
-    sys.modules.update(dict(zip(names, (ta, comp, kaldi))))
+    spec = importlib.util.spec_from_file_location("_official_qwen3", Path(__file__).resolve().parents[1]
+                                                  / "_official_qwen3.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install_torchaudio_stand_in()
 
 
 _STATUS = Path("/proc/self/status")

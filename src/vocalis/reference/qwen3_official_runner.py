@@ -44,40 +44,22 @@ stderr).
 
 from __future__ import annotations
 
-import importlib.machinery
 import json
 import sys
 import time
-import types
 from pathlib import Path
 
 
 def _torchaudio_stand_in() -> None:
-    """``qwen_tts`` imports ``torchaudio.compliance.kaldi`` at module level for the 25 Hz
-    tokenizer's x-vector extractor only (``kaldi.fbank``); no 12 Hz checkpoint builds it. When
-    torchaudio is missing or broken (no build matches every torch), a stand-in module whose
-    ``fbank`` raises takes its place. transformers is imported first, so that its "is
-    torchaudio available?" probe sees the real state of the environment."""
-    try:
-        import torchaudio.compliance.kaldi  # noqa: F401
-        return
-    except Exception:  # noqa: BLE001, S110 - missing, or a build for another torch: stand in below
-        pass
-    import transformers  # noqa: F401
+    """The torchaudio stand-in of ``vocalis/_official_qwen3.py`` (loaded by path: this script
+    runs under the official interpreter, without vocalis)."""
+    import importlib.util
 
-    def fbank(*_args, **_kwargs):
-        raise RuntimeError("torchaudio stand-in: kaldi.fbank is only used by the 25 Hz tokenizer")
-
-    names = ("torchaudio", "torchaudio.compliance", "torchaudio.compliance.kaldi")
-    for name in names:
-        sys.modules.pop(name, None)
-    mods = [types.ModuleType(n) for n in names]
-    for m in mods:
-        m.__spec__ = importlib.machinery.ModuleSpec(m.__name__, None)
-    ta, comp, kaldi = mods
-    kaldi.fbank = fbank
-    ta.compliance, comp.kaldi = comp, kaldi
-    sys.modules.update(dict(zip(names, mods)))
+    spec = importlib.util.spec_from_file_location("_official_qwen3", Path(__file__).resolve().parents[1]
+                                                  / "_official_qwen3.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install_torchaudio_stand_in()
 
 
 def _cpu(x):
