@@ -189,7 +189,8 @@ class TTS:
     family_name = FAMILY
 
     def __init__(self, model: PocketTTSModel, model_id: str, released: bool,
-                 max_batch: int = 16, max_queue: int = 256, threads: int | None = None):
+                 max_batch: int = 16, max_queue: int = 256, threads: int | None = None,
+                 family=None):
         self.model = model
         self.threads = threads
         self.model_id = model_id
@@ -198,7 +199,7 @@ class TTS:
         self.max_queue = max_queue
         self._lock = threading.Lock()
         self._engine: Engine | None = None
-        self.family = PocketFamily(model)
+        self.family = family if family is not None else PocketFamily(model)
 
     @property
     def sample_rate(self) -> int:

@@ -64,26 +64,9 @@ class Qwen3TTS(TTS):
     def __init__(self, model: Qwen3Model, model_id: str, released: bool, max_batch: int = 16,
                  max_queue: int = 256, threads: int | None = None, exact: bool = False,
                  full_state_decode: bool = False):
-        self.model = model
-        self.threads = threads
-        self.model_id = model_id
-        self.released = released
-        self.max_batch = max_batch
-        self.max_queue = max_queue
+        super().__init__(model, model_id, released, max_batch, max_queue, threads,
+                         family=Qwen3Family(model, chunked_decode=not full_state_decode))
         self.exact = exact
-        import threading
-
-        self._lock = threading.Lock()
-        self._engine = None
-        self.family = Qwen3Family(model, chunked_decode=not full_state_decode)
-
-    @property
-    def sample_rate(self) -> int:
-        return self.model.sample_rate
-
-    @property
-    def config_name(self) -> str:
-        return self.model.name
 
     @property
     def served_name(self) -> str | None:
