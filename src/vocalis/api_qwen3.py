@@ -235,7 +235,7 @@ class Qwen3TTS(TTS):
                                         False if nsm is None else nsm)
         guard = None if self.exact else guard_frames(n_text)
         params = Qwen3Params(params.gen, params.max_frames, guard, params.seed)
-        inp = Qwen3Input(prompt, ref_codes, prompt.prefill.shape[1])
+        inp = Qwen3Input(prompt, ref_codes)
         return inp, [(text, ids[0].tolist(), 0)], params, params.seed
 
 

@@ -21,7 +21,7 @@ decode; an in-context (ICL) request first feeds its reference codes and drops th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -54,7 +54,6 @@ class Qwen3Input:
 
     prompt: TalkerPrompt
     ref_codes: torch.Tensor | None = None
-    length: int = 0  # prompt positions (for memory planning)
 
 
 @dataclass
@@ -73,7 +72,6 @@ class Qwen3Row:
     logits: torch.Tensor | None = None
     hidden: torch.Tensor | None = None
     pos: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class _RowCache:
