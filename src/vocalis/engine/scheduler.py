@@ -68,9 +68,12 @@ class Engine:
         # oversubscribing it: about a third for the codec, the rest for the FlowLM. A prompt
         # pass at an idle engine gets the whole budget. (Measured on 2 cores: small codec ops
         # get slower, not faster, with 2 OpenMP threads in a non-main thread.)
+        # A family may split differently (``thread_split(total) -> (model, codec)``).
         total = threads or torch.get_num_threads()
-        decoder = max(1, total // 3)
-        self._threads = {"flow": max(1, total - decoder), "decoder": decoder, "burst": total}
+        split = getattr(family, "thread_split", None)
+        flow, decoder = split(total) if split is not None else (None, max(1, total // 3))
+        flow = flow if flow is not None else max(1, total - decoder)
+        self._threads = {"flow": flow, "decoder": decoder, "burst": total}
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)

@@ -169,6 +169,17 @@ class Qwen3Family:
         self.frame_samples = model.frame_samples
         self.chunked_decode = chunked_decode
 
+    def thread_split(self, total: int) -> tuple[int, int]:
+        """(talker threads, codec threads) of ``total``. The talker and code predictor read
+        every weight once per step (memory-bound at small batches) and cost several times the
+        codec per frame, so they keep every thread; the codec thread takes its share of the
+        cores when it has frames (``VOCALIS_QWEN3_CODEC_THREADS`` overrides, for measuring)."""
+        import os
+
+        codec = int(os.environ.get("VOCALIS_QWEN3_CODEC_THREADS", 0)) or max(1, total // 3)
+        flow = int(os.environ.get("VOCALIS_QWEN3_MODEL_THREADS", 0)) or total
+        return flow, codec
+
     def new_batch(self, max_rows: int) -> Qwen3Batch:
         return Qwen3Batch(self.model, max_rows, self.chunked_decode)
 
