@@ -771,8 +771,9 @@ def batch(
         '"options": {"seed": 42, ...}}, ...]; "voice" and "options" are optional.',
         show_default=False)],
     out_dir: Annotated[str, typer.Option(
-        "--out-dir", help="Folder for NNNN.wav (request NNNN, measured pass) and report.json "
-                          "(created if missing).", show_default=False)],
+        "--out-dir", help="Folder for NNNN.wav (request NNNN, measured pass), NNNN.npy "
+                          "(Qwen3-TTS: its codes) and report.json (created if missing).",
+        show_default=False)],
     model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
     batch_size: Annotated[int | None, typer.Option(
         "--batch-size", "-b", help="Requests in flight in the engine at once (1-256). "

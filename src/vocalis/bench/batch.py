@@ -4,12 +4,16 @@ Order of work (``vocalis batch``):
 
 1. Check everything before loading anything heavy or running anything: the requests file
    (:mod:`vocalis.bench.requests`), batch size, mode, session options; then load the model
-   and every distinct voice (an unknown voice names the first request using it).
+   and every distinct voice (an unknown voice names the first request using it). Qwen3-TTS
+   models: the requests file is checked for the Qwen3 option names, then every request in
+   full through the loaded model (:func:`prepare_qwen3`), so a bad request N stops the run
+   with ``request N: ...`` before anything is generated or written.
 2. Warm-up pass over all requests (excluded from the figures and from the WAV files).
 3. Measured pass with the same grouping: at most ``batch_size`` requests in the engine at
    once, submitted in file order as earlier ones finish (``sequential`` = one at a time).
 4. Outside timing: one 16-bit 24 kHz mono WAV per successful measured request
-   (``DIR/NNNN.wav``, NNNN = request index), and with ``mode="streaming"`` the check that
+   (``DIR/NNNN.wav``, NNNN = request index) and, for Qwen3-TTS, its generated codes
+   (``DIR/NNNN.npy``, int64 ``[frames, 16]``, the codec's input), and with ``mode="streaming"`` the check that
    each request's audio events concatenate exactly to the WAV read back from disk.
 5. One ordinary request (:meth:`vocalis.api.TTS.synthesize` of the first seeded request)
    through the same session, to show the engine is reusable afterwards.
@@ -69,8 +73,19 @@ def check_batch_size(batch_size: int | None, sequential: bool) -> int:
     return batch_size
 
 
-def parse_session_options(text: str | dict | None) -> tuple[dict, dict]:
-    """``--session-options`` JSON -> (load keywords, default sampling options).
+def model_family(model: str, tts=None) -> str:
+    """``qwen3`` for a Qwen3-TTS model (the loaded ``tts`` when given, else the ``--model``
+    reference, see :func:`vocalis.api.is_qwen3`), else ``pocket``."""
+    if tts is not None:
+        return "qwen3" if getattr(tts, "family_name", None) == "qwen3-tts" else "pocket"
+    from vocalis.api import is_qwen3
+
+    return "qwen3" if is_qwen3(model) else "pocket"
+
+
+def parse_session_options(text: str | dict | None,
+                          family: str = "pocket") -> tuple[dict, dict]:
+    """``--session-options`` JSON -> (load keywords, default request options).
 
     Load keywords: ``max_batch``, ``max_queue`` (engine limits), ``quantize`` (int8 FlowLM).
 
@@ -92,10 +107,10 @@ def parse_session_options(text: str | dict | None) -> tuple[dict, dict]:
                          '"temperature": 0.5}')
     load_kw = {k: data[k] for k in LOAD_KEYS if k in data}
     sampling = {k: v for k, v in data.items() if k not in LOAD_KEYS}
-    unknown = sorted(set(sampling) - set(option_names()))
+    unknown = sorted(set(sampling) - set(option_names(family)))
     if unknown:
         raise InputError(f"--session-options: unknown key(s) {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(LOAD_KEYS + option_names())}")
+                         f"known: {', '.join(LOAD_KEYS + option_names(family))}")
     for k, v in load_kw.items():
         if k == "quantize":
             if not isinstance(v, bool):
@@ -103,7 +118,7 @@ def parse_session_options(text: str | dict | None) -> tuple[dict, dict]:
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"--session-options: {k} must be an integer >= 1, got {v!r}")
-    check_options(sampling, "--session-options")
+    check_options(sampling, "--session-options", family)
     return load_kw, sampling
 
 
@@ -141,6 +156,57 @@ def resolve_voices(tts, requests: list[BatchRequest]) -> dict:
         except Exception as e:  # noqa: BLE001 - an unreadable file the audio reader did not classify
             raise VoiceError(f"request {r.index}: cannot load voice {r.voice!r}: {e}") from None
     return voices
+
+
+#: Qwen3 options that describe the cloned voice (folded into one Voice per distinct set)
+CLONE_KEYS = ("ref_audio", "ref_text", "xvector_only")
+
+
+def prepare_qwen3(tts, requests: list[BatchRequest]) -> dict[int, tuple]:
+    """Qwen3-TTS: check every request in full, in file order, with the loaded model's
+    :meth:`~vocalis.api_qwen3.Qwen3TTS._prepare` (options, speaker, language, instruct,
+    reference audio, text length), and load each distinct cloned voice once.
+
+    Base models: a request's ``voice`` or ``ref_audio`` (with ``ref_text`` /
+    ``xvector_only``) becomes one :class:`vocalis.api.Voice` per distinct
+    (audio, ref_text, xvector_only), submitted instead of those options (the same prompt
+    ``submit`` would build). Other models: the voice string is passed as given.
+
+    Returns {request index: (voice for submit, options for submit)}.
+
+    Raises:
+        InputError/VoiceError: ``request N: ...`` for the first bad request.
+    """
+    base = getattr(tts.model, "model_type", None) == "base"
+    clones: dict = {}
+    out: dict[int, tuple] = {}
+    for r in requests:
+        voice, opts = r.voice, dict(r.sampling)
+        try:
+            if base and (voice is not None or opts.get("ref_audio") is not None):
+                src = opts.get("ref_audio") if opts.get("ref_audio") is not None else voice
+                if voice is not None and opts.get("ref_audio") is not None:
+                    raise InputError("give the reference once: voice and ref_audio are both set")
+                key = (src, opts.get("ref_text"), opts.get("xvector_only"))
+                if key not in clones:
+                    xv = opts.get("xvector_only")
+                    if xv is not None and not isinstance(xv, bool):
+                        raise InputError(f"xvector_only must be true or false, got {xv!r}")
+                    if opts.get("ref_text") is not None and not isinstance(opts["ref_text"], str):
+                        raise InputError("ref_text must be a string, got "
+                                         f"{type(opts['ref_text']).__name__}")
+                    clones[key] = tts.voice(src, ref_text=opts.get("ref_text"),
+                                            xvector_only=bool(xv))
+                voice = clones[key]
+                opts = {k: v for k, v in opts.items() if k not in CLONE_KEYS}
+            tts._prepare(r.text, voice, r.seed, dict(opts))
+        except VocalisError as e:
+            raise type(e)(f"request {r.index}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - an unreadable file the audio reader did not classify
+            raise VoiceError(f"request {r.index}: cannot load voice "
+                             f"{opts.get('ref_audio') or r.voice!r}: {e}") from None
+        out[r.index] = (voice, opts)
+    return out
 
 
 def check_texts(tts, requests: list[BatchRequest]) -> None:
@@ -268,7 +334,9 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
         requests: one entry per request and pass: index, pass ("warmup" | "measured"), ok,
             error, ttfa_ms, wall_ms, audio_s, frames, rtf, x_real_time, audio_events,
             text_chunks, engine_queued_ms, engine_ttfa_ms, voice, seed;
-            measured ones also wav (file name or null) and, in streaming mode, streaming
+            measured ones also wav (file name or null), for Qwen3-TTS codes (``NNNN.npy``
+            or null) and options (speaker, language, instruct, ref_audio, ref_text,
+            xvector_only as given), and in streaming mode, streaming
             {audio_events, in_order, event_samples, wav_samples, whole_frames,
              engine_frames, frames_match, first_event_ms, max_gap_ms, mean_gap_ms, equal}
         streaming: {checked, equal, all_equal} (streaming mode) or null
@@ -282,15 +350,16 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r}: use {' or '.join(MODES)}")
     in_flight = check_batch_size(batch_size, sequential)
-    load_kw, default_sampling = parse_session_options(session_options)
-    requests = read_requests(requests_file)
+    family = model_family(model, tts)
+    load_kw, default_sampling = parse_session_options(session_options, family)
+    requests = read_requests(requests_file, family)
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--out-dir {out} exists and is not a folder")
     for r in requests:  # session defaults under each request's own options
         merged = {**default_sampling, **r.sampling}
         check_options({**merged, "seed": r.seed} if r.seed is not None else merged,
-                      f"request {r.index}")
+                      f"request {r.index}", family)
         r.sampling = merged
 
     t0 = time.perf_counter()
@@ -315,15 +384,24 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
 
     load_ms = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
-    voices = resolve_voices(tts, requests)
+    qwen3 = model_family(model, tts) == "qwen3"
+    if qwen3:
+        prepared = prepare_qwen3(tts, requests)
+    else:
+        voices = resolve_voices(tts, requests)
     voices_ms = (time.perf_counter() - t0) * 1000
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"cannot create --out-dir {out}: {e.strerror or e}") from None
 
-    check_texts(tts, requests)
-    jobs = [Job(r.index, r.text, voices[r.voice], r.seed, dict(r.sampling)) for r in requests]
+    if qwen3:
+        jobs = [Job(r.index, r.text, prepared[r.index][0], r.seed, dict(prepared[r.index][1]))
+                for r in requests]
+    else:
+        check_texts(tts, requests)
+        jobs = [Job(r.index, r.text, voices[r.voice], r.seed, dict(r.sampling))
+                for r in requests]
     record = mode == "streaming"
     status_before = engine_status(tts)
     if status_before and "max_batch" in status_before and "max_queue" in status_before:
@@ -348,14 +426,22 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
 
     frame_samples = int(getattr(getattr(tts, "model", None), "frame_samples", 1920))
     wavs: dict[int, str | None] = {}
+    codes: dict[int, str | None] = {}
     for o in meas:
         path = out / _wav_name(o.index, len(jobs))
+        npy = path.with_suffix(".npy")
         if o.ok:
             write_wav(path, o.samples, tts.sample_rate)
             wavs[o.index] = path.name
         else:
             path.unlink(missing_ok=True)  # no stale file from an earlier run
             wavs[o.index] = None
+        if qwen3 and o.ok and o.codes is not None:
+            np.save(npy, o.codes)
+            codes[o.index] = npy.name
+        elif qwen3:
+            npy.unlink(missing_ok=True)
+            codes[o.index] = None
     streaming = None
     checks: dict[int, dict] = {}
     if record:
@@ -376,6 +462,11 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
                  "voice": r.voice, "seed": r.seed}
             if name == "measured":
                 e["wav"] = wavs[o.index]
+                if qwen3:
+                    e["codes"] = codes[o.index]
+                    e["options"] = {k: v for k, v in r.sampling.items()
+                                    if k in ("speaker", "language", "instruct", "ref_audio",
+                                             "ref_text", "xvector_only")}
                 if record:
                     e["streaming"] = checks.get(o.index)
             entries.append(e)

@@ -11,6 +11,16 @@ requests file's folder when they exist there, else to the working directory; mis
 the model's default voice (released models only). ``options`` (optional): ``seed``
 (integer) and the sampling options of :meth:`vocalis.api.TTS.synthesize`. Nothing else.
 
+Qwen3-TTS models (``family="qwen3"``): ``options`` take ``seed`` and the request options of
+:class:`vocalis.api_qwen3.Qwen3TTS` (``api_qwen3.KNOWN``: ``speaker``, ``language``,
+``instruct``, ``ref_audio``, ``ref_text``, ``xvector_only``, the official sampling names,
+``greedy``, ``max_frames``, ...); a relative ``ref_audio`` is resolved like ``voice``. Here
+only the names are checked; the batch runner checks each request in full with the loaded
+model before anything runs. ::
+
+    [{"text": "Hi.", "voice": "ryan", "options": {"language": "english", "seed": 1}},
+     {"text": "Hi.", "options": {"ref_audio": "me.wav", "ref_text": "What I say.", "seed": 2}}]
+
 Every problem raises :class:`~vocalis.errors.InputError` whose message names the request
 (its 0-based index in the array) — the first problem found, and how many more there are.
 """
@@ -25,28 +35,43 @@ from vocalis.errors import InputError
 from vocalis.text.files import read_utf8
 
 FIELDS = ("text", "voice", "options")
+FAMILIES = ("pocket", "qwen3")
+#: Qwen3 options that name a file, resolved like ``voice``
+PATH_OPTIONS = ("ref_audio",)
 
 
-def option_names() -> tuple[str, ...]:
-    """Options a request may carry: ``seed`` and every sampling option."""
+def option_names(family: str = "pocket") -> tuple[str, ...]:
+    """Options a request may carry: ``seed`` and every sampling option (Pocket), or
+    ``seed`` and :data:`vocalis.api_qwen3.KNOWN` (``family="qwen3"``)."""
+    if family == "qwen3":
+        from vocalis.api_qwen3 import KNOWN
+
+        return ("seed", *KNOWN)
     from vocalis.models.pocket.model import SamplingParams
 
     return tuple(SamplingParams.__dataclass_fields__)
 
 
-def check_options(options: dict, where: str) -> dict:
-    """Validate ``options`` (seed + sampling); returns them unchanged.
+def check_options(options: dict, where: str, family: str = "pocket") -> dict:
+    """Validate ``options`` (seed + sampling); returns them unchanged. For ``qwen3`` only the
+    names and the seed are checked here (values: the loaded model's ``_prepare``).
 
     Raises:
         InputError: ``where: ...`` naming the unknown or invalid option.
     """
-    from vocalis.models.pocket.model import SamplingParams
-
-    known = option_names()
+    known = option_names(family)
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise InputError(f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; known: "
                          + ", ".join(known))
+    if family == "qwen3":
+        seed = options.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                                 or not 0 <= seed < 2**63):
+            raise InputError(f"{where}: seed must be an integer in [0, 2**63), got {seed!r}")
+        return options
+    from vocalis.models.pocket.model import SamplingParams
+
     try:
         SamplingParams(**options).validated()
     except InputError as e:
@@ -76,7 +101,16 @@ def _type_name(v) -> str:
             int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _check_one(i: int, item, base: Path | None) -> BatchRequest:
+def _anchor(path: str, base: Path | None) -> str:
+    """``path`` relative to ``base`` when it exists there, else unchanged."""
+    if base is not None and "://" not in path and not Path(path).is_absolute():
+        candidate = base / path
+        if candidate.exists():
+            return str(candidate)
+    return path
+
+
+def _check_one(i: int, item, base: Path | None, family: str = "pocket") -> BatchRequest:
     where = f"request {i}"
     if not isinstance(item, dict):
         raise InputError(f"{where}: must be an object like {{\"text\": ...}}, got {_type_name(item)}")
@@ -99,23 +133,24 @@ def _check_one(i: int, item, base: Path | None) -> BatchRequest:
         if not voice.strip():
             raise InputError(f"{where}: 'voice' is empty: give a voice name or file, or leave "
                              "it out for the model's default voice")
-        if base is not None and "://" not in voice and not Path(voice).is_absolute():
-            candidate = base / voice
-            if candidate.exists():
-                voice = str(candidate)
+        voice = _anchor(voice, base)
     options = item.get("options", {})
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise InputError(f"{where}: 'options' must be an object like {{\"seed\": 42}}, got "
                          f"{_type_name(options)}")
-    check_options(options, where)
+    check_options(options, where, family)
     sampling = {k: v for k, v in options.items() if k != "seed"}
+    for k in PATH_OPTIONS:
+        if family == "qwen3" and isinstance(sampling.get(k), str) and sampling[k].strip():
+            sampling[k] = _anchor(sampling[k], base)
     return BatchRequest(i, text, voice, options.get("seed"), sampling)
 
 
-def parse_requests(data, base: Path | None = None) -> list[BatchRequest]:
-    """Check already-decoded JSON ``data``; ``base`` anchors relative voice paths.
+def parse_requests(data, base: Path | None = None, family: str = "pocket") -> list[BatchRequest]:
+    """Check already-decoded JSON ``data``; ``base`` anchors relative voice (and Qwen3
+    ``ref_audio``) paths; ``family``: ``pocket`` or ``qwen3`` (which options are allowed).
 
     Raises:
         InputError: the first problem (naming its request) and how many more there are.
@@ -128,7 +163,7 @@ def parse_requests(data, base: Path | None = None) -> list[BatchRequest]:
     out, problems = [], []
     for i, item in enumerate(data):
         try:
-            out.append(_check_one(i, item, base))
+            out.append(_check_one(i, item, base, family))
         except InputError as e:
             problems.append(str(e))
     if problems:
@@ -138,8 +173,8 @@ def parse_requests(data, base: Path | None = None) -> list[BatchRequest]:
     return out
 
 
-def read_requests(path: str | Path) -> list[BatchRequest]:
-    """Read and check a requests file (see the module doc).
+def read_requests(path: str | Path, family: str = "pocket") -> list[BatchRequest]:
+    """Read and check a requests file (see the module doc) for a model of ``family``.
 
     Raises:
         InputError: missing/unreadable file, not UTF-8, not JSON, or a bad request.
@@ -152,6 +187,6 @@ def read_requests(path: str | Path) -> list[BatchRequest]:
         raise InputError(f"requests file {p} is not valid JSON: {e.msg} at line {e.lineno} "
                          f"column {e.colno}") from None
     try:
-        return parse_requests(data, p.resolve().parent)
+        return parse_requests(data, p.resolve().parent, family)
     except InputError as e:
         raise InputError(f"requests file {p}: {e}") from None

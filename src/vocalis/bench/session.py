@@ -58,6 +58,7 @@ class Outcome:
     engine: dict | None = None  # the engine's own RequestStats (as_dict, without chunks)
     arrivals_ms: list[float] | None = None  # per audio event, from submit (when recorded)
     sizes: list[int] | None = None  # samples per audio event (when recorded)
+    codes: np.ndarray | None = None  # generated codes [frames, codebooks] (families that report them)
 
     @property
     def rtf(self) -> float | None:
@@ -129,6 +130,9 @@ def run_one(tts, job: Job, record: bool = False,
                 stats = ev.stats
                 out.engine = {k: v for k, v in stats.as_dict().items() if k != "chunks"}
                 out.text_chunks = len(stats.chunks) or len(chunks_seen)
+                codes = [c for ch in stats.chunks for c in ch.get("codes", ())]
+                if codes:
+                    out.codes = np.asarray(codes, dtype=np.int64)
                 if stats.cancelled:
                     out.error = "cancelled"
                 else:
