@@ -153,6 +153,11 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
         (dict(text="hi", speaker="ryan", bogus=1), InputError, "unknown option(s) bogus"),
         (dict(text="hi", speaker="ryan", max_new_tokens=0), InputError, "max_new_tokens must be"),
         (dict(text="hi", speaker="ryan", greedy="yes"), InputError, "greedy must be true or false"),
+        (dict(text="Hi \ud800", speaker="ryan"), InputError, "text holds an invalid character at position 3"),
+        (dict(text="🎉 ...", speaker="ryan"), InputError, "nothing to speak"),
+        (dict(text=b"hi", speaker="ryan"), InputError, "text must be a string, got bytes"),
+        (dict(text="hi", voice="me.safetensors"), VoiceError, "its voices are the built-in speakers"),
+        (dict(text="hi", voice="ryan", speaker="serena"), InputError, "give the speaker once"),
     ]
     for kw, err, msg in cases:
         text = kw.pop("text")

@@ -45,7 +45,9 @@ def test_speakers_are_the_voices_and_audio_equals_the_api(served):
     ids = [v["id"] for v in json.loads(body)["data"]]
     assert status == 200 and "ryan" in ids and "vivian" in ids and ids[0] == "default"
     client = server.client()
-    model = client.models.list().data[0].id
+    models = [m.id for m in client.models.list().data]
+    model = models[0]
+    assert "qwen3-tts" in models and "pocket-tts" not in models
     resp = client.audio.speech.create(model=model, input=TEXT, voice="ryan", response_format="wav",
                                       extra_body=dict(language="english", **OPTS))
     wav, sr = sf.read(io.BytesIO(resp.content), dtype="float32")
@@ -75,7 +77,7 @@ def test_instructions_map_to_instruct_or_are_reported_ignored(served):
     ref = tts.synthesize(TEXT, instruct="A calm, low voice.", **OPTS).samples
     assert np.abs(wav - ref).max() < 1e-4
     status, _, data = server.request("POST", "/v1/audio/speech", {**body, "instructions": None})
-    assert status == 400 and b"needs instruct" in data
+    assert status == 400 and b"needs instruct" in data and b'"param":"instructions"' in data
     status, _, data = server.request("POST", "/v1/audio/speech", {**body, "voice": "ryan"})
     assert status == 400 and b"has no voices" in data
     # 0.6B CustomVoice ignores instructions: said in a header
@@ -91,16 +93,25 @@ def test_bad_requests_name_what_the_model_takes(served):
     cases = [({"voice": "nobody"}, "unknown voice 'nobody'"),
              ({"voice": "ryan", "language": "klingon"}, "unknown language 'klingon'"),
              ({"voice": "ryan", "eos_threshold": 1.0}, "unknown"),
-             ({"voice": "ryan", "top_k": -3}, "top_k must be")]
+             ({"voice": "ryan", "top_k": -3}, "top_k must be"),
+             ({"voice": "ryan", "greedy": "yes"}, "greedy"),
+             ({"voice": "ryan", "input": "Hi \ud800"}, "invalid character"),
+             ({"voice": "nobody", "model": "x"}, "is not served here; use '0.6b-customvoice'")]
     for extra, msg in cases:
         status, _, data = server.request("POST", "/v1/audio/speech",
                                          {"model": model, "input": TEXT, **extra, **OPTS})
+        if extra.get("model") == "x":
+            assert status == 404 and msg.encode() in data, data
+            continue
         assert status == 400 and msg.encode() in data, (extra, data)
     files = {"audio_sample": ("a.wav", b"RIFF0000", "audio/wav")}
     import httpx
 
     r = httpx.post(server.url + "/v1/audio/voices", data={"name": "mine"}, files=files)
     assert r.status_code == 400 and "does not clone voices" in r.json()["error"]["message"]
+    status, _, data = server.request("POST", "/v1/audio/speech", {"model": model, "input": TEXT, "voice": "RYAN",
+                                                                  "response_format": "wav", **OPTS})
+    assert status == 200  # speaker names are case-insensitive, as in the CLI and API
     assert tts.engine_status()["active_rows"] == 0
 
 

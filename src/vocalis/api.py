@@ -104,7 +104,7 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
         name = mid.split("/", 1)[1]
         if name in registry.config_names():
             return registry.released_config(name), name, True
-        raise ModelNotFound(f"unknown model {model_id!r}; known: "
+        raise ModelNotFound(f"unknown model {model_id!r}; known (also qwen3-tts/..., see `vocalis models list`): "
                             + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names())
                             + ", or a path to a YAML config")
     from vocalis import hub
@@ -117,7 +117,8 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
             path = path / "config.yaml"
         if not path.exists():
             raise ModelNotFound(
-                f"unknown model {model_id!r}: not a released model id and no such file; known: "
+                f"unknown model {model_id!r}: not a released model id and no such file; known "
+                "(also qwen3-tts/..., see `vocalis models list`): "
                 + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names()))
     if path.suffix not in (".yaml", ".yml"):
         raise ModelNotFound(f"model config must be a .yaml file, got {path}")
@@ -489,7 +490,7 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
 
     path, release = resolve_checkpoint(model_id)
-    name = release.model_id if release is not None else str(path)
+    name = release.model_id if release is not None else path.name  # messages name the folder
     model = load_model(path, name, dtype=dtype, device=dev)
     return Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
                     full_state_decode)

@@ -27,6 +27,8 @@ import logging
 import numbers
 from pathlib import Path
 
+import numpy as np
+
 from vocalis.api import TTS, Voice
 from vocalis.engine.options import OptionRange, check_option
 from vocalis.errors import InputError, VoiceError
@@ -54,6 +56,21 @@ OPTION_RANGES: dict[str, OptionRange] = {r.name: r for r in (
 FLAGS = ("do_sample", "subtalker_dosample", "greedy", "xvector_only", "non_streaming_mode")
 STRINGS = ("speaker", "language", "instruct", "ref_text")
 KNOWN = sorted(set(HARD_DEFAULTS) | set(OPTION_RANGES) | set(FLAGS) | set(STRINGS) | {"ref_audio"})
+
+
+def _is_audio_array(src) -> bool:
+    return (isinstance(src, tuple) and len(src) == 2 and isinstance(src[0], np.ndarray)
+            and isinstance(src[1], numbers.Integral) and not isinstance(src[1], bool))
+
+
+def check_string(value: str, param: str, name: str | None = None) -> str:
+    """``value`` if it encodes as UTF-8 (no lone surrogates). Raises InputError naming ``param``."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{name or param} holds an invalid character at position {e.start} (a lone surrogate, "
+                         "not Unicode text): send valid UTF-8", param=param) from None
+    return value
 
 
 class Qwen3TTS(TTS):
@@ -100,7 +117,11 @@ class Qwen3TTS(TTS):
         if m.model_type == "custom_voice":
             if src is None:
                 raise VoiceError(f"{m.name} needs a speaker; one of: {', '.join(m.speakers)}")
-            if not isinstance(src, str) or src.lower() not in m.speakers:
+            if not isinstance(src, str) or Path(src).suffix or "/" in src:
+                raise VoiceError(f"{m.name} is a CustomVoice model: its voices are the built-in speakers "
+                                 f"({', '.join(m.speakers)}); audio files and voice-clone prompts are for "
+                                 "Qwen3-TTS Base models")
+            if src.lower() not in m.speakers:
                 raise VoiceError(f"unknown speaker {src!r}; {m.name} has: {', '.join(m.speakers)}")
             if ref_text is not None or xvector_only:
                 raise InputError(f"{m.name} (CustomVoice) takes no reference audio options "
@@ -115,8 +136,11 @@ class Qwen3TTS(TTS):
         if src is None:
             raise VoiceError(f"{m.name} (Base) clones a voice: give reference audio (ref_audio=, "
                              "--ref-audio) with ref_text or xvector_only, or a saved voice-clone prompt")
+        if _is_audio_array(src):  # (samples, sample_rate), as the official package accepts
+            return Voice(self._clone_from(src, ref_text, xvector_only), "audio array")
         if not isinstance(src, (str, Path)) or not str(src).strip():
-            raise VoiceError(f"voice must be an audio file or a .safetensors voice-clone prompt, got {src!r}")
+            raise VoiceError("the reference must be an audio file, (samples, sample_rate) or a .safetensors "
+                             f"voice-clone prompt, got {type(src).__name__}")
         path = Path(str(src)).expanduser()
         if path.suffix.lower() == ".safetensors":
             if ref_text is not None or xvector_only:
@@ -124,17 +148,28 @@ class Qwen3TTS(TTS):
             return Voice(self._fits(qvoice.ClonePrompt.load(path)), str(path))
         if not path.is_file():
             raise VoiceError(f"reference audio not found: {path}")
+        return Voice(self._clone_from(path, ref_text, xvector_only), str(path))
+
+    def _clone_from(self, src, ref_text, xvector_only):
+        """A voice-clone prompt from an audio file or ``(samples, sample_rate)``."""
+        from vocalis.models.qwen3 import voice as qvoice
+
+        m = self.model
+        if xvector_only and ref_text is not None:
+            raise InputError("ref_text and xvector_only exclude each other: give the transcript for "
+                             "in-context cloning, or xvector_only alone", param="ref_text")
         if not xvector_only and (ref_text is None or not str(ref_text).strip()):
             raise InputError("in-context cloning needs the transcript of the reference audio: pass ref_text "
                              "(--ref-text), or xvector_only=True (--xvector-only) to clone from the "
                              "speaker embedding alone", param="ref_text")
         speaker_encoder, speech_encoder = m.encoders()
+        kw = dict(speaker_encoder=speaker_encoder, speech_encoder=speech_encoder, ref_text=ref_text,
+                  xvector_only=xvector_only, hidden_size=m.spec.talker.hidden_size, model_size=m.model_size)
         with self._lock:
-            prompt = qvoice.clone_prompt_from_file(
-                path, speaker_encoder=speaker_encoder, speech_encoder=speech_encoder,
-                ref_text=None if xvector_only else ref_text, xvector_only=xvector_only,
-                hidden_size=m.spec.talker.hidden_size, model_size=m.model_size)
-        return Voice(prompt, str(path))
+            if isinstance(src, Path):
+                return qvoice.clone_prompt_from_file(src, **kw)
+            samples, rate = src
+            return qvoice.create_clone_prompt(np.asarray(samples, dtype=np.float32), int(rate), **kw)
 
     def _fits(self, prompt):
         m = self.model
@@ -174,8 +209,16 @@ class Qwen3TTS(TTS):
         for k in STRINGS:
             if opts.get(k) is not None and not isinstance(opts[k], str):
                 raise InputError(f"{k} must be a string, got {type(opts[k]).__name__}", param=k)
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
+        for k in STRINGS:
+            if opts.get(k) is not None:
+                check_string(opts[k], k)
+        if not check_string(text, "input", "text").strip():
             raise InputError("text is empty: give the text to speak", param="input")
+        if not any(c.isalnum() for c in text):
+            raise InputError("text has nothing to speak (only punctuation, symbols or emoji): give words "
+                             "or numbers", param="input")
         ids = m.text_ids(text)
         n_text = ids.shape[1] - 8  # the template adds 3 + 5 tokens
         if n_text > MAX_TEXT_TOKENS:
@@ -204,7 +247,8 @@ class Qwen3TTS(TTS):
         if kind == "custom_voice":
             if speaker is not None and voice is not None and str(getattr(voice, "state", voice)).lower() \
                     != speaker.lower():
-                raise InputError("give the speaker once: voice and speaker differ", param="speaker")
+                raise InputError("give the speaker once (speaker or voice; --speaker or --voice): they differ",
+                                 param="speaker")
             name = self.voice(speaker if speaker is not None else voice).state
             instruct_ids = None
             if instruct is not None:

@@ -91,8 +91,8 @@ class ServerState:
         self.shutting_down = False
         self.started = time.time()
         self.model_id = served_model_name(tts, model_name)
-        self.model_ids = [self.model_id, *(m for m in ("pocket-tts", *OPENAI_MODELS)
-                                           if m != self.model_id)]
+        family = getattr(tts, "family_name", "pocket-tts")
+        self.model_ids = [self.model_id, *(m for m in (family, *OPENAI_MODELS) if m != self.model_id)]
         self._private = _private_paths(tts, voices)
 
     def redact(self, text: str) -> str:
@@ -142,7 +142,9 @@ def _private_paths(tts, voices: VoiceStore) -> list[tuple[str, str]]:
     if not getattr(tts, "released", False) and ref and "://" not in ref:
         p = Path(ref).expanduser()
         folder = p.parent if p.suffix in (".yaml", ".yml") else p
-        pairs += [(str(folder), "<model-dir>"), (str(folder.resolve()), "<model-dir>")]
+        pairs.append((str(folder.resolve()), "<model-dir>"))
+        if len(folder.parts) > 1:  # a bare folder name ("ckpt") tells nothing: it may be the served name
+            pairs.append((str(folder), "<model-dir>"))
     pairs += [(str(voices.root), "<voices-dir>"), (str(voices.root.resolve()), "<voices-dir>"),
               (str(Path.home()), "~")]
     return sorted({(p, label) for p, label in pairs if len(p) > 1},
@@ -364,7 +366,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             state.metrics.speech.labels("rejected").inc()
             raise APIError(429, str(e), code=e.code) from None
         except InputError as e:  # the option at fault is named by the API's range check
-            raise APIError(400, str(e), param=e.param, code=e.code) from None
+            param = "instructions" if e.param == "instruct" else e.param  # the request's field name
+            raise APIError(400, str(e), param=param, code=e.code) from None
         _admit(state, request, req)  # from here on, any way out cancels and counts it
         job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate, whole=whole),
                         asyncio.get_running_loop()).start()

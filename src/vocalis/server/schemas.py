@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 OPENAI_MAX_INPUT_CHARS = 4096
 
@@ -65,7 +65,7 @@ class SpeechRequest(BaseModel):
     top_p: float | None = None
     repetition_penalty: float | None = None
     max_new_tokens: int | None = None
-    greedy: bool | None = None
+    greedy: StrictBool | None = None
 
     def voice_id(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice

@@ -151,6 +151,8 @@ class VoiceStore:
             raise APIError(400, f"{self.tts.model.name} (Qwen3-TTS VoiceDesign) has no voices: describe "
                                 "the voice in instructions, with voice 'default' or an OpenAI voice "
                                 "name", param="voice", code="voice_not_found")
+        if self.qwen3 and vid.lower() in self.predefined:  # speakers are case-insensitive
+            vid = vid.lower()
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
                 raise APIError(400, f"voice {vid!r} names the server's default voice, but this "

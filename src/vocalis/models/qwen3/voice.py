@@ -217,7 +217,7 @@ class ClonePrompt:
 
         p = Path(path)
         if not p.is_file():
-            raise VoiceError(f"clone prompt file not found: {p}; create one with the voice-clone command")
+            raise VoiceError(f"clone prompt file not found: {p}; create one with `vocalis voices export AUDIO OUT.safetensors --model MODEL --ref-text TEXT` (or --xvector-only)")
         try:
             with safe_open(str(p), framework="pt") as f:
                 meta = f.metadata() or {}
