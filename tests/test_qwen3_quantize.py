@@ -168,9 +168,9 @@ def test_quantize_refuses_other_devices_dtypes_and_a_second_call(dirs):
 
 def test_a_quantized_batch_of_three_gives_each_request_its_codes_alone(dirs):
     with vocalis.load(str(dirs["0.6b-customvoice"]), quantize=True, max_batch=4) as tts:
-        reqs = [("Hi.", dict(speaker="ryan", seed=1, greedy=True)),
-                (TEXT, dict(speaker="serena", seed=2, temperature=1.3)),
-                ("A longer sentence, spoken by another speaker.", dict(speaker="vivian", seed=3))]
+        reqs = [("Hi.", {"speaker": "ryan", "seed": 1, "greedy": True}),
+                (TEXT, {"speaker": "serena", "seed": 2, "temperature": 1.3}),
+                ("A longer sentence, spoken by another speaker.", {"speaker": "vivian", "seed": 3})]
         alone = [tts.synthesize(t, max_new_tokens=N, **kw).chunks[0]["codes"] for t, kw in reqs]
         handles = [tts.submit(t, max_new_tokens=N, **kw) for t, kw in reqs]
         together = []
