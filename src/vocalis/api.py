@@ -422,7 +422,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
     else the open one, saying so) or from the paths in a YAML config. ``quantize``: dynamic
-    int8 FlowLM linears (CPU; faster, not bit-identical). ``max_batch``: rows run together;
+    int8 FlowLM linears, or for Qwen3-TTS the talker and code-predictor linears
+    (CPU, float32; faster, not bit-identical). ``max_batch``: rows run together;
     ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
     PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
     package (the default oneDNN-packed linears agree to float rounding, and are faster).
@@ -485,13 +486,17 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     from vocalis.api_qwen3 import Qwen3TTS
     from vocalis.models.qwen3.model import load_model
 
-    if quantize:
-        raise InputError("quantize is a Pocket TTS option; Qwen3-TTS runs in float32 or bfloat16 (dtype)")
+    if quantize and dev.type != "cpu":
+        raise InputError("int8 quantization runs on the CPU only: drop quantize or use cpu")
+    if quantize and dtype != "float32":
+        raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32")
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
 
     path, release = resolve_checkpoint(model_id)
     name = release.model_id if release is not None else path.name  # messages name the folder
     model = load_model(path, name, dtype=dtype, device=dev)
+    if quantize:
+        model.quantize_int8()
     return Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
                     full_state_decode)
 

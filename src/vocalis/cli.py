@@ -297,7 +297,8 @@ def generate(
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
-        help="Dynamic int8 FlowLM (CPU only; faster, not bit-identical to fp32).")] = False,
+        help="Dynamic int8 linears: Pocket FlowLM, Qwen3 talker and code predictor (CPU only, "
+             "float32; faster, not bit-identical to fp32).")] = False,
     exact: Annotated[bool, typer.Option(
         help="Keep PyTorch's default CPU kernels: bit-identical to the official package "
              "(slower than the default oneDNN-packed linears, which agree to float "
@@ -317,7 +318,7 @@ def generate(
     qwen3 = api.is_qwen3(model.strip())
     pocket_only = _sampling(eos_threshold=eos_threshold, frames_after_eos=frames_after_eos,
                             noise_clamp=noise_clamp, sampler_decode_steps=sampler_decode_steps,
-                            max_tokens=max_tokens, quantize=quantize or None)
+                            max_tokens=max_tokens)
     qwen3_only = _sampling(speaker=speaker, language=language, instruct=instruct, ref_audio=ref_audio,
                            ref_text=ref_text, xvector_only=xvector_only or None, greedy=greedy or None,
                            top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
@@ -327,7 +328,6 @@ def generate(
         sampling = _sampling(temperature=temperature, max_frames=max_frames, **qwen3_only)
     else:
         sampling = _sampling(temperature=temperature, max_frames=max_frames, **pocket_only)
-        sampling.pop("quantize", None)
 
     try:
         tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact,

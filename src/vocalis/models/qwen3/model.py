@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from pathlib import Path
 
 import torch
@@ -41,6 +42,51 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # most ~6 frames per token at 12.5 Hz; 15 leaves 2.5x headroom for pauses and slow styles.
 GUARD_BASE = 40  # frames (3.2 s)
 GUARD_PER_TOKEN = 15  # frames (1.2 s) per text token
+
+
+class Int8Linear(torch.nn.Module):
+    """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize_int8``).
+
+    Weights: symmetric int8 per output channel, ``w_q = round(w / s_n)`` with
+    ``s_n = max_k |w[n, k]| / 127``, packed once for fbgemm (``quantized::linear_prepack``).
+    Activations: quantized per call by ``quantized::linear_dynamic`` (uint8, reduce_range),
+    the op behind ``torch.ao.quantization.quantize_dynamic``. That op picks one scale for
+    the whole input tensor, which would make a row's result depend on the other rows of a
+    batch; here each row is first divided by its own max ``m = max_k |x_k|`` and two
+    constant features ``+1, -1`` (with zero weight columns) are appended, so every call's
+    input range is exactly ``[-1, 1]`` whatever the batch holds: the activation scale is
+    ``2 / 127`` for every row, the integer products are exact, and the output ``y * m``
+    of a row equals that row run alone. Error per output ``n`` (the bound the tests check):
+    ``m * (s_a/2 * ||w_n||_1 + s_n/2 * (||x/m||_1 + K s_a/2))`` with ``s_a = 2/127``.
+
+    Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.
+    """
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        n, k = w.shape
+        self.in_features, self.out_features = k, n
+        w = torch.cat([w, w.new_zeros(n, 2)], dim=1)
+        scale = (w.abs().amax(dim=1) / 127).clamp_min(1e-12)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch 2.13 flags quantized tensor creation as deprecated
+            qw = torch.quantize_per_channel(w, scale.double(), torch.zeros(n, dtype=torch.long), 0,
+                                            torch.qint8)
+            self._packed = torch.ops.quantized.linear_prepack(qw, None)
+        self.register_buffer("weight_scale", scale, persistent=False)
+        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach().float(),
+                                                                        requires_grad=False)
+        self.register_buffer("_ends", torch.tensor([1.0, -1.0]), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+        xa = torch.cat([x / m, self._ends.expand(*x.shape[:-1], 2)], dim=-1)
+        y = torch.ops.quantized.linear_dynamic(xa, self._packed, True) * m
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
 def guard_frames(n_text_tokens: int) -> int:
@@ -70,6 +116,7 @@ class Qwen3Model:
         self.name = name
         self._encoders = None
         self._lock = threading.Lock()
+        self.quantized = False
 
     # ---------------------------------------------------------------- facts
 
@@ -89,7 +136,7 @@ class Qwen3Model:
 
     @property
     def device(self) -> torch.device:
-        return self.talker.codec_head.weight.device
+        return self.talker.device
 
     @property
     def speakers(self) -> list[str]:
@@ -107,6 +154,43 @@ class Qwen3Model:
         ``qwen3_tts_model.py:799-800``); Base has no instruct."""
         return self.model_type == "voice_design" or (self.model_type == "custom_voice"
                                                       and self.model_size != "0b6")
+
+    def quantize_int8(self) -> None:
+        """Replace the talker's and the code predictor's linears by :class:`Int8Linear`
+        (CPU only, float32 only; faster at batch 1 and 8 on x86, not bit-identical to fp32).
+
+        Converted: q/k/v/o and gate/up/down of every talker and predictor decoder layer,
+        the 15 predictor ``lm_head``s and the talker ``codec_head``. Embeddings, norms, the
+        text projection (prompt only), the speaker/speech encoders and the codec stay float32.
+
+        Raises:
+            InputError: the model is not on the CPU, is not float32, or is already quantized.
+        """
+        if self.device.type != "cpu":
+            raise InputError("int8 quantization runs on the CPU only: drop quantize or use device cpu",
+                             param="quantize")
+        if self.talker.dtype != torch.float32:
+            raise InputError("int8 quantization starts from float32 weights: drop quantize or use "
+                             "dtype float32", param="quantize")
+        if self.quantized:
+            raise InputError(f"{self.name} is already quantized to int8", param="quantize")
+        if "fbgemm" not in torch.backends.quantized.supported_engines:
+            raise InputError("this PyTorch build has no fbgemm int8 kernels (x86 CPU): drop quantize",
+                             param="quantize")
+        if torch.backends.quantized.engine != "fbgemm":
+            torch.backends.quantized.engine = "fbgemm"
+        t = self.talker
+        targets = []
+        for dec in (t.model, t.code_predictor.model):
+            for layer in dec.layers:
+                targets += [(layer.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+                targets += [(layer.mlp, n) for n in ("gate_proj", "up_proj", "down_proj")]
+        targets += [(t.code_predictor.lm_head, str(i)) for i in range(len(t.code_predictor.lm_head))]
+        targets.append((t, "codec_head"))
+        with torch.no_grad():
+            for parent, name in targets:
+                setattr(parent, name, Int8Linear(getattr(parent, name)))
+        self.quantized = True
 
     # ---------------------------------------------------------------- text
 
@@ -169,4 +253,4 @@ def load_model(directory: str | Path, name: str | None = None, dtype: str = "flo
     return Qwen3Model(d, config, talker, decoder, tokenizer, generation_config, name or str(d))
 
 
-__all__ = ["FRAME_SAMPLES", "SAMPLE_RATE", "Qwen3Model", "guard_frames", "load_model"]
+__all__ = ["FRAME_SAMPLES", "SAMPLE_RATE", "Int8Linear", "Qwen3Model", "guard_frames", "load_model"]

@@ -72,7 +72,7 @@ def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "au
     ``xvector`` too). ``instruct_ids``: prepended text-only block.
     Raises :class:`InputError` for an unknown speaker or language."""
     spec = talker.spec
-    dev = talker.codec_head.weight.device
+    dev = talker.device
     ids = lambda xs: torch.tensor([xs], dtype=torch.long, device=dev)  # noqa: E731
     if speaker is not None and speaker.lower() not in spec.speakers:
         raise InputError(f"unknown speaker {speaker!r}; this model has: {', '.join(spec.speakers) or 'none'}",

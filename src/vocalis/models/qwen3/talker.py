@@ -327,7 +327,8 @@ class CodePredictor(nn.Module):
             self.small_to_mtp_projection = nn.Identity()
 
     def new_cache(self, batch: int = 1) -> KVCache:
-        p = next(self.parameters())
+        # dtype/device from an embedding table: the linears may be int8 modules (no .weight).
+        p = self.model.codec_embedding[0].weight
         return KVCache(self.spec.predictor, batch, self.spec.num_code_groups, p.dtype, p.device)
 
     def prefill(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -365,7 +366,13 @@ class Talker(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.codec_head.weight.dtype
+        """Compute dtype, read from the codec embedding table (the linears may be int8
+        modules without ``.weight``, see ``Qwen3Model.quantize_int8``)."""
+        return self.model.codec_embedding.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.codec_embedding.weight.device
 
     def text_embed(self, ids: torch.Tensor) -> torch.Tensor:
         """``T(x) = text_projection(text_embedding(ids))``: ``[B, T]`` → ``[B, T, H]``."""
@@ -383,7 +390,7 @@ class Talker(nn.Module):
         return torch.stack([tab(codes[..., i]) for i, tab in enumerate(tables)], dim=-2).sum(-2)
 
     def new_cache(self, batch: int = 1, slots: int = 256) -> KVCache:
-        return KVCache(self.spec.talker, batch, slots, self.dtype, self.codec_head.weight.device)
+        return KVCache(self.spec.talker, batch, slots, self.dtype, self.device)
 
     def prefill(self, embeds: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         """Run ``embeds [B, L, H]`` from position 0. Returns (fp32 logits ``[B, L, 3072]``,
