@@ -32,7 +32,7 @@ from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
 from vocalis.models.qwen3.talker import KVCache
 
-INITIAL_SLOTS = 512  # talker cache positions per row at start (grows in steps of 256)
+INITIAL_SLOTS = 256  # talker cache positions per row at start (grows in steps of 256)
 
 
 @dataclass(frozen=True)
