@@ -7,6 +7,12 @@
 * :func:`compare` scores a candidate waveform against the reference (cosine > 0.99999,
   equal lengths, finite).
 
+Qwen3-TTS (:mod:`vocalis.reference.qwen3`): ``export`` runs the official ``qwen-tts``
+0.1.1 in its own environment (``VOCALIS_QWEN_PYTHON``; :mod:`vocalis.reference.qwen3_official_runner`)
+and records prompt embeddings, first-step logits, codes and waveform; ``replay`` rebuilds
+them with vocalis and decodes the official codes; ``compare`` checks each against its
+threshold.
+
 CLI: ``vocalis reference export|replay|compare`` (:mod:`vocalis.reference.cli`).
 The official package is imported only when exporting (``pip install 'vocalis[reference]'``).
 """
