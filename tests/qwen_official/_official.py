@@ -19,15 +19,12 @@ T0 = time.perf_counter()
 
 
 def _install_stand_in() -> None:
-    """The torchaudio stand-in of src/vocalis/_official_qwen3.py (loaded by path: this runs
+    """The torchaudio stand-in of src/vocalis/_official_qwen3.py, run by path (this runs
     under the official interpreter, without vocalis)."""
-    import importlib.util
+    import runpy
 
     path = Path(__file__).resolve().parents[2] / "src" / "vocalis" / "_official_qwen3.py"
-    spec = importlib.util.spec_from_file_location("_official_qwen3", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.install_torchaudio_stand_in()
+    runpy.run_path(str(path))["install_torchaudio_stand_in"]()
 
 
 _install_stand_in()

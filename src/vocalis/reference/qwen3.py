@@ -29,13 +29,13 @@ import os
 import subprocess
 import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from vocalis.errors import HarnessError, InputError, ModelNotFound
+from vocalis.reference.replay import Fixture, fixture_dir
 
 SCHEMA = "vocalis.reference.qwen3"
 REPLAY_SCHEMA = "vocalis.reference.qwen3.replay"
@@ -285,31 +285,12 @@ def _write_meta(out: Path, model, ckpt: Path, official: dict, request: dict) -> 
 # ------------------------------------------------------------------------- fixtures
 
 
-@dataclass
-class Fixture:
-    """A loaded Qwen3 fixture: ``meta`` (``fixture.json``) and ``tensors`` (name -> CPU tensor)."""
-
-    dir: Path
-    meta: dict
-    tensors: dict[str, torch.Tensor]
-
-    @property
-    def sample_rate(self) -> int:
-        return int(self.meta["sample_rate"])
-
-    @property
-    def waveform(self) -> np.ndarray:
-        return self.tensors["waveform"].numpy().astype(np.float32, copy=False)
-
-
-def _fixture_dir(path: str | Path) -> Path:
-    p = Path(path).expanduser()
-    return p.parent if p.is_file() else p
-
-
 def is_qwen3_fixture(path: str | Path) -> bool:
     """True when ``path`` (a folder or a file in it) holds a Qwen3 fixture's ``fixture.json``."""
-    meta = _read_config(_fixture_dir(path) / FIXTURE_JSON)
+    try:
+        meta = _read_config(fixture_dir(path) / FIXTURE_JSON)
+    except HarnessError:
+        return False
     return isinstance(meta, dict) and meta.get("schema") == SCHEMA
 
 
@@ -322,9 +303,7 @@ def load_fixture(path: str | Path) -> Fixture:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    d = _fixture_dir(path)
-    if not d.exists():
-        raise HarnessError(f"fixture not found: {path}")
+    d = fixture_dir(path)
     for name in (FIXTURE_JSON, FIXTURE_TENSORS):
         if not (d / name).is_file():
             raise HarnessError(f"not a fixture folder: {d} has no {name} (write one with `vocalis reference export`)")

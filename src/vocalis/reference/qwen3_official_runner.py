@@ -51,15 +51,11 @@ from pathlib import Path
 
 
 def _torchaudio_stand_in() -> None:
-    """The torchaudio stand-in of ``vocalis/_official_qwen3.py`` (loaded by path: this script
+    """The torchaudio stand-in of ``vocalis/_official_qwen3.py``, run by path (this script
     runs under the official interpreter, without vocalis)."""
-    import importlib.util
+    import runpy
 
-    spec = importlib.util.spec_from_file_location("_official_qwen3", Path(__file__).resolve().parents[1]
-                                                  / "_official_qwen3.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.install_torchaudio_stand_in()
+    runpy.run_path(str(Path(__file__).resolve().parents[1] / "_official_qwen3.py"))["install_torchaudio_stand_in"]()
 
 
 def _cpu(x):
