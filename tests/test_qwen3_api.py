@@ -128,15 +128,22 @@ def test_a_seeded_request_gives_the_same_codes_alone_and_beside_others(setup):
             ("A longer sentence, spoken by the second speaker of the list.", dict(speaker="vivian", seed=3,
                                                                                  non_streaming_mode=False)),
             ("Short again.", dict(speaker="dylan", seed=4, greedy=True))]
-    alone = [tts.synthesize(t, max_new_tokens=N, **kw).chunks[0]["codes"] for t, kw in reqs]
-    handles = [tts.submit(t, max_new_tokens=N, **kw) for t, kw in reqs]
+    alone, together = codes_alone_and_together(tts, reqs, N)
+    for a, b in zip(alone, together):
+        assert a == b
+
+
+def codes_alone_and_together(tts, reqs, max_new_tokens):
+    """The codes of each ``(text, options)`` request run alone, then all submitted at once
+    (checked to have shared a prompt pass)."""
+    alone = [tts.synthesize(t, max_new_tokens=max_new_tokens, **kw).chunks[0]["codes"] for t, kw in reqs]
+    handles = [tts.submit(t, max_new_tokens=max_new_tokens, **kw) for t, kw in reqs]
     together = []
     for h in handles:
         list(h.events())
         together.append(h.stats.chunks[0]["codes"])
     assert max(tts.engine.prompt_rows) > 1  # they ran together
-    for a, b in zip(alone, together):
-        assert a == b
+    return alone, together
 
 
 def test_bad_input_is_refused_with_a_clear_message(tmp_path):

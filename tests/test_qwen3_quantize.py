@@ -21,6 +21,7 @@ import pytest
 import torch
 
 import vocalis
+from tests.test_qwen3_api import codes_alone_and_together
 from vocalis.errors import InputError
 from vocalis.models.qwen3.generate import generate_codes
 from vocalis.models.qwen3.model import Int8Linear, load_model
@@ -171,12 +172,6 @@ def test_a_quantized_batch_of_three_gives_each_request_its_codes_alone(dirs):
         reqs = [("Hi.", {"speaker": "ryan", "seed": 1, "greedy": True}),
                 (TEXT, {"speaker": "serena", "seed": 2, "temperature": 1.3}),
                 ("A longer sentence, spoken by another speaker.", {"speaker": "vivian", "seed": 3})]
-        alone = [tts.synthesize(t, max_new_tokens=N, **kw).chunks[0]["codes"] for t, kw in reqs]
-        handles = [tts.submit(t, max_new_tokens=N, **kw) for t, kw in reqs]
-        together = []
-        for h in handles:
-            list(h.events())
-            together.append(h.stats.chunks[0]["codes"])
-        assert max(tts.engine.prompt_rows) > 1  # they ran together
+        alone, together = codes_alone_and_together(tts, reqs, N)
     for a, b in zip(alone, together):
         assert a == b

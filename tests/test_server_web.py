@@ -142,17 +142,11 @@ def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
     from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 
     d = write_random_checkpoint("qwen3-tts/1.7b-voicedesign", tmp_path / "vd", seed=8, tiny=True)
+    from tests.test_server import Server
+
     tts = vocalis.load(str(d), max_batch=2)
-    app = create_app(tts, voices_dir=tmp_path / "voices")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
+    server = Server(create_app(tts, voices_dir=tmp_path / "voices"))
+    url = server.url
     try:
         pg = page.context.new_page()  # a second page of the module's browser
         errors = []
@@ -174,6 +168,5 @@ def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
                              seed=4)
         assert samples == ref.samples.shape[0] > 0
     finally:
-        server.should_exit = True
-        thread.join(15)
+        server.stop()
         tts.close()
