@@ -24,6 +24,12 @@ from typing import Any, Protocol
 import torch
 
 
+# An idle engine keeps a cache of up to this many positions per row (ordinary requests need
+# a few hundred: voice + text + frame budget); a larger one, grown by a long request, is
+# released so that one request's memory does not stay with the process.
+KEEP_CACHE_POSITIONS = 1024
+
+
 @dataclass
 class RowOut:
     """What one step gave one row: a ``frame`` to decode (the family's frame: a latent, a
@@ -43,7 +49,9 @@ class FamilyBatch(Protocol):
     capacity: int
 
     def clear_row(self, row: int) -> None: ...
-    # optional: ``oversized() -> bool``, whether an idle engine should call release_memory
+    def oversized(self) -> bool:
+        """Whether an idle engine should call :meth:`release_memory` (more cache than an
+        ordinary request needs, e.g. more than KEEP_CACHE_POSITIONS per row)."""
     def release_memory(self) -> None: ...
     def cache_bytes(self) -> int: ...
     # ``first[i]``: falsy, or True / the family's ``RowOut.start`` at a chunk's first frame
@@ -58,6 +66,9 @@ class Family(Protocol):
 
     def new_batch(self, max_rows: int) -> FamilyBatch: ...
 
+    def thread_split(self, total: int) -> tuple[int, int]:
+        """(model threads, codec threads) out of ``total`` for the engine's two threads."""
+
     def start_chunk(self, job) -> int:
         """Prepare ``job.state`` for text chunk ``job.chunk``; returns its frame budget."""
 
@@ -69,4 +80,4 @@ class Family(Protocol):
         index within the chunk. Raises only for a failure of the whole step."""
 
 
-__all__ = ["Family", "FamilyBatch", "RowOut"]
+__all__ = ["KEEP_CACHE_POSITIONS", "Family", "FamilyBatch", "RowOut"]

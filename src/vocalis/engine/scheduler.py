@@ -31,11 +31,6 @@ from vocalis.errors import CapacityError, GenerationError
 
 log = logging.getLogger(__name__)
 
-# An idle engine keeps a cache of up to this many positions per row (ordinary requests need
-# a few hundred: voice + text + frame budget); a larger one, grown by a long request, is
-# released so that one request's memory does not stay with the process.
-KEEP_CACHE_POSITIONS = 1024
-
 
 @dataclass
 class Job:
@@ -68,11 +63,9 @@ class Engine:
         # oversubscribing it: about a third for the codec, the rest for the FlowLM. A prompt
         # pass at an idle engine gets the whole budget. (Measured on 2 cores: small codec ops
         # get slower, not faster, with 2 OpenMP threads in a non-main thread.)
-        # A family may split differently (``thread_split(total) -> (model, codec)``).
+        # The family decides the split (``thread_split(total) -> (model, codec)``).
         total = threads or torch.get_num_threads()
-        split = getattr(family, "thread_split", None)
-        flow, decoder = split(total) if split is not None else (None, max(1, total // 3))
-        flow = flow if flow is not None else max(1, total - decoder)
+        flow, decoder = family.thread_split(total)
         self._threads = {"flow": flow, "decoder": decoder, "burst": total}
         self.max_batch = max_batch
         self.max_queue = max_queue
@@ -147,7 +140,7 @@ class Engine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    if not self._queue and not self._active and self._oversized():
+                    if not self._queue and not self._active and self.batch.oversized():
                         self.batch.release_memory()  # idle after a long request: give it back
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
@@ -184,12 +177,6 @@ class Engine:
                 if burst:
                     self._set_threads("flow")
         self._decode_q.put(None)
-
-    def _oversized(self) -> bool:
-        """Whether the idle batch holds more cache than an ordinary request needs: the
-        family's own rule (``oversized()``), else more than KEEP_CACHE_POSITIONS per row."""
-        rule = getattr(self.batch, "oversized", None)
-        return rule() if rule is not None else self.batch.capacity > KEEP_CACHE_POSITIONS
 
     def _take_admissions(self) -> list[Job]:
         out = []

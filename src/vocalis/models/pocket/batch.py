@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from vocalis.engine.family import KEEP_CACHE_POSITIONS
 from vocalis.models.layers import StreamingConv1d, StreamingConvTranspose1d
 from vocalis.models.pocket.model import FADE_IN_SAMPLES, PocketTTSModel
 from vocalis.models.pocket.voice import VoiceState
@@ -111,6 +112,10 @@ class PocketBatch:
         fm.transformer.forward_linear_rows(fm.conditioner(tokens), self.flow_kv, where, pos,
                                            max(starts))
         return [p + n for p, n in zip(starts, lengths)]
+
+    def oversized(self) -> bool:
+        """More than KEEP_CACHE_POSITIONS positions per row: give it back when idle."""
+        return self.capacity > KEEP_CACHE_POSITIONS
 
     def release_memory(self) -> None:
         """Drop the FlowLM cache (its size follows the longest request seen) while no row is

@@ -59,6 +59,12 @@ class PocketFamily:
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
 
+    def thread_split(self, total: int) -> tuple[int, int]:
+        """About a third of the threads for the Mimi codec (which costs about three times the
+        FlowLM per frame but runs its small ops faster on one thread), the rest for the FlowLM."""
+        codec = max(1, total // 3)
+        return max(1, total - codec), codec
+
     def new_batch(self, max_rows: int) -> PocketBatch:
         return PocketBatch(self.model, max_rows)
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import torch
 
 from vocalis.engine.family import RowOut
-from vocalis.engine.scheduler import KEEP_CACHE_POSITIONS, non_finite
+from vocalis.engine.family import KEEP_CACHE_POSITIONS
+from vocalis.engine.scheduler import non_finite
 from vocalis.models.qwen3.model import Qwen3Model
 from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
@@ -172,13 +173,9 @@ class Qwen3Family:
     def thread_split(self, total: int) -> tuple[int, int]:
         """(talker threads, codec threads) of ``total``. The talker and code predictor read
         every weight once per step (memory-bound at small batches) and cost several times the
-        codec per frame, so they keep every thread; the codec thread takes its share of the
-        cores when it has frames (``VOCALIS_QWEN3_CODEC_THREADS`` overrides, for measuring)."""
-        import os
-
-        codec = int(os.environ.get("VOCALIS_QWEN3_CODEC_THREADS", 0)) or max(1, total // 3)
-        flow = int(os.environ.get("VOCALIS_QWEN3_MODEL_THREADS", 0)) or total
-        return flow, codec
+        codec per frame, so they keep every thread; the codec thread takes a third on top
+        when it has frames. Not yet measured against the Pocket split."""
+        return total, max(1, total // 3)
 
     def new_batch(self, max_rows: int) -> Qwen3Batch:
         return Qwen3Batch(self.model, max_rows, self.chunked_decode)
