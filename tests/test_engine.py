@@ -73,6 +73,36 @@ def test_batched_equals_alone_with_staggered_arrivals(tts):
     assert tts.engine_status()["active_rows"] == 0
 
 
+def test_codec_split_waits_for_frames_still_on_the_helper(tts, monkeypatch):
+    """A slow second codec stage on the helper thread (injected delay) must not let the
+    decoder thread's split-mode pass read a row's codec state before its previous frame is
+    done, nor deliver frames out of order (this raced in CI under load)."""
+    alone = {i: solo(tts, i, max_frames=40 if i == 0 else 10) for i in range(6)}
+    batch = tts.engine.batch
+    orig = batch.decode_tail
+
+    def slow_on_helper(*args):
+        if threading.current_thread().name == "vocalis-decoder-2":
+            time.sleep(0.1)
+        return orig(*args)
+
+    monkeypatch.setattr(batch, "decode_tail", slow_on_helper)
+    first = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=40)
+    events = first.events(timeout=60)
+    got = [next(events)]  # one row alone: its frames go through the two-thread pipeline
+    rest = {i: tts.submit(TEXTS[i % len(TEXTS)], voice=tts.test_voice, seed=100 + i,
+                          max_frames=10) for i in range(1, 6)}  # six rows: split mode
+    for ev in events:
+        got.append(ev)
+    assert isinstance(got[-1], Finished)
+    # one stale frame barely moves a cosine over 40 frames: compare every sample (batched
+    # products differ from a lone row's only by float rounding, far below 1e-3)
+    np.testing.assert_allclose(np.concatenate([ev.samples for ev in got[:-1]]), alone[0],
+                               atol=1e-3, rtol=0)
+    for i, req in rest.items():
+        np.testing.assert_allclose(collect(req)[0], alone[i], atol=1e-3, rtol=0)
+
+
 def test_cancel_mid_stream_frees_row_and_others_unaffected(tts):
     alone = solo(tts, 1, eos_threshold=100.0)
     long_req = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, eos_threshold=100.0)

@@ -320,7 +320,10 @@ class Engine:
     # each on its own state, so consecutive frames overlap. Many frames per step are split
     # by rows instead, each half through both stages on one thread. The codec costs about
     # three times the FlowLM per frame; either way it gets the core the FlowLM leaves idle.
-    # The helper handles its jobs in order, so events leave in order in both modes.
+    # The helper handles its jobs in order, so events leave in order in both modes. Before
+    # the decoder thread runs the second stage itself (split mode) it waits until the
+    # helper has finished every second stage queued before: a row's SEANet state must hold
+    # its previous frame, and that frame's audio must leave first.
 
     @staticmethod
     def _args(items: list) -> tuple[list[int], torch.Tensor, list]:
@@ -335,6 +338,9 @@ class Engine:
         with torch.inference_mode():
             while (job := self._helper_in.get()) is not None:
                 kind, payload = job
+                if kind == "sync":  # every earlier job is done
+                    payload.set()
+                    continue
                 if kind == "full":
                     try:
                         self._helper_out.put(self._decode_full(payload))
@@ -389,10 +395,16 @@ class Engine:
 
     def _decode_loop(self) -> None:
         self._set_threads("decoder")
+        tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
             while (msg := self._decode_q.get()) is not None:
                 items, finishes, done = msg
                 if len(items) >= 4:  # split by rows
+                    if tails_queued:
+                        synced = threading.Event()
+                        self._helper_in.put(("sync", synced))
+                        synced.wait()
+                        tails_queued = False
                     half = len(items) // 2
                     pcm, error = None, None
                     self._helper_in.put(("full", items[half:]))
@@ -414,6 +426,7 @@ class Engine:
                         except Exception as e:
                             error = e
                     self._helper_in.put(("tail", (items, x, finishes, done, error)))
+                    tails_queued = True
                 if self._decode_q.empty():
                     self._decoding = False
 
