@@ -170,3 +170,45 @@ def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
     finally:
         server.stop()
         tts.close()
+
+
+def test_multi_model_page_switches_model_voices_and_controls(page, served, tmp_path):
+    """A server hosting Pocket TTS and a Qwen3-TTS CustomVoice model: the page offers the
+    model; choosing the Qwen3 model lists its speakers, shows languages and hides uploads,
+    and its request equals the API's audio for the same options."""
+    from tests.test_server import Server
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    _, ckpt = served
+    pocket = vocalis.load(str(ckpt), max_batch=2)
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=8, tiny=True)
+    qwen = vocalis.load(str(d), max_batch=2)
+    server = Server(create_app([pocket, qwen], voices_dir=tmp_path / "voices",
+                               model_name=["narrator", "speakers"]))
+    try:
+        pg = page.context.new_page()
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(server.url + "/")
+        pg.wait_for_function("!document.getElementById('model-box').hidden")
+        assert pg.locator("#model-select option").all_inner_texts() == ["narrator", "speakers"]
+        assert pg.is_hidden("#language-box") and pg.is_visible("#voice-file")
+        pg.select_option("#model-select", "speakers")
+        pg.wait_for_function("[...document.querySelectorAll('#voice option')]"
+                             ".some((o) => o.value === 'ryan')")
+        assert pg.is_visible("#language-box") and not pg.is_visible("#voice-file")
+        pg.select_option("#voice", "ryan")
+        pg.select_option("#language", "english")
+        pg.fill("#text", "Hello from the page.")
+        pg.fill("#seed", "4")
+        pg.click("#speak")
+        pg.wait_for_selector("body[data-state=done]", timeout=60_000)
+        samples = pg.evaluate("window.vocalis.samples")
+        pg.close()
+        assert not errors, errors
+        ref = qwen.synthesize("Hello from the page.", speaker="ryan", language="english", seed=4)
+        assert samples == ref.samples.shape[0] > 0
+    finally:
+        server.stop()
+        qwen.close()
+        pocket.close()

@@ -949,7 +949,11 @@ def bench(
 
 @app.command(context_settings=_SETTINGS)
 def serve(
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", "-m", help=MODEL_HELP + " Repeat to serve several models (each request's "
+                                           "`model` picks one; the first is the default). "
+                                           "[default: pocket-tts]",
+        show_default=False)] = None,
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every "
                                            "interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = 8000,
@@ -958,9 +962,10 @@ def serve(
              "$XDG_DATA_HOME/vocalis/voices (~/.local/share/vocalis/voices).",
         show_default=False)] = None,
     voice: Annotated[str | None, typer.Option(
-        "--voice", "-v", help="Default voice (for `default` and OpenAI's voice names): a "
-                              "predefined name, an audio file or a .safetensors voice. Default: "
-                              "the model's default voice (released models only).",
+        "--voice", "-v", help="Default voice (for `default` and OpenAI's voice names) of the "
+                              "first --model: a predefined name or speaker, an audio file or a "
+                              ".safetensors voice. Default: the model's default voice or first "
+                              "speaker (released models only).",
         show_default=False)] = None,
     api_key: Annotated[str | None, typer.Option(
         envvar="VOCALIS_API_KEY", help="Require `Authorization: Bearer KEY` on /v1/* "
@@ -980,10 +985,11 @@ def serve(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only (no "
                                                               "access log).")] = False,
-    model_name: Annotated[str | None, typer.Option(
+    model_name: Annotated[list[str] | None, typer.Option(
         help="Model id clients see in /v1/models and /health (1-128 characters from A-Z a-z "
-             "0-9 . _ : / -). Default: pocket-tts/CONFIG for a released model, the "
-             "checkpoint folder's name for a local one (paths are never shown).",
+             "0-9 . _ : / -); repeat it once per --model, in the same order. Default: "
+             "pocket-tts/CONFIG or qwen3-tts/VARIANT for a released model, the checkpoint "
+             "folder's name for a local one (paths are never shown).",
         show_default=False)] = None,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
@@ -992,13 +998,15 @@ def serve(
         raise InputError(f"--port must be in 0..65535 (0 picks a free port), got {port}")
     from vocalis.server import run
 
-    def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
-        typer.echo(f"vocalis: serving {model} at {url}", err=True)
+    models = model or [DEFAULT_MODEL]
 
-    run(model, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
+    def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
+        typer.echo(f"vocalis: serving {', '.join(models)} at {url}", err=True)
+
+    run(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
-        model_name=model_name, on_ready=ready)
+        model_name=model_name or None, on_ready=ready)
 
 
 # --------------------------------------------------------------------------- reference

@@ -78,22 +78,78 @@ class ClientGone(Exception):
     pass
 
 
-class ServerState:
-    def __init__(self, tts, voices: VoiceStore, api_key: str | None, max_input_chars: int,
-                 close_engine: bool, model_name: str | None = None):
+class Hosted:
+    """One served model: its loaded TTS, its voice store and the id clients use for it
+    (``names``: that id, then its family name when no other hosted model shares it)."""
+
+    def __init__(self, tts, voices: VoiceStore, model_id: str):
         self.tts = tts
         self.voices = voices
+        self.model_id = model_id
+        self.family = getattr(tts, "family_name", "pocket-tts")
+        self.names = [model_id]
+
+    def describe(self) -> str:
+        """What this model accepts, for error messages: its id, family and voices."""
+        caps = _capabilities(self.tts)
+        if self.voices.voiceless:
+            voices = "no voices (describe one in instructions)"
+        elif self.voices.predefined:
+            shown_voices = ", ".join(self.voices.predefined[:12])
+            more = len(self.voices.predefined) - 12
+            voices = f"voices {shown_voices}" + (f" and {more} more" if more > 0 else "")
+        else:
+            voices = "custom voices"
+        langs = f"; languages {', '.join(caps['languages'])}" if caps.get("languages") else ""
+        return f"{self.model_id!r} ({self.family}: {voices}{langs})"
+
+
+class ServerState:
+    """Everything the routes share: the hosted models (the first is the default, behind
+    OpenAI's model names), the API key, the input limit and the metrics."""
+
+    def __init__(self, hosted: list[Hosted], api_key: str | None, max_input_chars: int,
+                 close_engine: bool):
+        self.models = hosted
+        self.default = hosted[0]
         self.api_key = api_key
         self.max_input_chars = max_input_chars
         self.close_engine = close_engine
-        self.metrics = Metrics(tts.engine_status)
+        families = [h.family for h in hosted]
+        taken = {h.model_id for h in hosted}
+        for h in hosted:
+            if families.count(h.family) == 1 and h.family not in taken:
+                h.names.append(h.family)
+        self.model_ids = [n for h in hosted for n in h.names]
+        self.model_ids += [m for m in OPENAI_MODELS if m not in self.model_ids]
+        self.metrics = Metrics(self.engine_status)
         self.admitted: set = set()  # engine requests whose end is not yet counted
         self.shutting_down = False
         self.started = time.time()
-        self.model_id = served_model_name(tts, model_name)
-        family = getattr(tts, "family_name", "pocket-tts")
-        self.model_ids = [self.model_id, *(m for m in (family, *OPENAI_MODELS) if m != self.model_id)]
-        self._private = _private_paths(tts, voices)
+        self._private = sorted({pl for h in hosted for pl in _private_paths(h.tts, h.voices)},
+                               key=lambda pl: -len(pl[0]))
+
+    # the default model, for code that serves one
+    @property
+    def tts(self):
+        return self.default.tts
+
+    @property
+    def voices(self) -> VoiceStore:
+        return self.default.voices
+
+    @property
+    def model_id(self) -> str:
+        return self.default.model_id
+
+    def engine_status(self) -> dict:
+        """The engines' numbers summed over the hosted models (for the metrics)."""
+        total: dict = {}
+        for h in self.models:
+            for k, v in h.tts.engine_status().items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    total[k] = total.get(k, 0) + v
+        return total
 
     def redact(self, text: str) -> str:
         """``text`` with the model, voices and home folders replaced by labels."""
@@ -101,13 +157,27 @@ class ServerState:
             text = text.replace(path, label)
         return text
 
-    def check_model(self, model: str) -> None:
+    def pick(self, model: str, param: str = "model") -> Hosted:
+        """The hosted model a request names: a served id or alias; OpenAI's model names
+        (``tts-1*``, ``gpt-4o-mini-tts*``) mean the default model.
+
+        Raises APIError 404 ``model_not_found`` naming the served models."""
         m = model.strip()
-        if m in self.model_ids or m.startswith(("tts-1", "gpt-4o-mini-tts")):
-            return
-        raise APIError(404, f"model {model!r} is not served here; use {self.model_id!r} (or "
-                            f"any of {', '.join(self.model_ids[1:])}): GET /v1/models",
-                       param="model", code="model_not_found")
+        for h in self.models:
+            if m in h.names:
+                return h
+        if m in OPENAI_MODELS or m.startswith(("tts-1", "gpt-4o-mini-tts")):
+            return self.default
+        if len(self.models) == 1:
+            hint = (f"use {self.model_id!r} (or any of {', '.join(self.model_ids[1:])})")
+        else:
+            hint = ("use one of " + "; ".join(h.describe() for h in self.models)
+                    + f"; OpenAI's model names mean {self.model_id!r}")
+        raise APIError(404, f"model {shown(model)} is not served here; {hint}: GET /v1/models",
+                       param=param, code="model_not_found")
+
+    def check_model(self, model: str) -> None:
+        self.pick(model)
 
 
 def served_model_name(tts, model_name: str | None = None) -> str:
@@ -241,27 +311,51 @@ def _limited(receive, limit: int, path: str):
 
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                api_key: str | None = None, max_input_chars: int = OPENAI_MAX_INPUT_CHARS,
-               close_engine: bool = False, model_name: str | None = None) -> FastAPI:
-    """The server for one loaded model (:func:`vocalis.load`).
+               close_engine: bool = False, model_name: str | list[str | None] | None = None,
+               ) -> FastAPI:
+    """The server for one loaded model (:func:`vocalis.load`) or several.
 
     Args:
-        voices_dir: where custom voices are stored (created if missing).
-        default_voice: the voice behind ``default`` and OpenAI's voice names (a predefined
-            name, an audio file or a .safetensors file); default: the model's default
-            predefined voice (released models), else none.
+        tts: a loaded model, or a list of them: each request's ``model`` field chooses one;
+            the first is the default (OpenAI's model names such as ``tts-1`` mean it).
+        voices_dir: where custom voices are stored (created if missing); shared by the
+            models, each offering the voices made for it.
+        default_voice: the first model's voice behind ``default`` and OpenAI's voice names
+            (a predefined name, an audio file or a .safetensors file); default: each model's
+            default predefined voice or speaker, else none.
         api_key: require ``Authorization: Bearer <api_key>`` on ``/v1/*`` and ``/metrics``;
             ``/health`` then says only ``{"status": ...}`` to callers without it.
         max_input_chars: longest ``input`` accepted (OpenAI: 4096).
-        close_engine: stop the engine when the app shuts down (the CLI server owns it).
-        model_name: the id the model is served under (``/v1/models``, ``/health``); default:
-            ``pocket-tts/<config>`` for a released model, else the checkpoint folder's name.
+        close_engine: stop the engines when the app shuts down (the CLI server owns them).
+        model_name: the id the model is served under (``/v1/models``, ``/health``), or one
+            per model (None keeps a model's own); default: ``pocket-tts/<config>`` or
+            ``qwen3-tts/<variant>`` for a released model, else the checkpoint folder's name.
 
     Raises:
-        InputError: ``model_name`` outside its grammar (:data:`MODEL_NAME_RE`).
+        InputError: a ``model_name`` outside its grammar (:data:`MODEL_NAME_RE`), names not
+            one per model, two models served under the same id.
     """
-    voices = VoiceStore(tts, voices_dir, default_voice)
-    state = ServerState(tts, voices, api_key or None, max_input_chars, close_engine, model_name)
-    log.info("serving %s as model %r", tts.model_id, state.model_id)
+    models = list(tts) if isinstance(tts, (list, tuple)) else [tts]
+    if not models:
+        raise InputError("no model to serve")
+    names = list(model_name) if isinstance(model_name, (list, tuple)) else [model_name]
+    names += [None] * (len(models) - len(names))
+    if len(names) > len(models):
+        raise InputError(f"{len(names)} model names for {len(models)} model(s): give at most "
+                         "one --model-name per --model, in the same order")
+    hosted = []
+    for i, (t, name) in enumerate(zip(models, names)):
+        mid = served_model_name(t, name)
+        if any(h.model_id == mid for h in hosted):
+            raise InputError(f"two models would be served as {mid!r}: give each its own "
+                             "--model-name (in the order of --model)")
+        voices = VoiceStore(t, voices_dir, default_voice if i == 0 else None)
+        hosted.append(Hosted(t, voices, mid))
+    state = ServerState(hosted, api_key or None, max_input_chars, close_engine)
+    for h in hosted:
+        if len(hosted) > 1:
+            h.voices.served_as = h.model_id
+        log.info("serving %s as model %r", h.tts.model_id, h.model_id)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -272,12 +366,15 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         state.shutting_down = True
         for req in list(state.admitted):
             req.cancel()
-        if state.close_engine and hasattr(tts, "close"):
-            await asyncio.to_thread(tts.close)
+        if state.close_engine:
+            for h in hosted:
+                if hasattr(h.tts, "close"):
+                    await asyncio.to_thread(h.tts.close)
 
     app = FastAPI(title="vocalis", version=_version(), lifespan=lifespan,
                   docs_url=None, redoc_url=None,
-                  description="OpenAI-compatible streaming text-to-speech (Pocket TTS).")
+                  description="OpenAI-compatible streaming text-to-speech (Pocket TTS, "
+                              "Qwen3-TTS).")
     app.state.vocalis = state
     errors.install(app, state.redact)
     app.add_middleware(Gate, state=state)
@@ -293,11 +390,15 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     async def health(request: Request):
         body = {"status": "shutting_down" if state.shutting_down else "ok"}
         if _authorized(request.scope, state.api_key):  # without the key: liveness only
-            body.update(model=state.model_id, sample_rate=tts.sample_rate,
+            d = state.default
+            body.update(model=d.model_id, sample_rate=d.tts.sample_rate,
                         auth=state.api_key is not None, max_input_chars=state.max_input_chars,
-                        engine=tts.engine_status(),
+                        engine=d.tts.engine_status(),
                         uptime_s=round(time.time() - state.started, 1),
-                        **_capabilities(tts))
+                        **_capabilities(d.tts),
+                        models=[{"id": h.model_id, "aliases": h.names[1:],
+                                 "sample_rate": h.tts.sample_rate, "engine": h.tts.engine_status(),
+                                 **_capabilities(h.tts)} for h in state.models])
         return JSONResponse(body, status_code=503 if state.shutting_down else 200)
 
     @app.get("/metrics", include_in_schema=False)
@@ -316,28 +417,37 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
 
     @app.get("/v1/models/{model_id:path}")
     async def get_model(model_id: str):
-        state.check_model(model_id)
+        state.pick(model_id)
         return model_obj(model_id)
 
     # ------------------------------------------------------------------ voices
 
+    def tagged(h: Hosted) -> list[dict]:
+        return [{**v, "model": h.model_id} for v in h.voices.list()]
+
     @app.get("/v1/audio/voices")
-    async def list_voices():
-        items = voices.list()
+    async def list_voices(model: str | None = None):
+        """Every hosted model's voices (each item names its ``model``), or one model's."""
+        chosen = state.models if model is None else [state.pick(model)]
+        items = [v for h in chosen for v in tagged(h)]
         return {"object": "list", "data": items, "voices": items}
 
     @app.post("/v1/audio/voices")
     async def create_voice(name: str = Form(...), audio_sample: UploadFile = File(...),
-                           consent: str | None = Form(None), ref_text: str | None = Form(None)):
+                           consent: str | None = Form(None), ref_text: str | None = Form(None),
+                           model: str | None = Form(None)):
+        h = state.pick(model) if model is not None else _cloner(state)
         if audio_sample.size is not None and audio_sample.size > MAX_UPLOAD_BYTES:
             raise too_large(f"audio_sample is {audio_sample.size} bytes")
         data = await audio_sample.read(MAX_UPLOAD_BYTES + 1)
-        meta = await asyncio.to_thread(voices.create, name, data, audio_sample.filename, ref_text)
-        return JSONResponse(meta, status_code=201)
+        meta = await asyncio.to_thread(h.voices.create, name, data, audio_sample.filename, ref_text)
+        return JSONResponse({**meta, "model": h.model_id}, status_code=201)
 
     @app.delete("/v1/audio/voices/{voice_id}")
-    async def delete_voice(voice_id: str):
-        return await asyncio.to_thread(voices.delete, voice_id)
+    async def delete_voice(voice_id: str, model: str | None = None):
+        chosen = [state.pick(model)] if model is not None else state.models
+        holder = next((h for h in chosen if h.voices.holds(voice_id)), chosen[0])
+        return await asyncio.to_thread(holder.voices.delete, voice_id)
 
     # ------------------------------------------------------------------ speech
 
@@ -346,7 +456,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         if state.shutting_down:
             raise APIError(503, "the server is shutting down; retry on another instance",
                            code="unavailable")
-        state.check_model(body.model)
+        hosted = state.pick(body.model)
+        tts, voices = hosted.tts, hosted.voices
         text = body.input
         if not text.strip():
             raise APIError(400, "input is empty: give some words to speak", param="input",
@@ -397,17 +508,25 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             headers["x-vocalis-instructions"] = instructions_note
         sse = body.stream_format == "sse"
         if whole:
-            content = await _whole_body(state, job, first, request)
+            content = await _whole_body(state, job, first, request, tts.sample_rate)
             if content is None:
                 return Response(status_code=499)  # nobody reads it: the client went away
             return Response(content, media_type=job.encoder.media_type, headers=headers)
         if sse:
             headers["X-Accel-Buffering"] = "no"
         media = "text/event-stream" if sse else job.encoder.media_type
-        return StreamingResponse(_body(state, job, first, sse), media_type=media,
+        return StreamingResponse(_body(state, job, first, sse, tts.sample_rate), media_type=media,
                                  headers=headers)
 
     return app
+
+
+def _cloner(state: ServerState) -> Hosted:
+    """The model an upload without ``model`` is for: the default model if it clones voices,
+    else the first hosted model that does (else the default, whose store says why not)."""
+    if state.default.voices.clones:
+        return state.default
+    return next((h for h in state.models if h.voices.clones), state.default)
 
 
 def _capabilities(tts) -> dict:
@@ -480,12 +599,12 @@ def _whole_file(body: SpeechRequest, request: Request) -> bool:
 
 
 async def _whole_body(state: ServerState, job: SpeechJob, first: Piece,
-                      request: Request) -> bytes | None:
+                      request: Request, rate: int) -> bytes | None:
     """Every byte of a whole-file response; None when the client went away meanwhile (the
     request is cancelled and counted so). A failure raises its OpenAI error."""
 
     async def collect() -> bytes:
-        return b"".join([data async for data in _body(state, job, first, False)])
+        return b"".join([data async for data in _body(state, job, first, False, rate)])
 
     try:
         return await _unless_gone(collect(), request)
@@ -537,9 +656,8 @@ class StreamFailed(RuntimeError):
         self.error = error
 
 
-async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool):
+async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool, rate: int):
     m = state.metrics
-    rate = state.tts.sample_rate
     m.streams.inc()
     outcome = "cancelled"
     piece = first

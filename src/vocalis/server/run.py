@@ -36,18 +36,22 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
+def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         voices_dir: str | os.PathLike[str] | None = None, api_key: str | None = None,
         max_batch: int = 16, max_queue: int = 256, device: str = "cpu",
         threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
-        shutdown_timeout: float = 10.0, quiet: bool = False, model_name: str | None = None,
+        shutdown_timeout: float = 10.0, quiet: bool = False,
+        model_name: str | list[str] | None = None,
         on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``model`` until SIGINT/SIGTERM.
+    """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
+    the first is the default) until SIGINT/SIGTERM.
 
     The port is bound before the model loads (a busy port fails fast); ``port=0`` picks a
     free one. ``on_ready(url)`` is called once the server accepts connections.
-    ``model_name``: the id clients see (default: the checkpoint folder's name for a local
-    model; see :func:`vocalis.server.app.served_model_name`).
+    ``model_name``: the id clients see, one per model in order (default: the released
+    model's id, or the checkpoint folder's name for a local model; see
+    :func:`vocalis.server.app.served_model_name`). Every model gets its own engine with
+    ``max_batch``, ``max_queue`` and ``threads``; they share the machine's cores.
 
     Raises:
         InputError: bad limits, a busy port, an invalid ``model_name``.
@@ -62,21 +66,32 @@ def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
         raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")
     if shutdown_timeout < 0:
         raise InputError(f"--shutdown-timeout must be >= 0, got {shutdown_timeout}")
-    if model_name is not None and not MODEL_NAME_RE.fullmatch(model_name):
-        raise InputError(f"--model-name {shown(model_name)} is not a valid name: use "
-                         f"{MODEL_NAME_GRAMMAR}")
+    models = [model] if isinstance(model, str) else list(model)
+    names = [model_name] if isinstance(model_name, str) or model_name is None else list(model_name)
+    if not models:
+        raise InputError("no model to serve: give --model")
+    if len(names) > len(models):
+        raise InputError(f"{len(names)} --model-name for {len(models)} --model: give at most "
+                         "one name per model, in the same order")
+    for name in names:
+        if name is not None and not MODEL_NAME_RE.fullmatch(name):
+            raise InputError(f"--model-name {shown(name)} is not a valid name: use "
+                             f"{MODEL_NAME_GRAMMAR}")
     sock = _bind(host, port)
+    loaded = []
     try:
-        tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,
-                           max_queue=max_queue)
+        for m in models:
+            loaded.append(vocalis.load(m, device=device, threads=threads, max_batch=max_batch,
+                                       max_queue=max_queue))
         vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
         try:
             vdir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
-        app = create_app(tts, voices_dir=vdir, default_voice=voice, api_key=api_key,
+        app = create_app(loaded, voices_dir=vdir, default_voice=voice, api_key=api_key,
                          max_input_chars=max_input_chars, close_engine=True,
-                         model_name=model_name)
+                         model_name=names)
+        loaded = []  # the app closes them now
         state = app.state.vocalis
         bound = sock.getsockname()
         shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -100,8 +115,9 @@ def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
             async def startup(self, sockets=None):
                 await super().startup(sockets=sockets)
                 if self.started:
-                    log.info("web page %s/, API %s/v1, voices in %s, max batch %d, max queue "
-                             "%d", url, url, vdir, max_batch, max_queue)
+                    served = ", ".join(h.model_id for h in state.models)
+                    log.info("web page %s/, API %s/v1, models %s, voices in %s, max batch %d, "
+                             "max queue %d", url, url, served, vdir, max_batch, max_queue)
                     if on_ready is not None:
                         on_ready(url)
 
@@ -111,3 +127,5 @@ def run(model: str, *, host: str = "127.0.0.1", port: int = 8000,
         _Server(config).run(sockets=[sock])
     finally:
         sock.close()
+        for t in loaded:  # loaded, but the app was never made
+            t.close()

@@ -54,6 +54,7 @@ class VoiceStore:
 
     def __init__(self, tts, root: str | os.PathLike[str], default_voice: str | None = None):
         self.tts = tts
+        self.served_as: str | None = None  # the model's id when a server hosts several
         self.root = Path(root).expanduser()
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -122,6 +123,19 @@ class VoiceStore:
     def _reserved(self) -> set[str]:
         return {DEFAULT_ID, *self.predefined, *OPENAI_VOICES}
 
+    def holds(self, voice_id: str) -> bool:
+        """Whether ``voice_id`` is one of this model's custom voices."""
+        with self._lock:
+            return voice_id in self._custom
+
+    def _which(self) -> str:
+        """' of model M' when the server hosts several models, else ''."""
+        return f" of model {self.served_as!r}" if self.served_as else ""
+
+    def _listing(self) -> str:
+        q = f"?model={self.served_as}" if self.served_as else ""
+        return f"GET /v1/audio/voices{q}"
+
     def list(self) -> list[dict]:
         out = []
         if self.default_source is not None:
@@ -172,9 +186,12 @@ class VoiceStore:
             with self._lock:
                 known = vid in self._custom
             if not known:
-                raise APIError(400, f"unknown voice {voice_id!r}: GET /v1/audio/voices lists the "
-                                    "voices of this server", param="voice",
-                               code="voice_not_found")
+                speakers = (f" (its speakers: {', '.join(self.predefined)}; or a custom voice)"
+                            if self.qwen3 and self.predefined else "")
+                raise APIError(400, f"unknown voice {voice_id!r}{self._which()}{speakers}: "
+                                    f"{self._listing()} lists the voices" + ("" if self.served_as
+                                                                             else " of this server"),
+                               param="voice", code="voice_not_found")
             path = self.root / f"{vid}.safetensors"
             voice = self.tts.voice(str(path) if self.qwen3 else load_voice_state(path))
             voice.name = vid

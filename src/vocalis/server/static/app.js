@@ -14,7 +14,8 @@ const vocalis = (window.vocalis = {
 let audioCtx = null;
 let controller = null;
 let downloadUrl = null;
-let modelId = null;  // the served model id (from /health), else "tts-1" (any server accepts it)
+let modelId = null;  // the chosen model's id (from /health), else "tts-1" (the default model)
+let models = [];  // the served models and what each accepts (from /health)
 
 function setState(state) {
   vocalis.state = state;
@@ -42,7 +43,8 @@ async function errorMessage(resp) {
 }
 
 async function loadVoices(select) {
-  const resp = await fetch("/v1/audio/voices", { headers: headers() });
+  const query = models.length > 1 && modelId ? `?model=${encodeURIComponent(modelId)}` : "";
+  const resp = await fetch(`/v1/audio/voices${query}`, { headers: headers() });
   if (!resp.ok) { status($("status"), await errorMessage(resp), true); return; }
   const body = await resp.json();
   const box = $("voice");
@@ -55,26 +57,34 @@ async function loadVoices(select) {
     box.append(opt);
   }
   if (keep && [...box.options].some((o) => o.value === keep)) box.value = keep;
-  if (!box.options.length) status($("status"), "This server has no voices yet: upload one below.", true);
+  if (!box.options.length) status($("status"), "This model has no voices yet: upload one below.", true);
 }
 
-// /health names the model only to callers with the key (when the server has one): a bare
+// What a request to the chosen model may carry (from /health): Qwen3-TTS languages,
+// instructions (VoiceDesign, 1.7B CustomVoice), uploads with a transcript (Base).
+function applyModel(info) {
+  modelId = info.id || info.model || null;
+  document.title = modelId ? `vocalis · ${modelId}` : "vocalis";
+  $("model").textContent = models.length > 1 ? `${models.length} models` : (modelId || "");
+  const langs = info.languages || null;
+  $("language").replaceChildren(...(langs || []).map((l) => new Option(l, l)));
+  $("language-box").hidden = !langs;
+  $("instructions-box").hidden = !info.instructions;
+  $("ref-text-box").hidden = info.family !== "qwen3-tts";
+  $("upload-card").hidden = info.cloning === false;
+}
+
+// /health names the models only to callers with the key (when the server has one): a bare
 // {"status": "ok"} means a key is needed.
 async function loadInfo() {
   try {
     const resp = await fetch("/health", { headers: headers() });
     const info = await resp.json();
-    $("model").textContent = info.model || "";
-    document.title = info.model ? `vocalis · ${info.model}` : "vocalis";
-    modelId = info.model || null;
-    // Qwen3-TTS: languages, instructions (VoiceDesign, 1.7B CustomVoice), uploads with a transcript
-    if (info.languages) {
-      $("language").replaceChildren(...info.languages.map((l) => new Option(l, l)));
-      $("language-box").hidden = false;
-    }
-    $("instructions-box").hidden = !info.instructions;
-    $("ref-text-box").hidden = info.family !== "qwen3-tts";
-    $("upload-card").hidden = info.cloning === false;
+    models = info.models || (info.model ? [{ ...info, id: info.model }] : []);
+    const select = $("model-select");
+    select.replaceChildren(...models.map((m) => new Option(m.id, m.id)));
+    $("model-box").hidden = models.length < 2;
+    if (models.length) applyModel(models[0]);
     if (info.max_input_chars) $("text").maxLength = info.max_input_chars;
     if (info.auth || !("model" in info)) $("auth").open = true;
   } catch (_) { /* the page still works without it */ }
@@ -202,6 +212,7 @@ async function upload(event) {
   const form = new FormData();
   form.append("name", name);
   form.append("audio_sample", file, file.name);
+  if (models.length > 1 && modelId) form.append("model", modelId);
   const refText = $("ref-text").value.trim();
   if (!$("ref-text-box").hidden && refText) form.append("ref_text", refText);
   $("upload-button").disabled = true;
@@ -226,11 +237,14 @@ $("stop").addEventListener("click", () => {
   if (audioCtx) { audioCtx.close(); audioCtx = null; }  // silence what was already scheduled
 });
 $("upload").addEventListener("submit", upload);
+$("model-select").addEventListener("change", () => {
+  const chosen = models.find((m) => m.id === $("model-select").value);
+  if (chosen) applyModel(chosen);
+  loadVoices();
+});
 $("api-key").value = localStorage.getItem("vocalis-api-key") || "";
 $("api-key").addEventListener("change", () => {
   localStorage.setItem("vocalis-api-key", $("api-key").value.trim());
-  loadInfo();
-  loadVoices();
+  loadInfo().then(() => loadVoices());
 });
-loadInfo();
-loadVoices();
+loadInfo().then(() => loadVoices());
