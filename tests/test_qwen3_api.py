@@ -146,6 +146,23 @@ def codes_alone_and_together(tts, reqs, max_new_tokens):
     return alone, together
 
 
+@pytest.mark.slow
+def test_requests_arriving_together_share_a_padded_prompt_pass(setup):
+    """Prompts of different lengths (padded after their ends) prefilled in one pass give
+    each request the codes it gets alone."""
+    _, _, models, _ = setup
+    tts = models["0.6b-customvoice"]
+    texts = ["One two three.", "One two three four.", "One, two, three, four, five.",
+             "One two.", "One two three four five six.", "Two."]
+    reqs = [(t, dict(speaker=s, seed=10 + i))
+            for i, (t, s) in enumerate(zip(texts, ["ryan", "serena", "vivian", "dylan", "ryan", "aiden"]))]
+    before = tts.engine.family.shared_prompt_passes
+    alone, together = codes_alone_and_together(tts, reqs, N)
+    assert tts.engine.family.shared_prompt_passes > before
+    for a, b in zip(alone, together):
+        assert a == b
+
+
 def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
     tts = vocalis.load(str(d))

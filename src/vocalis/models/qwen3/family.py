@@ -169,6 +169,7 @@ class Qwen3Family:
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
         self.chunked_decode = chunked_decode
+        self.shared_prompt_passes = 0  # padded prompt passes that served several rows
 
     def thread_split(self, total: int) -> tuple[int, int]:
         """(talker threads, codec threads) of ``total``. The talker and code predictor read
@@ -192,16 +193,46 @@ class Qwen3Family:
         return budget if limit is None else min(budget, limit)
 
     def prefill(self, batch: Qwen3Batch, jobs: list) -> None:
-        """The prompt pass of each job alone (batch 1, as the official)."""
+        """The prompt passes of jobs starting together. A lone job runs alone (batch 1,
+        the official path); several run as one padded pass per group of similar prompt
+        lengths (:func:`prompt_groups`), reading the talker's weights once per group.
+
+        Padding goes after each prompt: causal attention keeps it out of every real
+        position, and the keys it leaves in the cache lie past the row's position, where
+        the row's own steps overwrite them before any read (steps attend to slots
+        ``0..pos`` only)."""
         talker = self.model.talker
         for job in jobs:
-            inp: Qwen3Input = job.voice
-            length = inp.prompt.prefill.shape[1]
+            length = job.voice.prompt.prefill.shape[1]
             batch.ensure(length + min(job.budget, 256) + 1, job.row + 1)
-            logits, hidden = talker.prefill(inp.prompt.prefill, batch.row_cache(job.row))
-            st: Qwen3Row = job.state
-            st.logits, st.hidden, st.pos = logits[:, -1], hidden[:, -1:], length
-            st.history = torch.zeros(1, 0, dtype=torch.long, device=logits.device)
+        for group in prompt_groups(jobs, lambda j: j.voice.prompt.prefill.shape[1]):
+            if len(group) == 1:
+                job = group[0]
+                logits, hidden = talker.prefill(job.voice.prompt.prefill,
+                                                batch.row_cache(job.row))
+                self._start(job, logits[0], hidden[0], job.voice.prompt.prefill.shape[1])
+                continue
+            prompts = [j.voice.prompt.prefill[0] for j in group]  # [L_i, H] each
+            t = max(p.shape[0] for p in prompts)
+            embeds = prompts[0].new_zeros(len(group), t, prompts[0].shape[-1])
+            for i, p in enumerate(prompts):
+                embeds[i, :p.shape[0]] = p
+            tmp = talker.new_cache(len(group), t)
+            logits, hidden = talker.prefill(embeds, tmp)
+            self.shared_prompt_passes += 1
+            for i, (job, p) in enumerate(zip(group, prompts)):
+                batch.cache.k[:, job.row, :t] = tmp.k[:, i, :t]
+                batch.cache.v[:, job.row, :t] = tmp.v[:, i, :t]
+                self._start(job, logits[i], hidden[i], p.shape[0])
+
+    @staticmethod
+    def _start(job, logits: torch.Tensor, hidden: torch.Tensor, length: int) -> None:
+        """A row's state after its prompt pass: ``logits [T, V]``, ``hidden [T, H]`` of its
+        (possibly padded) prompt of ``length`` real positions."""
+        st: Qwen3Row = job.state
+        st.logits, st.hidden = logits[length - 1][None], hidden[length - 1][None, None]
+        st.pos = length
+        st.history = torch.zeros(1, 0, dtype=torch.long, device=logits.device)
 
     def step(self, batch: Qwen3Batch, jobs: list) -> list[RowOut | None]:
         model, talker = self.model, self.model.talker
@@ -295,6 +326,20 @@ class Qwen3Family:
             a, b = run[0], run[-1] + 1
             logits[a:b], hid[a:b] = talker.decode(embed[a:b], _SliceCache(batch.cache, a, b), pos)
         return logits, hid
+
+
+def prompt_groups(jobs: list, length, slack: float = 1.25, extra: int = 8) -> list[list]:
+    """Jobs split into groups that share one padded prompt pass: sorted by prompt length
+    ``length(job)``, a group takes jobs while the longest is at most ``slack`` times the
+    shortest plus ``extra`` positions (padding is computed for nothing; the weights are
+    read once per group instead of once per job)."""
+    groups: list[list] = []
+    for job in sorted(jobs, key=length):
+        if groups and length(job) <= slack * length(groups[-1][0]) + extra:
+            groups[-1].append(job)
+        else:
+            groups.append([job])
+    return groups
 
 
 class _SliceCache(_RowCache):
