@@ -950,7 +950,7 @@ def bench(
 @app.command(context_settings=_SETTINGS)
 def serve(
     model: Annotated[list[str] | None, typer.Option(
-        "--model", "-m", help=MODEL_HELP + " Repeat to serve several models (each request's "
+        "--model", "-m", metavar="MODEL", help=MODEL_HELP + " Repeat to serve several models (each request's "
                                            "`model` picks one; the first is the default). "
                                            "[default: pocket-tts]",
         show_default=False)] = None,
@@ -986,7 +986,7 @@ def serve(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only (no "
                                                               "access log).")] = False,
     model_name: Annotated[list[str] | None, typer.Option(
-        help="Model id clients see in /v1/models and /health (1-128 characters from A-Z a-z "
+        metavar="NAME", help="Model id clients see in /v1/models and /health (1-128 characters from A-Z a-z "
              "0-9 . _ : / -); repeat it once per --model, in the same order. Default: "
              "pocket-tts/CONFIG or qwen3-tts/VARIANT for a released model, the checkpoint "
              "folder's name for a local one (paths are never shown).",

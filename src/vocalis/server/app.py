@@ -176,9 +176,6 @@ class ServerState:
         raise APIError(404, f"model {shown(model)} is not served here; {hint}: GET /v1/models",
                        param=param, code="model_not_found")
 
-    def check_model(self, model: str) -> None:
-        self.pick(model)
-
 
 def served_model_name(tts, model_name: str | None = None) -> str:
     """The model id the server answers to: ``model_name`` if given (checked against
