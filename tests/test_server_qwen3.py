@@ -152,3 +152,96 @@ def test_base_model_clones_uploaded_voices(tmp_path):
     finally:
         server.stop()
         tts.close()
+
+
+@pytest.mark.parametrize("fmt", ["pcm", "wav", "flac", "mp3", "opus", "aac"])
+def test_every_format_streams_the_api_audio(served, fmt):
+    """Qwen3 speech through the ``openai`` client's streaming response in each format: the
+    lossless ones equal the API's audio (after 16-bit rounding), the lossy ones hold its
+    length (Opus at 48 kHz; MP3/AAC plus at most their encoder delay and padding)."""
+    from tests.test_server import decode_av
+
+    tts, server = served["0.6b-customvoice"]
+    ref = tts.synthesize(TEXT, speaker="serena", **OPTS).samples
+    ref16 = np.round(np.clip(ref, -1, 1) * 32767) / 32767
+    client = server.client()
+    with client.audio.speech.with_streaming_response.create(
+            model="qwen3-tts", voice="serena", input=TEXT, response_format=fmt,
+            extra_body=OPTS) as resp:
+        assert resp.headers.get("transfer-encoding") == "chunked"
+        data = b"".join(resp.iter_bytes())
+    n = ref.shape[0]
+    if fmt == "pcm":
+        got = np.frombuffer(data, "<i2").astype(np.float32) / 32767
+    elif fmt == "wav":
+        got = sf.read(io.BytesIO(data), dtype="int16")[0].astype(np.float32) / 32767
+    else:
+        got, rate = decode_av(data)
+        if fmt == "opus":
+            assert rate == 48000 and got.shape[0] == 2 * n
+            return
+        if fmt in ("mp3", "aac"):
+            assert rate == 24000 and n <= got.shape[0] <= n + 2400, (got.shape[0], n)
+            return
+        assert rate == 24000
+    assert got.shape == ref.shape and np.abs(got - ref16).max() < 1e-4
+
+
+def test_sse_deltas_concatenate_to_the_api_audio(served):
+    import base64
+    import json
+
+    tts, server = served["0.6b-customvoice"]
+    ref = tts.synthesize(TEXT, speaker="ryan", **OPTS).samples
+    status, headers, data = server.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": TEXT, "voice": "ryan", "response_format": "pcm",
+        "stream_format": "sse", **OPTS})
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(block[5:]) for block in data.decode().split("\n\n") if block.startswith("data:")]
+    assert [e["type"] for e in events] == ["speech.audio.delta"] * (len(events) - 1) + ["speech.audio.done"]
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    got = np.frombuffer(pcm, "<i2").astype(np.float32) / 32767
+    assert got.shape == ref.shape and np.abs(got - ref).max() < 1e-4
+    assert events[-1]["usage"]["output_tokens"] == 8
+
+
+def test_sixteen_clients_that_leave_mid_stream_free_every_row(served):
+    """16 long streams (4 generating, 12 queued) whose clients read a little and hang up:
+    every row and queue place is freed and the server still answers."""
+    import http.client
+    import json
+    import socket
+    import time
+
+    tts, server = served["0.6b-customvoice"]
+    body = json.dumps({"model": "qwen3-tts", "input": TEXT, "voice": "ryan", "response_format": "pcm",
+                       "max_new_tokens": 4000, "seed": 1})
+    key = 'vocalis_speech_requests_total{outcome="cancelled"}'
+    cancelled = server.metrics()[key]
+    conns = []
+    for _ in range(16):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn.request("POST", "/v1/audio/speech", body, {"Content-Type": "application/json"})
+        conns.append(conn)
+    deadline = time.monotonic() + 60  # four generating (streaming), twelve waiting
+    while time.monotonic() < deadline and (tts.engine_status()["active_rows"] < 4
+                                           or tts.engine_status()["queued"] < 12):
+        time.sleep(0.05)
+    assert tts.engine_status()["active_rows"] == 4 and tts.engine_status()["queued"] == 12
+    time.sleep(0.5)
+    for conn in conns:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = tts.engine_status()
+        if st["active_rows"] == 0 and st["queued"] == 0:
+            break
+        time.sleep(0.1)
+    assert tts.engine_status()["active_rows"] == 0 and tts.engine_status()["queued"] == 0
+    assert server.metrics()[key] == cancelled + 16  # none ran to its end
+    ref = tts.synthesize(TEXT, speaker="ryan", **OPTS).samples
+    status, _, data = server.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": TEXT, "voice": "ryan", "response_format": "pcm", **OPTS})
+    assert status == 200
+    assert np.abs(np.frombuffer(data, "<i2").astype(np.float32) / 32767 - ref).max() < 1e-4

@@ -136,6 +136,20 @@ def test_upload_a_voice_and_speak_with_it(page, served):
     assert "409" in page.inner_text("#upload-status")
 
 
+def _speak_in_english(pg, errors: list) -> int:
+    """Speak "Hello from the page." in English with seed 4 on a Qwen3 page; close it and
+    return the samples it played (no page error allowed)."""
+    pg.select_option("#language", "english")
+    pg.fill("#text", "Hello from the page.")
+    pg.fill("#seed", "4")
+    pg.click("#speak")
+    pg.wait_for_selector("body[data-state=done]", timeout=60_000)
+    samples = pg.evaluate("window.vocalis.samples")
+    pg.close()
+    assert not errors, errors
+    return samples
+
+
 def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
     """A Qwen3-TTS VoiceDesign server: the page shows languages and an instructions box,
     hides uploads (no cloning), and its request equals the API's audio for the same options."""
@@ -155,15 +169,8 @@ def test_qwen3_page_offers_language_and_instructions(page, tmp_path):
         pg.wait_for_function("!document.getElementById('language-box').hidden")
         assert pg.is_visible("#instructions") and not pg.is_visible("#voice-file")
         assert "english" in pg.locator("#language option").all_inner_texts()
-        pg.fill("#text", "Hello from the page.")
         pg.fill("#instructions", "A bright, fast voice.")
-        pg.select_option("#language", "english")
-        pg.fill("#seed", "4")
-        pg.click("#speak")
-        pg.wait_for_selector("body[data-state=done]", timeout=60_000)
-        samples = pg.evaluate("window.vocalis.samples")
-        pg.close()
-        assert not errors, errors
+        samples = _speak_in_english(pg, errors)
         ref = tts.synthesize("Hello from the page.", instruct="A bright, fast voice.", language="english",
                              seed=4)
         assert samples == ref.samples.shape[0] > 0
@@ -198,14 +205,7 @@ def test_multi_model_page_switches_model_voices_and_controls(page, served, tmp_p
                              ".some((o) => o.value === 'ryan')")
         assert pg.is_visible("#language-box") and not pg.is_visible("#voice-file")
         pg.select_option("#voice", "ryan")
-        pg.select_option("#language", "english")
-        pg.fill("#text", "Hello from the page.")
-        pg.fill("#seed", "4")
-        pg.click("#speak")
-        pg.wait_for_selector("body[data-state=done]", timeout=60_000)
-        samples = pg.evaluate("window.vocalis.samples")
-        pg.close()
-        assert not errors, errors
+        samples = _speak_in_english(pg, errors)
         ref = qwen.synthesize("Hello from the page.", speaker="ryan", language="english", seed=4)
         assert samples == ref.samples.shape[0] > 0
     finally:
