@@ -308,13 +308,14 @@ class WyomingTTS:
 
 def server_from_uri(uri: str) -> AsyncServer:
     """The library's server for ``uri``; raises InputError for a bad one."""
+    bad = InputError(f"bad --uri {uri[:100]!r}: use tcp://HOST:PORT or unix://PATH "
+                     f"(e.g. {DEFAULT_URI})")
     try:
         server = AsyncServer.from_uri(uri)
-    except ValueError as e:
-        raise InputError(f"bad --uri {uri[:100]!r}: {e} (e.g. {DEFAULT_URI})") from None
+    except ValueError:
+        raise bad from None
     if not hasattr(server, "host") and not hasattr(server, "socket_path"):
-        raise InputError(f"bad --uri {uri[:100]!r}: use tcp://HOST:PORT or unix://PATH "
-                         f"(e.g. {DEFAULT_URI})")
+        raise bad  # stdio:// serves one client: not for a shared server
     return server
 
 
