@@ -228,6 +228,9 @@ def test_bad_input_gets_error_events_and_the_connection_stays_usable(pocket):
                 Synthesize("x" * 201).event(),
                 Event(type="synthesize", data={"voice": {"name": "default"}}),  # no text
                 Event(type="synthesize", data={"text": 5}),
+                Event(type="synthesize", data={"text": TEXT, "voice": "default"}),
+                Event(type="synthesize", data={"text": "<speak>Hi</speak>", "text_format": "ssml"}),
+                Synthesize("").event(),
                 SynthesizeChunk("orphan chunk.").event(),
                 SynthesizeStop().event(),
             ):
@@ -244,6 +247,7 @@ def test_bad_input_gets_error_events_and_the_connection_stays_usable(pocket):
     errors, pong, types, pcm = asyncio.run(go())
     assert [e.code for e in errors] == ["voice-not-found", "language-not-supported",
                                         "text-too-long", "invalid-event", "invalid-event",
+                                        "invalid-event", "unsupported-format", "bad-request",
                                         "no-stream", "no-stream"]
     assert "nobody" in errors[0].text and "default" in errors[0].text
     assert pong.type == "pong" and pong.data.get("text") == "hi"

@@ -245,8 +245,9 @@ class WyomingTTS:
                 raise WyomingError(f"{self.model_name} has no speakers: choose a voice by name "
                                    f"({', '.join(self.voice_ids()[:12])})", "voice-not-found")
             name = speaker
-        vid = name if name is not None else "default"
         known = self.voice_ids()
+        # no voice named: the default voice, or the first voice when there is none
+        vid = name if name is not None else "default" if "default" in known else known[0]
         key = vid.lower() if self.qwen3 and vid.lower() in self.voices.predefined else vid
         if key not in known:
             shown = ", ".join(known[:12]) + (f" and {len(known) - 12} more" if len(known) > 12 else "")
@@ -529,6 +530,16 @@ def _pump(req, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
 
 
 def _parse(cls, event: Event):
+    data = event.data
+    if not isinstance(data, dict):
+        raise WyomingError(f"malformed {event.type[:40]} event: data is not an object",
+                           "invalid-event")
+    if data.get("voice") is not None and not isinstance(data["voice"], dict):
+        raise WyomingError(f"malformed {event.type[:40]} event: voice must be an object "
+                           "(name, language, speaker)", "invalid-event")
+    if data.get("text_format") not in (None, "text"):
+        raise WyomingError(f"text_format {str(data['text_format'])[:16]!r} is not supported: "
+                           "send plain text", "unsupported-format")
     try:
         return cls.from_event(event)
     except (KeyError, TypeError, AttributeError, ValueError) as e:
