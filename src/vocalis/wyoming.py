@@ -36,8 +36,10 @@ Zeroconf announcement is not implemented (Home Assistant is given the host and p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import signal
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -580,8 +582,12 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
                      uri, f" (port {port})" if port is not None else "", vdir, max_batch)
             if on_ready is not None:
                 on_ready(uri)
+            stopping = asyncio.Event()
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
             try:
-                await asyncio.Event().wait()
+                await stopping.wait()
+                log.info("wyoming: stopping (SIGTERM)")
             finally:
                 await server.stop()
 
