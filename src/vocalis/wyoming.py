@@ -84,7 +84,11 @@ LANGUAGE_CODES = {
 # at CJK full stops, or at a line break.
 _BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*\s*|\n+")
 
-_ATTRIBUTION = Attribution(name="vocalis", url="https://github.com/")
+# Who made the models (shown by Home Assistant next to the program and its voices).
+_ATTRIBUTIONS = {
+    "pocket-tts": Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts"),
+    "qwen3-tts": Attribution(name="Alibaba Qwen (Qwen3-TTS)", url="https://github.com/QwenLM/Qwen3-TTS"),
+}
 
 
 def split_sentences(buffer: str, max_chars: int) -> tuple[list[str], str]:
@@ -205,17 +209,18 @@ class WyomingTTS:
         """The ``info`` event: one TTS program, the model, with its voices."""
         langs = self.languages()
         family = "Qwen3-TTS" if self.qwen3 else "Pocket TTS"
+        attribution = _ATTRIBUTIONS["qwen3-tts" if self.qwen3 else "pocket-tts"]
         voices = []
         for v in self.voices.list():
             kind = v.get("type", "custom")
             desc = {"default": "the server's default voice", "predefined":
                     "built-in speaker" if self.qwen3 else "predefined voice"}.get(kind, "custom voice")
-            voices.append(TtsVoice(name=v["id"], attribution=_ATTRIBUTION, installed=True,
+            voices.append(TtsVoice(name=v["id"], attribution=attribution, installed=True,
                                    description=f"{v['id']} ({desc})", version=None,
                                    languages=list(langs)))
         from vocalis import __version__
 
-        program = TtsProgram(name=self.model_name, attribution=_ATTRIBUTION, installed=True,
+        program = TtsProgram(name=self.model_name, attribution=attribution, installed=True,
                              description=f"vocalis {family} {self.model_name}",
                              version=__version__, voices=voices,
                              supports_synthesize_streaming=True)
