@@ -1009,6 +1009,46 @@ def serve(
         model_name=model_name or None, on_ready=ready)
 
 
+# --------------------------------------------------------------------------- wyoming
+
+
+@app.command(context_settings=_SETTINGS)
+def wyoming(
+    uri: Annotated[str, typer.Option(help="Where to listen: tcp://HOST:PORT (0.0.0.0 for every "
+                                          "interface) or unix://PATH.")] = "tcp://127.0.0.1:10200",
+    model: Annotated[str, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP)]
+    = DEFAULT_MODEL,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v", help="The `default` voice: a predefined name or speaker, an audio file or "
+                              "a .safetensors voice. Default: the model's default voice or first "
+                              "speaker (released models only).", show_default=False)] = None,
+    voices_dir: Annotated[str | None, typer.Option(
+        help="Folder of custom voices (as `vocalis serve` stores them). Default: "
+             "$XDG_DATA_HOME/vocalis/voices.", show_default=False)] = None,
+    max_batch: Annotated[int, typer.Option(help="Requests generated together (engine rows), "
+                                                "shared by all clients.")] = 16,
+    threads: Annotated[int | None, typer.Option(
+        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed of every request (reproducible audio). Default: random per request.",
+        show_default=False)] = None,
+    max_input_chars: Annotated[int, typer.Option(help="Longest text per synthesize or "
+                                                      "synthesize-chunk event.")] = 4096,
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
+) -> None:
+    """Serve a model to Home Assistant over the Wyoming protocol (no zeroconf)."""
+    _setup_logging(quiet)
+    from vocalis.wyoming import run as run_wyoming
+
+    def ready(where: str) -> None:
+        typer.echo(f"vocalis: Wyoming server for {model} at {where}", err=True)
+
+    run_wyoming(model, uri, voice=voice, voices_dir=voices_dir, max_batch=max_batch,
+                threads=threads, seed=seed, device=device, max_input_chars=max_input_chars,
+                on_ready=ready)
+
+
 # --------------------------------------------------------------------------- reference
 
 

@@ -1,0 +1,607 @@
+"""A Wyoming protocol server (Home Assistant's local speech protocol) for one loaded model.
+
+``vocalis wyoming --uri tcp://127.0.0.1:10200 --model M`` serves the model to Home
+Assistant (Settings -> Devices & services -> Add integration -> Wyoming Protocol). Built on
+the PyPI ``wyoming`` library (1.10.2): its ``AsyncServer`` / ``AsyncEventHandler`` and event
+classes. Events answered:
+
+* ``describe`` -> ``info``: one TTS program (the model) and its voices (``default``,
+  Pocket TTS predefined voices of released models, Qwen3-TTS CustomVoice speakers, custom
+  voices of the voices folder) with their languages (ISO 639-1 codes such as ``en``);
+  ``supports_synthesize_streaming`` is true.
+* ``synthesize`` -> ``audio-start``, ``audio-chunk``... (16-bit mono PCM at the model's
+  sample rate, 24 kHz, one chunk per block the engine decodes), ``audio-stop``.
+* ``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop`` (streaming text): text
+  is buffered and every complete sentence is spoken as soon as it has arrived, so audio
+  starts before the text is complete; one ``audio-start`` / ``audio-stop`` per stream, then
+  ``synthesize-stopped``. The plain ``synthesize`` a client sends inside a stream (for
+  backwards compatibility, as the protocol asks) is ignored.
+* ``ping`` -> ``pong``.
+
+Every connection submits its requests to the model's one engine, so concurrent clients
+share its batch. A client that disconnects mid-utterance has its engine request cancelled
+(its row is freed within one engine step). Bad input (a malformed event, text over
+``max_input_chars``, an unknown voice or language, a full queue) is answered with an
+``error`` event (``text`` one line, ``code``) and the connection stays usable; a line that
+is not JSON ends the connection (the library's reader stops there). The server never
+crashes on client input.
+
+Seeds: ``seed=None`` (default) draws a random seed per engine request; with ``seed=N``
+every engine request (a ``synthesize``, or one sentence of a stream) uses seed ``N``, so a
+``synthesize`` gives the same audio as ``tts.synthesize(text, voice=..., seed=N)``.
+
+Zeroconf announcement is not implemented (Home Assistant is given the host and port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import signal
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.ping import Ping, Pong
+from wyoming.server import AsyncEventHandler, AsyncServer
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
+
+from vocalis.audio.wav import float_to_int16
+from vocalis.engine import types as ev_types
+from vocalis.errors import InputError, VocalisError
+
+log = logging.getLogger("vocalis.wyoming")
+
+DEFAULT_URI = "tcp://127.0.0.1:10200"
+DEFAULT_MAX_INPUT_CHARS = 4096
+MAX_PENDING_EVENTS = 1024  # events a connection may queue while its audio is produced
+SAMPLE_WIDTH = 2  # bytes: 16-bit PCM
+CHANNELS = 1
+
+# Language names (Pocket TTS config prefixes, Qwen3-TTS language keys) -> ISO 639-1 codes.
+LANGUAGE_CODES = {
+    "english": "en", "french": "fr", "german": "de", "italian": "it", "portuguese": "pt",
+    "spanish": "es", "dutch": "nl", "chinese": "zh", "japanese": "ja", "korean": "ko",
+    "russian": "ru",
+}
+
+# A sentence ends at . ! ? ... (with closing quotes or brackets) followed by white space,
+# at CJK full stops, or at a line break.
+_BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*\s*|\n+")
+
+# Who made the models (shown by Home Assistant next to the program and its voices).
+_ATTRIBUTIONS = {
+    "pocket-tts": Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts"),
+    "qwen3-tts": Attribution(name="Alibaba Qwen (Qwen3-TTS)", url="https://github.com/QwenLM/Qwen3-TTS"),
+}
+
+
+def split_sentences(buffer: str, max_chars: int) -> tuple[list[str], str]:
+    """Complete sentences of ``buffer`` and the unfinished rest.
+
+    A sentence ends at a boundary (see ``_BOUNDARY``); a rest longer than ``max_chars``
+    without one is cut at its last space before ``max_chars`` (else at ``max_chars``).
+    Sentences are stripped; empty ones are dropped.
+    """
+    out: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(buffer):
+        piece = buffer[start:m.end()].strip()
+        if piece:
+            out.append(piece)
+        start = m.end()
+    rest = buffer[start:]
+    while len(rest) > max_chars:
+        cut = rest.rfind(" ", 0, max_chars)
+        cut = cut if cut > 0 else max_chars
+        piece = rest[:cut].strip()
+        if piece:
+            out.append(piece)
+        rest = rest[cut:]
+    return out, rest
+
+
+class WyomingError(Exception):
+    """Answered as an ``error`` event (``text``, ``code``); the connection goes on."""
+
+    def __init__(self, text: str, code: str):
+        super().__init__(text)
+        self.text = " ".join(str(text).split())
+        self.code = code
+
+
+def _language_code(name: str) -> str:
+    return LANGUAGE_CODES.get(name.lower(), name.lower())
+
+
+@dataclass
+class _Choice:
+    """What a request speaks with: the resolved voice and the engine options."""
+
+    voice: object
+    options: dict = field(default_factory=dict)
+
+
+class WyomingTTS:
+    """The shared state of a Wyoming server: the model, its voices, seed and limits.
+
+    Args:
+        tts: a loaded model (:func:`vocalis.load`); its engine is shared by all clients.
+        voices_dir: folder of custom voices (:class:`vocalis.server.voices.VoiceStore`).
+        default_voice: the voice ``default`` speaks with (name, speaker, audio file or
+            ``.safetensors``); default: the model's default voice or first speaker.
+        seed: every engine request's seed (reproducible output); None = random per request.
+        max_input_chars: longest ``synthesize`` text and ``synthesize-chunk`` accepted; a
+            streamed sentence longer than this is cut at a space.
+        options: engine options added to every request (e.g. ``max_frames``,
+            ``max_new_tokens``; see ``tts.submit``).
+
+    Raises:
+        InputError: a Qwen3-TTS VoiceDesign model (needs instructions, which the protocol
+            cannot carry), a model with no voice to speak with, bad limits.
+        VoiceError: ``default_voice`` unusable.
+    """
+
+    def __init__(self, tts, voices_dir: str | Path, default_voice: str | None = None,
+                 seed: int | None = None, max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+                 options: dict | None = None):
+        from vocalis.server.errors import APIError
+        from vocalis.server.voices import VoiceStore
+
+        if isinstance(max_input_chars, bool) or not isinstance(max_input_chars, int) \
+                or max_input_chars < 1:
+            raise InputError(f"max_input_chars must be an integer >= 1, got {max_input_chars!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                                 or not 0 <= seed < 2**63):
+            raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        self.tts = tts
+        self.seed = seed
+        self.max_input_chars = max_input_chars
+        self.options = dict(options or {})
+        self.qwen3 = getattr(tts, "family_name", "") == "qwen3-tts"
+        if self.qwen3 and tts.model.model_type == "voice_design":
+            raise InputError(f"{tts.model.name} is a Qwen3-TTS VoiceDesign model: it needs a voice "
+                             "description (instructions), which the Wyoming protocol cannot carry; "
+                             "serve a CustomVoice or Base model")
+        try:
+            self.voices = VoiceStore(tts, voices_dir, default_voice)
+        except APIError as e:  # pragma: no cover - the store raises VocalisError at start-up
+            raise InputError(e.message) from None
+        if not self.voice_ids():
+            raise InputError(f"{self.model_name} has no voice to speak with: give --voice (an audio "
+                             "file or a .safetensors voice) or add custom voices to --voices-dir")
+
+    # ------------------------------------------------------------------ description
+
+    @property
+    def model_name(self) -> str:
+        """The released model's id, else its folder's name (never a path)."""
+        from vocalis.server.app import served_model_name
+
+        return served_model_name(self.tts)
+
+    def languages(self) -> list[str]:
+        """ISO 639-1 codes of the model's languages (Pocket TTS: its config's language)."""
+        if self.qwen3:
+            return [_language_code(n) for n in self.tts.model.languages if n != "auto"]
+        prefix = self.tts.model.name.split("_")[0].lower()
+        return [LANGUAGE_CODES.get(prefix, "en")]
+
+    def voice_ids(self) -> list[str]:
+        return [v["id"] for v in self.voices.list()]
+
+    def info(self) -> Info:
+        """The ``info`` event: one TTS program, the model, with its voices."""
+        langs = self.languages()
+        family = "Qwen3-TTS" if self.qwen3 else "Pocket TTS"
+        attribution = _ATTRIBUTIONS["qwen3-tts" if self.qwen3 else "pocket-tts"]
+        voices = []
+        for v in self.voices.list():
+            kind = v.get("type", "custom")
+            desc = {"default": "the server's default voice", "predefined":
+                    "built-in speaker" if self.qwen3 else "predefined voice"}.get(kind, "custom voice")
+            voices.append(TtsVoice(name=v["id"], attribution=attribution, installed=True,
+                                   description=f"{v['id']} ({desc})", version=None,
+                                   languages=list(langs)))
+        from vocalis import __version__
+
+        program = TtsProgram(name=self.model_name, attribution=attribution, installed=True,
+                             description=f"vocalis {family} {self.model_name}",
+                             version=__version__, voices=voices,
+                             supports_synthesize_streaming=True)
+        return Info(tts=[program])
+
+    # ------------------------------------------------------------------ requests
+
+    def choose(self, sel: SynthesizeVoice | None) -> _Choice:
+        """The voice and options of a request's ``voice`` field (blocking: may load a voice).
+
+        ``name``: a voice id of ``info``; ``speaker``: a Qwen3-TTS CustomVoice speaker (used
+        instead of ``name``); ``language`` (only when no ``name``: the protocol drops it
+        then): an ISO code (``en``, ``en-US``) or a language name.
+
+        Raises:
+            WyomingError: unknown voice, speaker or language.
+        """
+        from vocalis.server.errors import APIError
+
+        name = sel.name if sel is not None else None
+        speaker = sel.speaker if sel is not None else None
+        language = sel.language if sel is not None else None
+        for what, value in (("name", name), ("speaker", speaker), ("language", language)):
+            if value is not None and not isinstance(value, str):
+                raise WyomingError(f"voice {what} must be a string", "invalid-event")
+        options = dict(self.options)
+        if speaker is not None:
+            if not (self.qwen3 and self.tts.speakers):
+                raise WyomingError(f"{self.model_name} has no speakers: choose a voice by name "
+                                   f"({', '.join(self.voice_ids()[:12])})", "voice-not-found")
+            name = speaker
+        known = self.voice_ids()
+        # no voice named: the default voice, or the first voice when there is none
+        vid = name if name is not None else "default" if "default" in known else known[0]
+        key = vid.lower() if self.qwen3 and vid.lower() in self.voices.predefined else vid
+        if key not in known:
+            shown = ", ".join(known[:12]) + (f" and {len(known) - 12} more" if len(known) > 12 else "")
+            raise WyomingError(f"unknown voice {vid[:64]!r}: {self.model_name} has {shown}",
+                               "voice-not-found")
+        if language is not None:
+            options.update(self._language_option(language))
+        try:
+            voice = self.voices.resolve(key)
+        except APIError as e:
+            raise WyomingError(e.message, "voice-not-found") from None
+        except VocalisError as e:
+            raise WyomingError(str(e), "voice-error") from None
+        return _Choice(voice, options)
+
+    def _language_option(self, language: str) -> dict:
+        code = language.strip().lower().replace("_", "-").split("-")[0]
+        langs = self.languages()
+        if code in langs:
+            if not self.qwen3:
+                return {}
+            names = {_language_code(n): n for n in self.tts.model.languages if n != "auto"}
+            return {"language": names[code]}
+        by_name = LANGUAGE_CODES.get(code)
+        if by_name in langs:
+            return self._language_option(by_name)
+        if self.qwen3 and code == "auto":
+            return {}
+        raise WyomingError(f"unsupported language {language[:32]!r}: {self.model_name} speaks "
+                           f"{', '.join(langs)}", "language-not-supported")
+
+    def check_text(self, text) -> str:
+        if not isinstance(text, str):
+            raise WyomingError("text must be a string", "invalid-event")
+        if len(text) > self.max_input_chars:
+            raise WyomingError(f"text is {len(text)} characters; this server takes at most "
+                               f"{self.max_input_chars} per event: split it", "text-too-long")
+        return text
+
+    # ------------------------------------------------------------------ serving
+
+    def handler(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Handler:
+        return Handler(self, reader, writer)
+
+    async def start(self, uri: str) -> AsyncServer:
+        """Start serving ``uri`` (``tcp://HOST:PORT``, ``unix://PATH``) without blocking.
+
+        Raises:
+            InputError: a bad URI or an address that cannot be listened on.
+        """
+        server = server_from_uri(uri)
+        try:
+            await server.start(self.handler)
+        except OSError as e:
+            raise InputError(f"cannot listen on {uri}: {e.strerror or e} (is another server "
+                             "running there? pick another port)") from None
+        return server
+
+
+def server_from_uri(uri: str) -> AsyncServer:
+    """The library's server for ``uri``; raises InputError for a bad one."""
+    bad = InputError(f"bad --uri {uri[:100]!r}: use tcp://HOST:PORT or unix://PATH "
+                     f"(e.g. {DEFAULT_URI})")
+    try:
+        server = AsyncServer.from_uri(uri)
+    except ValueError:
+        raise bad from None
+    if not hasattr(server, "host") and not hasattr(server, "socket_path"):
+        raise bad  # stdio:// serves one client: not for a shared server
+    return server
+
+
+def bound_port(server: AsyncServer) -> int | None:
+    """The TCP port a started server listens on (useful with port 0)."""
+    inner = getattr(server, "_server", None)
+    if inner is None or not inner.sockets:
+        return None
+    return inner.sockets[0].getsockname()[1]
+
+
+class _Stream:
+    def __init__(self, choice: _Choice):
+        self.choice = choice
+        self.buffer = ""
+        self.failed = False
+
+
+class Handler(AsyncEventHandler):
+    """One client connection. Events are queued and handled in order by a worker task, so
+    that the library's read loop sees the client leave at once (then the worker and its
+    engine request are cancelled)."""
+
+    def __init__(self, state: WyomingTTS, reader, writer):
+        super().__init__(reader, writer)
+        self.state = state
+        self.rate = state.tts.sample_rate
+        self._inbox: asyncio.Queue[Event] = asyncio.Queue()
+        self._worker: asyncio.Task | None = None
+        self._stream: _Stream | None = None
+        self._audio_started = False
+
+    async def handle_event(self, event: Event) -> bool:
+        if self._inbox.qsize() >= MAX_PENDING_EVENTS:
+            await self._error(WyomingError(f"more than {MAX_PENDING_EVENTS} events waiting: "
+                                           "closing the connection", "too-many-events"))
+            return False
+        self._inbox.put_nowait(event)
+        if self._worker is None:
+            self._worker = asyncio.create_task(self._work(), name="vocalis wyoming worker")
+        return True
+
+    async def disconnect(self) -> None:
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+    async def _work(self) -> None:
+        while True:
+            event = await self._inbox.get()
+            try:
+                await self._dispatch(event)
+            except WyomingError as e:
+                await self._error(e)
+            except (ConnectionError, OSError):
+                return  # the client is gone; disconnect() cancels the rest
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.error("wyoming: %s event failed", event.type[:40], exc_info=e)
+                await self._error(WyomingError(f"internal error: {type(e).__name__}",
+                                               "internal-error"))
+
+    async def _error(self, e: WyomingError) -> None:
+        try:
+            await self.write_event(Error(text=e.text, code=e.code).event())
+        except (ConnectionError, OSError):
+            pass
+
+    async def _dispatch(self, event: Event) -> None:
+        st = self.state
+        if Describe.is_type(event.type):
+            info = await asyncio.to_thread(st.info)
+            await self.write_event(info.event())
+        elif Ping.is_type(event.type):
+            await self.write_event(Pong(text=_parse(Ping, event).text).event())
+        elif Synthesize.is_type(event.type):
+            if self._stream is not None:
+                return  # sent inside a stream for backwards compatibility: ignored
+            syn = _parse(Synthesize, event)
+            text = st.check_text(syn.text)
+            choice = await asyncio.to_thread(st.choose, syn.voice)
+            try:
+                await self._speak(text, choice)
+            except WyomingError:
+                self._audio_started = False
+                raise
+            await self._stop_audio()
+        elif SynthesizeStart.is_type(event.type):
+            start = _parse(SynthesizeStart, event)
+            self._stream = None
+            self._audio_started = False
+            choice = await asyncio.to_thread(st.choose, start.voice)
+            self._stream = _Stream(choice)
+        elif SynthesizeChunk.is_type(event.type):
+            stream = self._stream
+            if stream is None or stream.failed:
+                if stream is None:
+                    raise WyomingError("synthesize-chunk outside a stream: send synthesize-start "
+                                       "first", "no-stream")
+                return
+            try:
+                text = st.check_text(_parse(SynthesizeChunk, event).text)
+                stream.buffer += text
+                sentences, stream.buffer = split_sentences(stream.buffer, st.max_input_chars)
+                await self._speak_stream(sentences, stream.choice)
+            except WyomingError:
+                stream.failed = True
+                self._audio_started = False
+                raise
+        elif SynthesizeStop.is_type(event.type):
+            stream, self._stream = self._stream, None
+            if stream is None:
+                raise WyomingError("synthesize-stop outside a stream: send synthesize-start "
+                                   "first", "no-stream")
+            if stream.failed:
+                return
+            sentences, rest = split_sentences(stream.buffer, st.max_input_chars)
+            sentences += [rest.strip()] if rest.strip() else []
+            try:
+                await self._speak_stream(sentences, stream.choice)
+            except WyomingError:
+                self._audio_started = False
+                raise
+            await self._stop_audio(force=True)
+            await self.write_event(SynthesizeStopped().event())
+        # other event types are not for a TTS server: ignored, as other Wyoming servers do
+
+    async def _speak_stream(self, sentences: list[str], choice: _Choice) -> None:
+        for sentence in sentences:
+            if any(c.isalnum() for c in sentence):  # else nothing to speak ("...", an emoji)
+                await self._speak(sentence, choice)
+
+    async def _stop_audio(self, force: bool = False) -> None:
+        if force and not self._audio_started:
+            await self._start_audio()
+        if self._audio_started:
+            self._audio_started = False
+            await self.write_event(AudioStop().event())
+
+    async def _start_audio(self) -> None:
+        if not self._audio_started:
+            self._audio_started = True
+            await self.write_event(AudioStart(rate=self.rate, width=SAMPLE_WIDTH,
+                                              channels=CHANNELS).event())
+
+    async def _speak(self, text: str, choice: _Choice) -> None:
+        """Submit one engine request and send its audio as it is decoded."""
+        st = self.state
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed,
+                                                 **choice.options))
+        try:
+            req = await asyncio.shield(fut)
+        except asyncio.CancelledError:  # the client left while we submitted: free the row
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                                  or f.result().cancel())
+            raise
+        except VocalisError as e:
+            code = "busy" if e.code == "capacity_exceeded" else "bad-request"
+            raise WyomingError(str(e), code) from None
+        queue: asyncio.Queue = asyncio.Queue()
+        finished = False
+        threading.Thread(target=_pump, args=(req, loop, queue), daemon=True,
+                         name=f"vocalis-wyoming-{getattr(req, 'id', '?')}").start()
+        try:
+            await self._start_audio()
+            while True:
+                kind, value = await queue.get()
+                if kind == "audio":
+                    await self.write_event(AudioChunk(rate=self.rate, width=SAMPLE_WIDTH,
+                                                      channels=CHANNELS, audio=value).event())
+                elif kind == "done":
+                    finished = True
+                    return
+                else:
+                    finished = True
+                    raise WyomingError(f"synthesis failed: {value}", "synthesis-failed")
+        finally:
+            if not finished:
+                req.cancel()
+
+
+def _pump(req, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+    """Engine events -> (kind, value) on the event loop: ("audio", int16 bytes),
+    ("done", None), ("failed", message)."""
+
+    def put(item) -> bool:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+            return True
+        except RuntimeError:  # the loop is closed: the server is gone
+            req.cancel()
+            return False
+
+    try:
+        for ev in req.events():
+            if isinstance(ev, ev_types.AudioChunk):
+                data = float_to_int16(np.asarray(ev.samples)).astype("<i2", copy=False).tobytes()
+                if data and not put(("audio", data)):
+                    return
+            elif isinstance(ev, ev_types.Finished):
+                put(("done", None))
+                return
+            elif isinstance(ev, ev_types.Failed):
+                put(("failed", str(ev.error) or type(ev.error).__name__))
+                return
+    except BaseException as e:  # noqa: BLE001 - report, never hang the connection
+        req.cancel()
+        put(("failed", type(e).__name__))
+
+
+def _parse(cls, event: Event):
+    data = event.data
+    if not isinstance(data, dict):
+        raise WyomingError(f"malformed {event.type[:40]} event: data is not an object",
+                           "invalid-event")
+    if data.get("voice") is not None and not isinstance(data["voice"], dict):
+        raise WyomingError(f"malformed {event.type[:40]} event: voice must be an object "
+                           "(name, language, speaker)", "invalid-event")
+    if data.get("text_format") not in (None, "text"):
+        raise WyomingError(f"text_format {str(data['text_format'])[:16]!r} is not supported: "
+                           "send plain text", "unsupported-format")
+    try:
+        return cls.from_event(event)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise WyomingError(f"malformed {event.type[:40]} event: {type(e).__name__} {e}"[:300],
+                           "invalid-event") from None
+
+
+def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
+        voices_dir: str | Path | None = None, max_batch: int = 16, threads: int | None = None,
+        seed: int | None = None, device: str = "cpu",
+        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS, on_ready=None) -> None:
+    """Load ``model`` and serve it over the Wyoming protocol at ``uri`` until interrupted.
+
+    Raises:
+        InputError: a bad URI, seed or limit, or an address that cannot be listened on;
+        the errors of :func:`vocalis.load` and :class:`WyomingTTS`.
+    """
+    import vocalis
+    from vocalis.server.run import default_voices_dir
+
+    server_from_uri(uri)  # a bad URI fails before the model loads
+    if seed is not None and not 0 <= seed < 2**63:
+        raise InputError(f"--seed must be in [0, 2**63), got {seed}")
+    tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch)
+    try:
+        vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
+        try:
+            vdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
+        state = WyomingTTS(tts, vdir, default_voice=voice, seed=seed,
+                           max_input_chars=max_input_chars)
+
+        async def main() -> None:
+            server = await state.start(uri)
+            port = bound_port(server)
+            log.info("wyoming: serving %s at %s%s, voices in %s, max batch %d", state.model_name,
+                     uri, f" (port {port})" if port is not None else "", vdir, max_batch)
+            if on_ready is not None:
+                on_ready(uri)
+            stopping = asyncio.Event()
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on Windows
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+            try:
+                await stopping.wait()
+                log.info("wyoming: stopping (SIGTERM)")
+            finally:
+                await server.stop()
+
+        try:
+            asyncio.run(main())
+        except KeyboardInterrupt:
+            pass
+    finally:
+        tts.close()
+
+
+__all__ = ["Handler", "WyomingTTS", "bound_port", "run", "server_from_uri", "split_sentences"]

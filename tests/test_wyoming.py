@@ -1,0 +1,324 @@
+"""The Wyoming protocol server (Home Assistant), driven by the ``wyoming`` library's own
+client (``AsyncTcpClient``) on 127.0.0.1: describe, plain and streamed synthesis, eight
+concurrent clients, a client leaving mid-utterance, bad input. The audio received equals
+the same seeded request through the Python API (converted to int16 by the official
+writer's formula, written out here). Tiny random-weight checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("wyoming")
+
+from wyoming.audio import AudioChunk, AudioStart
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
+
+import vocalis
+from vocalis.wyoming import WyomingTTS, bound_port, split_sentences
+
+SMALL = "english_2m_2026-10"
+SEED = 7
+FRAMES = 6  # Pocket: max_frames per request (fixed length)
+TEXT = "Hello from Home Assistant."
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def to_int16(x: np.ndarray) -> np.ndarray:
+    """The official writer's conversion: clip to [-1, 1], * 32767 in float32, truncate."""
+    return (np.clip(x.astype(np.float32), -1, 1) * np.float32(32767)).astype(np.int16)
+
+
+def close(received: np.ndarray, ref_float: np.ndarray) -> None:
+    ref = to_int16(ref_float)
+    assert received.shape == ref.shape
+    assert np.abs(received.astype(np.float32) - ref.astype(np.float32)).max() / 32767 < 1e-4
+
+
+class Loop:
+    """An asyncio loop in a daemon thread: the servers run there, the tests' clients in
+    ``asyncio.run`` on the test thread."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def serve(self, state: WyomingTTS):
+        server = asyncio.run_coroutine_threadsafe(state.start("tcp://127.0.0.1:0"),
+                                                  self.loop).result(30)
+        return server, bound_port(server)
+
+    def stop(self, server) -> None:
+        asyncio.run_coroutine_threadsafe(server.stop(), self.loop).result(30)
+
+
+@pytest.fixture(scope="module")
+def loop():
+    lp = Loop()
+    yield lp
+    lp.loop.call_soon_threadsafe(lp.loop.stop)
+
+
+@pytest.fixture(scope="module")
+def pocket(checkpoints, loop, tmp_path_factory):
+    ckpt = checkpoints.get(SMALL)
+    tts = vocalis.load(str(ckpt), max_batch=8)
+    voice = str(ckpt / "voice.wav")
+    state = WyomingTTS(tts, tmp_path_factory.mktemp("wy-voices"), default_voice=voice,
+                       seed=SEED, max_input_chars=200, options={"max_frames": FRAMES})
+    server, port = loop.serve(state)
+    yield tts, port, voice
+    loop.stop(server)
+    tts.close()
+
+
+def api(tts, text, voice, **kw) -> np.ndarray:
+    return tts.synthesize(text, voice=voice, seed=SEED, **kw).samples
+
+
+async def read_audio(client) -> tuple[list[str], np.ndarray]:
+    """Events until audio-stop (or error): their types and the int16 samples received."""
+    types, pcm = [], []
+    while True:
+        ev = await asyncio.wait_for(client.read_event(), 60)
+        assert ev is not None, "server closed the connection"
+        types.append(ev.type)
+        if AudioStart.is_type(ev.type):
+            start = AudioStart.from_event(ev)
+            assert (start.rate, start.width, start.channels) == (24000, 2, 1)
+        if AudioChunk.is_type(ev.type):
+            pcm.append(np.frombuffer(AudioChunk.from_event(ev).audio, dtype="<i2"))
+        if ev.type in ("audio-stop", "error"):
+            break
+    return types, (np.concatenate(pcm) if pcm else np.zeros(0, np.int16))
+
+
+async def synthesize(port, text, voice=None):
+    async with AsyncTcpClient("127.0.0.1", port) as c:
+        await c.write_event(Synthesize(text, voice=voice).event())
+        return await read_audio(c)
+
+
+# --------------------------------------------------------------------------- Pocket TTS
+
+
+def test_describe_lists_the_model_and_its_voices(pocket):
+    _, port, _ = pocket
+
+    async def go():
+        async with AsyncTcpClient("127.0.0.1", port) as c:
+            await c.write_event(Describe().event())
+            return await asyncio.wait_for(c.read_event(), 30)
+
+    ev = asyncio.run(go())
+    info = Info.from_event(ev)
+    assert len(info.tts) == 1
+    program = info.tts[0]
+    assert program.name == SMALL and program.supports_synthesize_streaming
+    assert [v.name for v in program.voices] == ["default"]
+    assert program.voices[0].languages == ["en"]
+
+
+def test_synthesize_equals_the_api(pocket):
+    tts, port, voice = pocket
+    types, pcm = asyncio.run(synthesize(port, TEXT))
+    assert types[0] == "audio-start" and types[-1] == "audio-stop"
+    assert types.count("audio-chunk") == FRAMES  # one chunk per decoded frame
+    close(pcm, api(tts, TEXT, voice, max_frames=FRAMES))
+
+
+def test_streamed_text_is_spoken_sentence_by_sentence(pocket):
+    tts, port, voice = pocket
+    chunks = ["Hello there. How", " are you", " today? Fine", "."]
+
+    async def go():
+        async with AsyncTcpClient("127.0.0.1", port) as c:
+            await c.write_event(SynthesizeStart().event())
+            await c.write_event(SynthesizeChunk(chunks[0]).event())
+            # the first sentence is complete: its audio comes before the rest of the text
+            first = [await asyncio.wait_for(c.read_event(), 30) for _ in range(2)]
+            assert [e.type for e in first] == ["audio-start", "audio-chunk"]
+            for text in chunks[1:]:
+                await c.write_event(SynthesizeChunk(text).event())
+            await c.write_event(Synthesize("".join(chunks)).event())  # compat: ignored
+            await c.write_event(SynthesizeStop().event())
+            types, pcm = await read_audio(c)
+            stopped = await asyncio.wait_for(c.read_event(), 30)
+            return [e.type for e in first] + types, \
+                np.concatenate([np.frombuffer(AudioChunk.from_event(first[1]).audio, "<i2"), pcm]), \
+                stopped
+
+    types, pcm, stopped = asyncio.run(go())
+    assert types.count("audio-start") == 1 and types.count("audio-stop") == 1
+    assert stopped.type == "synthesize-stopped"
+    sentences = ["Hello there.", "How are you today?", "Fine."]
+    ref = np.concatenate([api(tts, s, voice, max_frames=FRAMES) for s in sentences])
+    close(pcm, ref)
+
+
+def test_eight_concurrent_clients(pocket):
+    tts, port, voice = pocket
+    texts = [f"Client number {i} speaks." for i in range(8)]
+
+    async def go():
+        return await asyncio.gather(*(synthesize(port, t) for t in texts))
+
+    results = asyncio.run(go())
+    for text, (types, pcm) in zip(texts, results):
+        assert types[0] == "audio-start" and types[-1] == "audio-stop"
+        close(pcm, api(tts, text, voice, max_frames=FRAMES))
+
+
+def test_client_leaving_mid_utterance_frees_its_row(pocket, loop, tmp_path):
+    tts, _, voice = pocket
+    long_frames = 3000
+    state = WyomingTTS(tts, tmp_path, default_voice=voice, options={"max_frames": long_frames})
+    server, port = loop.serve(state)
+    try:
+        before = tts.engine_status()["frames"]
+
+        async def go():
+            c = AsyncTcpClient("127.0.0.1", port)
+            await c.connect()
+            await c.write_event(Synthesize(TEXT).event())
+            assert (await asyncio.wait_for(c.read_event(), 30)).type == "audio-start"
+            assert (await asyncio.wait_for(c.read_event(), 30)).type == "audio-chunk"
+            await c.disconnect()
+
+        asyncio.run(go())
+        deadline = time.monotonic() + 15
+        while tts.engine_status()["active_rows"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = tts.engine_status()
+        assert status["active_rows"] == 0 and status["queued"] == 0
+        assert status["frames"] - before < long_frames  # cancelled, not run to the end
+    finally:
+        loop.stop(server)
+
+
+def test_bad_input_gets_error_events_and_the_connection_stays_usable(pocket):
+    tts, port, voice = pocket
+
+    async def go():
+        errors = []
+        async with AsyncTcpClient("127.0.0.1", port) as c:
+            for event in (
+                Synthesize(TEXT, voice=SynthesizeVoice(name="nobody")).event(),
+                Synthesize(TEXT, voice=SynthesizeVoice(language="fr")).event(),
+                Synthesize("x" * 201).event(),
+                Event(type="synthesize", data={"voice": {"name": "default"}}),  # no text
+                Event(type="synthesize", data={"text": 5}),
+                Event(type="synthesize", data={"text": TEXT, "voice": "default"}),
+                Event(type="synthesize", data={"text": "<speak>Hi</speak>", "text_format": "ssml"}),
+                Synthesize("").event(),
+                SynthesizeChunk("orphan chunk.").event(),
+                SynthesizeStop().event(),
+            ):
+                await c.write_event(event)
+                ev = await asyncio.wait_for(c.read_event(), 30)
+                assert Error.is_type(ev.type), ev
+                errors.append(Error.from_event(ev))
+            await c.write_event(Ping("hi").event())
+            pong = await asyncio.wait_for(c.read_event(), 30)
+            await c.write_event(Synthesize(TEXT, voice=SynthesizeVoice(name="default")).event())
+            types, pcm = await read_audio(c)
+        return errors, pong, types, pcm
+
+    errors, pong, types, pcm = asyncio.run(go())
+    assert [e.code for e in errors] == ["voice-not-found", "language-not-supported",
+                                        "text-too-long", "invalid-event", "invalid-event",
+                                        "invalid-event", "unsupported-format", "bad-request",
+                                        "no-stream", "no-stream"]
+    assert "nobody" in errors[0].text and "default" in errors[0].text
+    assert pong.type == "pong" and pong.data.get("text") == "hi"
+    assert types[-1] == "audio-stop"
+    close(pcm, api(tts, TEXT, voice, max_frames=FRAMES))
+
+    async def garbage():  # a line that is not JSON: that connection ends, the server goes on
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"this is not json\n")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 30) == b""
+        writer.close()
+
+    asyncio.run(garbage())
+    assert asyncio.run(synthesize(port, TEXT))[0][-1] == "audio-stop"
+
+
+def test_split_sentences():
+    assert split_sentences("One. Two! Three? Fo", 100) == (["One.", "Two!", "Three?"], "Fo")
+    assert split_sentences("Pi is 3.14 today", 100) == ([], "Pi is 3.14 today")
+    assert split_sentences("\u4f60\u597d\u3002\u518d\u89c1", 100) == (["\u4f60\u597d\u3002"],
+                                                                      "\u518d\u89c1")
+    assert split_sentences("aaa bbb ccc", 8) == (["aaa bbb"], " ccc")
+
+
+# --------------------------------------------------------------------------- Qwen3-TTS
+
+
+def test_qwen3_customvoice_speakers(loop, tmp_path_factory):
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    root = tmp_path_factory.mktemp("wy-qwen3")
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", root / "cv", seed=4, tiny=True)
+    tts = vocalis.load(str(d), max_batch=4)
+    opts = {"max_new_tokens": 9}
+    state = WyomingTTS(tts, root / "voices", seed=SEED, options=opts)
+    server, port = loop.serve(state)
+    try:
+        async def go():
+            async with AsyncTcpClient("127.0.0.1", port) as c:
+                await c.write_event(Describe().event())
+                info = Info.from_event(await asyncio.wait_for(c.read_event(), 30))
+            by_name = await synthesize(port, TEXT, SynthesizeVoice(name="ryan"))
+            by_speaker = await synthesize(port, TEXT, SynthesizeVoice(name="default",
+                                                                      speaker="vivian"))
+            by_language = await synthesize(port, TEXT, SynthesizeVoice(language="en-US"))
+            bad = await synthesize(port, TEXT, SynthesizeVoice(language="xx"))
+            return info, by_name, by_speaker, by_language, bad
+
+        info, by_name, by_speaker, by_language, bad = asyncio.run(go())
+        voices = {v.name: v for v in info.tts[0].voices}
+        assert {"default", "ryan", "vivian"} <= set(voices)
+        assert "en" in voices["ryan"].languages and "zh" in voices["ryan"].languages
+        close(by_name[1], api(tts, TEXT, "ryan", **opts))
+        close(by_speaker[1], api(tts, TEXT, "vivian", **opts))
+        close(by_language[1], api(tts, TEXT, tts.speakers[0], language="english", **opts))
+        assert by_name[1].shape[0] == 8 * 1920
+        assert bad[0] == ["error"]
+    finally:
+        loop.stop(server)
+        tts.close()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_bad_uri_exits_2_with_one_line():
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "vocalis", "wyoming", "--uri", "http://127.0.0.1:1",
+                        "--model", "pocket-tts"], check=False, capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: bad --uri") and "tcp://" in lines[0]
