@@ -176,6 +176,55 @@ def test_streamed_text_is_spoken_sentence_by_sentence(pocket):
     close(pcm, ref)
 
 
+def test_stream_sentences_generate_side_by_side_and_leaving_cancels_them(pocket, loop, tmp_path):
+    """Sentences of one stream are submitted as soon as they are complete, so the engine
+    generates them together (no gap while the next one starts); their audio still leaves
+    in order. A client that leaves mid-stream cancels every sentence it submitted."""
+    tts, _, voice = pocket
+    frames = 40
+    state = WyomingTTS(tts, tmp_path, default_voice=voice, seed=SEED,
+                       options={"max_frames": frames})
+    server, port = loop.serve(state)
+    sentences = ["One sentence here.", "Another one follows.", "And a third."]
+    seen = []
+    watching = threading.Event()
+
+    def watch():
+        while not watching.is_set():
+            seen.append(tts.engine_status()["active_rows"])
+            time.sleep(0.005)
+
+    async def stream(leave: bool):
+        async with AsyncTcpClient("127.0.0.1", port) as c:
+            await c.write_event(SynthesizeStart().event())
+            await c.write_event(SynthesizeChunk(" ".join(sentences) + " ").event())
+            if leave:
+                assert (await asyncio.wait_for(c.read_event(), 30)).type == "audio-start"
+                return None
+            await c.write_event(SynthesizeStop().event())
+            return await read_audio(c)
+
+    try:
+        w = threading.Thread(target=watch, daemon=True)
+        w.start()
+        types, pcm = asyncio.run(stream(False))
+        watching.set()
+        w.join()
+        assert max(seen) >= 2  # one client, several rows: the sentences ran together
+        ref = np.concatenate([api(tts, t, voice, max_frames=frames) for t in sentences])
+        close(pcm, ref)
+        before = tts.engine_status()["frames"]
+        asyncio.run(stream(True))
+        deadline = time.monotonic() + 15
+        while tts.engine_status()["active_rows"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = tts.engine_status()
+        assert status["active_rows"] == 0 and status["queued"] == 0
+        assert status["frames"] - before < 3 * frames  # not every sentence ran to its end
+    finally:
+        loop.stop(server)
+
+
 def test_eight_concurrent_clients(pocket):
     tts, port, voice = pocket
     texts = [f"Client number {i} speaks." for i in range(8)]

@@ -12,8 +12,10 @@ classes. Events answered:
 * ``synthesize`` -> ``audio-start``, ``audio-chunk``... (16-bit mono PCM at the model's
   sample rate, 24 kHz, one chunk per block the engine decodes), ``audio-stop``.
 * ``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop`` (streaming text): text
-  is buffered and every complete sentence is spoken as soon as it has arrived, so audio
-  starts before the text is complete; one ``audio-start`` / ``audio-stop`` per stream, then
+  is buffered and every complete sentence is submitted to the engine as soon as it has
+  arrived, so audio starts before the text is complete and the next sentence is generated
+  beside the one playing (no gap between sentences); their audio leaves in order; one
+  ``audio-start`` / ``audio-stop`` per stream, then
   ``synthesize-stopped``. The plain ``synthesize`` a client sends inside a stream (for
   backwards compatibility, as the protocol asks) is ignored.
 * ``ping`` -> ``pong``.
@@ -336,10 +338,22 @@ def bound_port(server: AsyncServer) -> int | None:
 
 
 class _Stream:
+    """A streaming synthesis: the text not yet a sentence, and the sentences submitted to
+    the engine whose audio is still to send (``pending``, in order; ``None`` ends it)."""
+
     def __init__(self, choice: _Choice):
         self.choice = choice
         self.buffer = ""
         self.failed = False
+        self.pending: asyncio.Queue = asyncio.Queue()
+        self.forwarder: asyncio.Task | None = None
+        self.requests: list = []  # every engine request of the stream (to cancel on exit)
+
+    def cancel(self) -> None:
+        if self.forwarder is not None and not self.forwarder.done():
+            self.forwarder.cancel()
+        for req in self.requests:
+            req.cancel()
 
 
 class Handler(AsyncEventHandler):
@@ -370,6 +384,8 @@ class Handler(AsyncEventHandler):
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
+        if self._stream is not None:
+            self._stream.cancel()
 
     async def _work(self) -> None:
         while True:
@@ -414,6 +430,8 @@ class Handler(AsyncEventHandler):
             await self._stop_audio()
         elif SynthesizeStart.is_type(event.type):
             start = _parse(SynthesizeStart, event)
+            if self._stream is not None:  # a new stream replaces an unfinished one
+                self._stream.cancel()
             self._stream = None
             self._audio_started = False
             choice = await asyncio.to_thread(st.choose, start.voice)
@@ -429,9 +447,10 @@ class Handler(AsyncEventHandler):
                 text = st.check_text(_parse(SynthesizeChunk, event).text)
                 stream.buffer += text
                 sentences, stream.buffer = split_sentences(stream.buffer, st.max_input_chars)
-                await self._speak_stream(sentences, stream.choice)
+                await self._speak_stream(sentences, stream)
             except WyomingError:
                 stream.failed = True
+                stream.cancel()
                 self._audio_started = False
                 raise
         elif SynthesizeStop.is_type(event.type):
@@ -444,18 +463,50 @@ class Handler(AsyncEventHandler):
             sentences, rest = split_sentences(stream.buffer, st.max_input_chars)
             sentences += [rest.strip()] if rest.strip() else []
             try:
-                await self._speak_stream(sentences, stream.choice)
+                await self._speak_stream(sentences, stream)
+                stream.pending.put_nowait(None)
+                if stream.forwarder is not None:
+                    await stream.forwarder
             except WyomingError:
+                stream.cancel()
                 self._audio_started = False
                 raise
+            if stream.failed:  # the forwarder sent the error event
+                return
             await self._stop_audio(force=True)
             await self.write_event(SynthesizeStopped().event())
         # other event types are not for a TTS server: ignored, as other Wyoming servers do
 
-    async def _speak_stream(self, sentences: list[str], choice: _Choice) -> None:
+    async def _speak_stream(self, sentences: list[str], stream: _Stream) -> None:
+        """Submit each complete sentence at once (the engine generates it beside the ones
+        still speaking, so the next is ready when the previous ends); the stream's
+        forwarder sends their audio in order."""
         for sentence in sentences:
             if any(c.isalnum() for c in sentence):  # else nothing to speak ("...", an emoji)
-                await self._speak(sentence, choice)
+                req = await self._submit(sentence, stream.choice)
+                stream.requests.append(req)
+                stream.pending.put_nowait(req)
+                if stream.forwarder is None:
+                    stream.forwarder = asyncio.create_task(self._forward_stream(stream))
+
+    async def _forward_stream(self, stream: _Stream) -> None:
+        """Send the audio of the stream's requests in order. A failure is sent as an error
+        event and ends the stream; any way out but the end cancels the requests left."""
+        done = False
+        try:
+            while (req := await stream.pending.get()) is not None:
+                await self._forward(req)
+            done = True
+        except WyomingError as e:
+            stream.failed = True
+            self._audio_started = False
+            await self._error(e)
+        except (ConnectionError, OSError):
+            stream.failed = True
+        finally:
+            if not done:
+                for req in stream.requests:
+                    req.cancel()
 
     async def _stop_audio(self, force: bool = False) -> None:
         if force and not self._audio_started:
@@ -472,6 +523,14 @@ class Handler(AsyncEventHandler):
 
     async def _speak(self, text: str, choice: _Choice) -> None:
         """Submit one engine request and send its audio as it is decoded."""
+        await self._forward(await self._submit(text, choice))
+
+    async def _submit(self, text: str, choice: _Choice):
+        """One engine request (submitted off the event loop); a client leaving meanwhile
+        cancels it once submitted.
+
+        Raises:
+            WyomingError: the engine refused it (``busy``: queue full; ``bad-request``)."""
         st = self.state
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed,
@@ -485,6 +544,15 @@ class Handler(AsyncEventHandler):
         except VocalisError as e:
             code = "busy" if e.code == "capacity_exceeded" else "bad-request"
             raise WyomingError(str(e), code) from None
+        return req
+
+    async def _forward(self, req) -> None:
+        """Send ``req``'s audio as it is decoded (after ``audio-start`` if not yet sent);
+        cancels it unless it finished.
+
+        Raises:
+            WyomingError: the request failed (``synthesis-failed``)."""
+        loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         finished = False
         threading.Thread(target=_pump, args=(req, loop, queue), daemon=True,
