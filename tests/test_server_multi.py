@@ -78,7 +78,9 @@ def test_models_are_listed_and_each_request_picks_one(multi):
     voice = tts["narrator"].voice(str(tts["narrator"].model_id) + "/voice.wav")
     ref = tts["narrator"].synthesize(TEXT, voice=voice, seed=3).samples
     assert got["pocket"].shape == ref.shape and np.abs(got["pocket"] - ref).max() < 1e-4
-    assert np.array_equal(got["alias"], got["pocket"])  # OpenAI's names mean the first model
+    # OpenAI's names mean the first model (same seed: the same audio, up to the float
+    # rounding of the rows it was batched with)
+    assert got["alias"].shape == ref.shape and np.abs(got["alias"] - ref).max() < 1e-4
     ref = tts["speakers"].synthesize(TEXT, speaker="ryan", language="english", seed=5,
                                      **QWEN).samples
     assert got["ryan"].shape == ref.shape == (8 * 1920,)
