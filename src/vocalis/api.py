@@ -334,7 +334,7 @@ class TTS:
         """
         speed = check_speed(speed)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
-        text = self._normalized(text, normalize, sampling)
+        text = self.normalized_text(text, normalize, sampling)
         state, chunks, params, seed = self._prepare(text, voice, seed, sampling)
         seed_value = seed if seed is not None else secrets.randbits(63)
         req = self.engine.submit(make_job(self.family, state, chunks, params, seed_value))
@@ -412,9 +412,14 @@ class TTS:
                 return lang
         return "english"
 
-    def _normalized(self, text, normalize, options: dict):
-        """``text`` normalized when ``normalize`` is True (InputError: not a bool, or an
-        exact-mode model)."""
+    def normalized_text(self, text, normalize: bool = True, options: dict | None = None):
+        """``text`` through :func:`vocalis.text.normalize.normalize` when ``normalize`` is True,
+        in :meth:`text_language` of ``options``; unchanged when False.
+
+        Raises:
+            InputError: ``normalize`` not a bool, an exact-mode model, or a language
+            normalization does not cover.
+        """
         if normalize is False or normalize is None:
             return text
         if not isinstance(normalize, bool):
@@ -429,7 +434,7 @@ class TTS:
             return text  # _prepare names the problem
         from vocalis.text.normalize import normalize as _normalize
 
-        return _normalize(text, self.text_language(options))
+        return _normalize(text, self.text_language(options or {}))
 
     def engine_status(self) -> dict:
         """Rows in use, queue depth and limits of the engine."""

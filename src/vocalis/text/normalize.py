@@ -100,9 +100,9 @@ def ordinal(n: int, lang: str) -> str:
     return _w(n, lang, "ordinal")
 
 
-DIGIT = {"en": "zero one two three four five six seven eight nine".split(),
-         "fr": "zéro un deux trois quatre cinq six sept huit neuf".split(),
-         "de": "null eins zwei drei vier fünf sechs sieben acht neun".split()}
+DIGIT = {"en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
+         "fr": ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"],
+         "de": ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]}
 POINT = {"en": "point", "fr": "virgule", "de": "Komma"}
 DOT = {"en": "point", "fr": "point", "de": "Punkt"}
 MINUS = {"en": "minus", "fr": "moins", "de": "minus"}
@@ -152,9 +152,9 @@ def year(n: int, lang: str) -> str:
 
 
 MONTHS = {
-    "en": "January February March April May June July August September October November December".split(),
-    "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre".split(),
-    "de": "Januar Februar März April Mai Juni Juli August September Oktober November Dezember".split(),
+    "en": ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"],
+    "fr": ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre", "novembre", "décembre"],
+    "de": ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November", "Dezember"],
 }
 DAYS_IN = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -205,7 +205,7 @@ def fraction(a: int, b: int, lang: str) -> str:
     if b == 2:
         return "ein halb" if a == 1 else f"{card(a, 'de')} halbe"
     noun = de_ordinal(b, "").capitalize()
-    noun = (noun if noun.endswith("t") else noun) + "el"  # dritt+el, zwanzigst+el
+    noun += "el"  # dritt+el, zwanzigst+el
     return f"{'ein' if a == 1 else card(a, 'de')} {noun}"
 
 
@@ -364,8 +364,8 @@ class _Normalizer:
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
         ]
         if L == "en":
-            parts.append(("time", r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
-                                  r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)", self.time_en))
+            parts.append(("time", (r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
+                                   r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
         elif L == "fr":
             parts.append(("time", r"(?<![\w:.,])(\d{1,2}) ?(?:h|:)(\d{2})?(?![\w:]|[.,]\d)", self.time_fr))
         else:
@@ -377,8 +377,8 @@ class _Normalizer:
             ("mdate", rf"(?<![\w.,])(\d{{1,2}})(?:\.|er|re|ère)? ({months})\b(?: (\d{{4}}))?" if L != "en"
              else rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:(,?) (\d{{4}})\b)?", self.month_date),
             ("phone", r"(?<![\w.,/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{2,8}(?:[ .-]\d{2,8}){0,3}(?![\w.,/-]*\d)", self.phone),
-            ("money", rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
-                      rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?![\w]))? ?({money_syms})(?![\w])", self.money),
+            ("money", (rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
+                       rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?![\w]))? ?({money_syms})(?![\w])"), self.money),
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
             ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
             ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
@@ -405,8 +405,16 @@ class _Normalizer:
         for name, rx, _ in parts:
             self.groups[name] = re.compile(rx).groups
 
-    def __call__(self, text: str) -> str:
-        return self.rx.sub(self._one, text)
+    def __call__(self, text: str, pos: int = 0, endpos: int | None = None) -> str:
+        """``text[pos:endpos]`` normalized (the rules still see what is before ``pos``)."""
+        endpos = len(text) if endpos is None else endpos
+        out, at = [], pos
+        for m in self.rx.finditer(text, pos, endpos):
+            out.append(text[at:m.start()])
+            out.append(self._one(m))
+            at = m.end()
+        out.append(text[at:endpos])
+        return "".join(out)
 
     def _one(self, m: re.Match) -> str:
         name = m.lastgroup
@@ -421,12 +429,12 @@ class _Normalizer:
         return m.group(0) if out is None else out
 
     # --------------------------------------------------------------- helpers
-    def _fallback(self, name: str, s: str) -> str:
-        """``s`` read by the other rules (``name`` refused it)."""
+    def _fallback(self, name: str, s: str, m: re.Match) -> str:
+        """The span of ``m`` read by the other rules (``name`` refused it), in its context."""
         n = self._fallbacks.get(name)
         if n is None:
             n = self._fallbacks[name] = _Normalizer(self.lang, self.skip | {name})
-        return n(s)
+        return n(m.string, m.start(), m.end())
 
     def street_de(self, s, g, m):
         return g[0] + "straße"
@@ -492,7 +500,7 @@ class _Normalizer:
         marked = s.lstrip().startswith(("+", "(")) or groups[0].startswith("0") or len(groups) >= 3
         if sum(len(x) for x in groups) < 7 or not marked or (len(groups) == 2 and not s.lstrip().startswith("+")
                                                               and not groups[0].startswith("0")):
-            return self._fallback("phone", s)
+            return self._fallback("phone", s, m)
         L = self.lang
         plus = s.strip().startswith("+")
         read = []
@@ -506,6 +514,8 @@ class _Normalizer:
 
     def version(self, s, g, m):
         L = self.lang
+        if L != "en" and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", s):
+            return self._num(s)  # 1.000.000: thousands
         v = s.startswith("v")
         parts = s.lstrip("v").split(".")
         if any(self._too_long(p) for p in parts):
@@ -571,13 +581,13 @@ class _Normalizer:
         if sep != sep2:
             return None
         if self.lang == "en" and sep == ".":
-            return self._fallback("date2", s)
+            return None if len(y) == 4 else self._fallback("date2", s, m)
         if self.lang == "de" and sep == "/" and len(y) == 2:
             return None
         yy = int(y) if len(y) == 4 else 2000 + int(y)
         mo, d = (a, b) if self.lang == "en" else (b, a)
         if not _valid_date(d, mo, yy):
-            return self._fallback("date2", s) if sep == "." else None
+            return self._fallback("date2", s, m) if sep == "." and len(y) != 4 else None
         return date_words(d, mo, yy, self.lang, self._de_case(m))
 
     def month_date(self, s, g, m):
@@ -656,8 +666,6 @@ class _Normalizer:
         if u in ("m", "l", "g", "mi", "V", "W", "ft") and m.group(0)[len(m.group(0)) - len(u) - 1:][0:1] != " " \
                 and not re.search(r"\d$", s[: -len(u)]):
             return None
-        if L == "fr" and u == "°" and False:
-            return None
         one, many = UNITS[u][L]
         sign = MINUS[L] + " " if neg else ""
         if self._is_one(amount):
@@ -700,7 +708,7 @@ class _Normalizer:
             return de_ordinal(n, "e")
         if p in DE_ARTICLES_TEN:
             return de_ordinal(n, "en")
-        return None
+        return self._fallback("ordinal", s, m)
 
     def fraction(self, s, g, m):
         a, b = int(g[0]), int(g[1])
@@ -724,8 +732,8 @@ class _Normalizer:
         p = self._prev_word(m).lower()
 
         def side(x):
-            if re.fullmatch(r"\d{4}", x) and (1100 <= int(x) <= 2099) and (p in YEAR_CUES or p in ("von", "de", "from")
-                                                                          or L == "en"):
+            if re.fullmatch(r"\d{4}", x) and 1100 <= int(x) <= 2099 and (
+                    L == "en" or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
                 return year(int(x), L)
             return number(x, L)
 
@@ -751,7 +759,7 @@ class _Normalizer:
         if len(numeral) == 1 and p.lower() not in ROMAN_CUES[L] and not (L == "de" and dot):
             return None  # "I", "V", "X" alone: a pronoun or a letter unless a cue word comes before
         if p.lower().rstrip(".") in ROMAN_CUES[L] or p.lower() in ROMAN_CUES[L]:
-            return card(v, L) + (dot if not (L == "de" and dot and self._next_text(m)[:2].strip()[:1].islower()) else dot)
+            return card(v, L) + dot
         if p.isupper() or not p.isalpha():
             return None
         if L == "en":
