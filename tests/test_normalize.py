@@ -19,8 +19,8 @@ EN = [
     # thousands and decimals: English separators
     ("I have 1,000 apples.", "I have one thousand apples."),
     ("It weighs 1.000 grams.", "It weighs one point zero zero zero grams."),
-    ("About 1,234,567 people.", "About one million two hundred and thirty-four thousand five hundred and "
-                                "sixty-seven people."),
+    ("About 1,234,567 people.", ("About one million two hundred and thirty-four thousand five hundred and "
+                                 "sixty-seven people.")),
     ("Pi is 3.14.", "Pi is three point one four."),
     ("I have 2 cats and 3 dogs.", "I have two cats and three dogs."),
     ("It has 123 pages.", "It has one hundred and twenty-three pages."),
@@ -250,10 +250,12 @@ IDS = [f"{lang}-{i}" for lang, rows in TABLES.items() for i in range(len(rows))]
 
 # Abbreviations, unit symbols, suffixes and numerals the output spells out: the only
 # alphabetic tokens of an input that may be missing from its reading.
-ABBREVIATIONS = set("""
-Dr St Mr Mrs Ms Prof etc No nd st rd th am pm km kg ml mph GB www https http v VIII XIV II IV
-Mme Mlle av er re e Ier XIXe III ème Ste Fr Hr usw bzw ca min Nr z B d h m M Str Hauptstr
-""".split())
+ABBREVIATIONS = {
+    "Dr", "St", "Mr", "Mrs", "Ms", "Prof", "etc", "No", "nd", "st", "rd", "th", "am", "pm", "km", "kg", "ml",
+    "mph", "GB", "www", "https", "http", "v", "VIII", "XIV", "II", "IV", "Mme", "Mlle", "av", "er", "re", "e",
+    "Ier", "XIXe", "III", "ème", "Ste", "Fr", "Hr", "usw", "bzw", "ca", "min", "Nr", "z", "B", "d", "h", "m",
+    "M", "Str", "Hauptstr",
+}
 
 
 def test_table_sizes():
@@ -318,11 +320,11 @@ def test_cli_text_normalize():
 
     env = {**os.environ, "PYTHONPATH": env_src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "de",
-                        "Am 3. Mai kostet es 5 €."], capture_output=True, text=True, env=env, timeout=60)
+                        "Am 3. Mai kostet es 5 €."], check=False, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Am dritten Mai kostet es fünf Euro.\n"
     r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "xx", "2"],
-                       capture_output=True, text=True, env=env, timeout=60)
+                       check=False, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("error: text normalization does not cover")
 
 
@@ -398,7 +400,7 @@ def test_server_default_and_override(tts, ckpt, tmp_path):
         assert pcm(s, RAW, normalize=False) != read    # the request turns it off
         status, _, data = s.request("POST", "/v1/audio/speech",
                                     {"model": "tts-1", "input": RAW, "voice": "alloy", "normalize": "x"})
-        assert status == 400
+        assert status == 400 and b"normalize" in data
     finally:
         s.stop()
     s = Server(create_app(tts, voices_dir=tmp_path / "v2", default_voice=str(ckpt / "voice.wav"),

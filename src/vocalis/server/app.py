@@ -369,6 +369,10 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         hosted.append(Hosted(t, voices, mid))
     state = ServerState(hosted, api_key or None, max_input_chars, close_engine)
     state.normalize = bool(normalize)
+    if state.normalize:  # build the rules now, not on the first request
+        from vocalis.text.normalize import warm
+
+        warm()
     for h in hosted:
         if len(hosted) > 1:
             h.voices.served_as = h.model_id
