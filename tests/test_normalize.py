@@ -410,3 +410,38 @@ def test_server_default_and_override(tts, ckpt, tmp_path):
         assert pcm(s, RAW, normalize=True) == read     # the request turns it on
     finally:
         s.stop()
+
+
+def test_batch_normalize(tts, ckpt, tmp_path):
+    import json
+
+    from vocalis.bench import run_batch
+
+    def wav(text, out, **kw):
+        reqs = tmp_path / f"{out}.json"
+        reqs.write_text(json.dumps([{"text": text, "voice": str(ckpt / "voice.wav"),
+                                     "options": {"seed": 1, "max_frames": 2}}]))
+        rep, rc = run_batch(str(ckpt), reqs, tmp_path / out, sequential=True, tts=tts, **kw)
+        assert rc == 0, rep["failures"]
+        return (tmp_path / out / rep["requests"][-1]["wav"]).read_bytes()
+
+    assert wav(RAW, "on", normalize=True) == wav(READ, "read")
+    assert wav(RAW, "off") != wav(READ, "read2")
+
+
+@pytest.mark.slow
+def test_qwen3_normalizes_in_the_request_language(tmp_path):
+    import vocalis
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    with vocalis.load(str(d), max_batch=2) as t:
+        speaker = t.speakers[0]
+        de = _chunk_texts(t.submit("Es kostet 5 €.", speaker=speaker, language="german", normalize=True,
+                                   max_frames=2))
+        assert de == "Es kostet fünf Euro."
+        auto = _chunk_texts(t.submit(RAW, speaker=speaker, normalize=True, max_frames=2))
+        assert auto == READ  # language auto: English
+        assert _chunk_texts(t.submit(RAW, speaker=speaker, max_frames=2)) == RAW
+        with pytest.raises(InputError, match="does not cover language 'chinese'"):
+            t.submit(RAW, speaker=speaker, language="chinese", normalize=True)
