@@ -429,7 +429,6 @@ def test_batch_normalize(tts, ckpt, tmp_path):
     assert wav(RAW, "off") != wav(READ, "read2")
 
 
-@pytest.mark.slow
 def test_qwen3_normalizes_in_the_request_language(tmp_path):
     import vocalis
     from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint

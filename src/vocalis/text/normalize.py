@@ -356,7 +356,9 @@ class _Normalizer:
         self.num = rf"(?:{grouped}|{plain})"
         money_syms = "|".join(re.escape(k) for k in sorted(MONEY[L], key=len, reverse=True))
         scales = "|".join(re.escape(k) for k in sorted(SCALE[L], key=len, reverse=True))
-        abbrevs = "|".join(re.escape(k) for k in sorted(ABBREV[L], key=len, reverse=True))
+        # an abbreviation without its own dot (French Dr, St, Mme) only before a name
+        abbrevs = "|".join(re.escape(k) if k.endswith(".") else re.escape(k) + r"(?=[ -][A-ZÀ-Þ])"
+                           for k in sorted(ABBREV[L], key=len, reverse=True))
         months = "|".join(MONTHS[L])
         n = self.num
         parts: list[tuple[str, str, Callable]] = [
@@ -882,7 +884,15 @@ def normalize(text: str, language: str | None = "en") -> str:
     norm = _cache.get(lang)  # built once per language (a benign race builds it twice)
     if norm is None:
         norm = _cache[lang] = _Normalizer(lang)
-    return norm(text)
+    # A reading can put words next to what is left (``9°@a.m`` -> ``nine degrees@a.m``),
+    # which a second pass would read: repeat until nothing changes (normally one pass).
+    out = norm(text)
+    for _ in range(3):
+        again = norm(out)
+        if again == out:
+            break
+        out = again
+    return out
 
 
 __all__ = ["SUPPORTED", "normalize", "resolve_language", "supports", "warm"]
