@@ -406,11 +406,11 @@ class TTS:
         """The language :meth:`submit` normalizes in: a Pocket config's language (from its
         name: ``french``, ``german_24l``...; English otherwise). Qwen3 overrides it with the
         request's ``language``."""
-        name = str(self.model.name).lower()
-        for lang in ("french", "german", "italian", "portuguese", "spanish", "dutch"):
-            if lang in name:
-                return lang
-        return "english"
+        import re
+
+        found = re.search(r"(?<![a-z])(french|german|italian|portuguese|spanish|dutch)(?![a-z])",
+                          str(self.model.name).lower())
+        return found.group(1) if found else "english"
 
     def normalized_text(self, text, normalize: bool = True, options: dict | None = None):
         """``text`` through :func:`vocalis.text.normalize.normalize` when ``normalize`` is True,
