@@ -93,6 +93,8 @@ EN = [
     ("Read pages 10-20.", "Read pages ten to twenty."),
     # phone numbers, emails, URLs
     ("Call 555-123-4567 today.", "Call five five five, one two three, four five six seven today."),
+    ("Call me at 555-1234.", "Call me at five five five, one two three four."),
+    ("The score was 3-2.", "The score was three to two."),
     ("Call (555) 123-4567 now.", "Call five five five, one two three, four five six seven now."),
     ("Call +1 555 123 4567 now.", "Call plus one, five five five, one two three, four five six seven now."),
     ("Email jane.doe@example.com please.", "Email jane dot doe at example dot com please."),
@@ -215,6 +217,8 @@ DE = [
     ("Im 20. Jahrhundert.", "Im zwanzigsten Jahrhundert."),
     ("Heute ist der 1. Mai.", "Heute ist der erste Mai."),
     ("Er wurde am 12.05.2026 geboren.", "Er wurde am zwölften Mai zweitausendsechsundzwanzig geboren."),
+    ("Am 24.12. ist Heiligabend.", "Am vierundzwanzigsten Dezember ist Heiligabend."),
+    ("Bis zum 3.10.", "Bis zum dritten Oktober."),
     ("Version 2.0.1 ist da.", "Version zwei Punkt null Punkt eins ist da."),
     ("Es ist 14:30 Uhr.", "Es ist vierzehn Uhr dreißig."),
     ("Um 7.30 Uhr.", "Um sieben Uhr dreißig."),

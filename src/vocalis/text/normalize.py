@@ -374,6 +374,7 @@ class _Normalizer:
             parts.append(("time", r"(?<![\w:.,])(\d{1,2})[:.](\d{2}) ?Uhr\b|(?<![\w:.,])(\d{1,2}):(\d{2})(?: Uhr\b)?(?![\w:]|[.,]\d)", self.time_de))
         parts += [
             ("date", r"(?<![\w.,/-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w/-]|[.,]\d)", self.iso_date),
+            ("ddate", r"(?<![\w.,/-])(\d{1,2})\.(\d{1,2})\.(?![\w.,]|\s*\d)", self.short_date) if L == "de" else None,
             ("date2", r"(?<![\w.,/-])(\d{1,2})([/.])(\d{1,2})([/.])(\d{4}|\d{2})(?![\w/]|[.,]\d)", self.date),
             ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)|(?<![\w.,])v\d+(?:\.\d+)*\b", self.version),
             ("mdate", rf"(?<![\w.,])(\d{{1,2}})(?:\.|er|re|ère)? ({months})\b(?: (\d{{4}}))?" if L != "en"
@@ -500,6 +501,8 @@ class _Normalizer:
     def phone(self, s, g, m):
         groups = re.findall(r"\d+", s)
         marked = s.lstrip().startswith(("+", "(")) or groups[0].startswith("0") or len(groups) >= 3
+        if self.lang == "en" and re.fullmatch(r"\d{3}-\d{4}", s):  # a US local number: 555-1234
+            return ", ".join(digits(x, "en") for x in groups)
         if sum(len(x) for x in groups) < 7 or not marked or (len(groups) == 2 and not s.lstrip().startswith("+")
                                                               and not groups[0].startswith("0")):
             return self._fallback("phone", s, m)
@@ -591,6 +594,14 @@ class _Normalizer:
         if not _valid_date(d, mo, yy):
             return self._fallback("date2", s, m) if sep == "." and len(y) != 4 else None
         return date_words(d, mo, yy, self.lang, self._de_case(m))
+
+    def short_date(self, s, g, m):
+        """German ``24.12.`` (day.month. without the year)."""
+        d, mo = int(g[0]), int(g[1])
+        if not _valid_date(d, mo, None):
+            return None
+        out = date_words(d, mo, None, "de", self._de_case(m))
+        return out + "." if self._sentence_end(m) else out
 
     def month_date(self, s, g, m):
         L = self.lang
