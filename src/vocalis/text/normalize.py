@@ -144,8 +144,11 @@ def number(s: str, lang: str) -> str:
 
 
 def year(n: int, lang: str) -> str:
+    """A year as said: English nineteen ninety-nine / nineteen oh five / twenty ten, German
+    neunzehnhundertneunundneunzig (1100-1999; later years as cardinals), French cardinals."""
     if lang == "en":
-        return _w(n, lang, "year").replace("-", " ", 1) if 1000 <= n < 2000 and n % 100 < 10 and n % 100 else _w(n, lang, "year")
+        w = _w(n, lang, "year")
+        return w.replace("oh-", "oh ", 1) if 1000 <= n < 2000 and 0 < n % 100 < 10 else w
     if lang == "de" and 1100 <= n < 2000:
         return _w(n, lang, "year")
     return card(n, lang)
@@ -303,7 +306,7 @@ ABBREV = {
 }
 NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer")}
 YEAR_CUES = {"in", "since", "by", "until", "till", "from", "year", "before", "after", "around", "circa", "during",
-             "early", "late", "mid", "of", "spring", "summer", "autumn", "fall", "winter", "to", "and"}
+             "early", "late", "mid", "spring", "summer", "autumn", "fall", "winter"}
 DATE_CUES_EN = {"on", "since", "until", "by", "from", "till", "before", "after", "due"}
 DATE_CUES_FR = {"le", "du", "au", "depuis", "dès", "jusqu'au", "avant", "après", "ce"}
 DE_ARTICLES_TE = {"der", "die", "das"}
@@ -339,8 +342,6 @@ def _to_roman(n: int) -> str:
 
 
 # ----------------------------------------------------------------------------- the pass
-
-_NUM = r"\d+(?:[.,\u00a0\u202f ]\d+)*"
 
 
 class _Normalizer:
@@ -457,13 +458,6 @@ class _Normalizer:
         if self._too_long(s):
             raise ValueError(s)
         return number(s, self.lang)
-
-    def _one_word(self, s: str) -> str:
-        """The number read before a noun (German ``ein``, French ``un``)."""
-        w = self._num(s)
-        if self.lang == "de" and w == "eins":
-            return "ein"
-        return w
 
     @staticmethod
     def _is_one(s: str) -> bool:
@@ -784,8 +778,8 @@ class _Normalizer:
         return f"der {de_ordinal(v, 'e').capitalize()}" + self._sentence_dot(m)
 
     def _sentence_dot(self, m) -> str:
-        nxt = self._next_text(m)
-        return "." if not nxt.strip() or re.match(r"\s+[A-ZÄÖÜ]", nxt) is None and re.match(r"\s*$", nxt) else ""
+        """Keep the numeral's dot when it ends the text (German ``Ludwig XIV.``)."""
+        return "." if not self._next_text(m).strip() else ""
 
     def numabbr(self, s, g, m):
         w = NUMBER_ABBREV[self.lang][1]
