@@ -315,7 +315,7 @@ class TTS:
             return self._engine
 
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               **sampling) -> Request:
+               normalize: bool = False, **sampling) -> Request:
         """Queue a request and return its handle at once (see :mod:`vocalis.engine.types`).
 
         Text, options and voice are checked here, in the caller's thread: bad input raises
@@ -324,6 +324,9 @@ class TTS:
         row within one engine step. ``request.n_chunks`` is the number of text chunks.
         ``speed`` (0.25-4.0, OpenAI's ``speed``): pitch-preserving time-stretch applied
         here, chunk by chunk (:mod:`vocalis.audio.stretch`); 1.0 leaves the audio untouched.
+        ``normalize``: read numbers, dates, money, units and abbreviations out as words first
+        (:func:`vocalis.text.normalize.normalize`, in :meth:`text_language`); refused with
+        ``exact`` models, whose text must stay the official package's.
 
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
@@ -331,6 +334,7 @@ class TTS:
         """
         speed = check_speed(speed)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
+        text = self.normalized_text(text, normalize, sampling)
         state, chunks, params, seed = self._prepare(text, voice, seed, sampling)
         seed_value = seed if seed is not None else secrets.randbits(63)
         req = self.engine.submit(make_job(self.family, state, chunks, params, seed_value))
@@ -344,7 +348,7 @@ class TTS:
         return self.voice(voice).state, chunks, params, params.seed
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               **sampling) -> Iterator[np.ndarray]:
+               normalize: bool = False, **sampling) -> Iterator[np.ndarray]:
         """Yield float32 PCM chunks ``[n]`` (n = 1920 per frame) as frames are decoded.
 
         Same arguments as :meth:`synthesize`; the concatenated chunks equal its samples.
@@ -353,7 +357,7 @@ class TTS:
         Raises:
             as :meth:`submit`, plus the request's own error if it fails while running.
         """
-        req = self.submit(text, voice, seed, speed, **sampling)
+        req = self.submit(text, voice, seed, speed, normalize, **sampling)
         try:
             for ev in req.events():
                 if isinstance(ev, AudioChunk):
@@ -365,7 +369,7 @@ class TTS:
                 req.cancel()
 
     def synthesize(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-                   **sampling) -> Audio:
+                   normalize: bool = False, **sampling) -> Audio:
         """Speech for ``text``.
 
         Args:
@@ -376,6 +380,8 @@ class TTS:
                 ``torch.manual_seed(seed)``. None = random.
             speed: 0.25-4.0; pitch-preserving time-stretch (Rubber Band): ``n`` samples at
                 1.0 become ``round(n / speed)``. 1.0 (default) = the model's own audio.
+            normalize: numbers, dates, money, units, abbreviations as words first (see
+                :meth:`submit`). Default False.
             sampling: ``temperature``, ``eos_threshold``, ``frames_after_eos``,
                 ``noise_clamp``, ``sampler_decode_steps``, ``max_tokens``
                 (official names and defaults), ``max_frames`` (fixed length, no EOS).
@@ -383,7 +389,7 @@ class TTS:
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`), CapacityError.
         """
-        req = self.submit(text, voice, seed, speed, **sampling)
+        req = self.submit(text, voice, seed, speed, normalize, **sampling)
         pieces: list[np.ndarray] = []
         for ev in req.events():
             if isinstance(ev, AudioChunk):
@@ -393,6 +399,42 @@ class TTS:
         st = req.stats
         samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         return Audio(samples, self.sample_rate, st.ttfa_ms or 0.0, st.wall_ms, st.chunks)
+
+    # ---------------------------------------------------------------- text normalization
+
+    def text_language(self, options: dict | None = None) -> str:
+        """The language :meth:`submit` normalizes in: a Pocket config's language (from its
+        name: ``french``, ``german_24l``...; English otherwise). Qwen3 overrides it with the
+        request's ``language``."""
+        import re
+
+        found = re.search(r"(?<![a-z])(french|german|italian|portuguese|spanish|dutch)(?![a-z])",
+                          str(self.model.name).lower())
+        return found.group(1) if found else "english"
+
+    def normalized_text(self, text, normalize: bool = True, options: dict | None = None):
+        """``text`` through :func:`vocalis.text.normalize.normalize` when ``normalize`` is True,
+        in :meth:`text_language` of ``options``; unchanged when False.
+
+        Raises:
+            InputError: ``normalize`` not a bool, an exact-mode model, or a language
+            normalization does not cover.
+        """
+        if normalize is False or normalize is None:
+            return text
+        if not isinstance(normalize, bool):
+            raise InputError(f"normalize must be true or false, got {normalize!r}", param="normalize")
+        exact = getattr(self, "exact", None)
+        if exact is None:
+            exact = getattr(self.model, "exact", False)
+        if exact:
+            raise InputError("normalize with an exact model: normalization changes the text; exact mode "
+                             "is for parity with the official package: drop one of them", param="normalize")
+        if not isinstance(text, str):
+            return text  # _prepare names the problem
+        from vocalis.text.normalize import normalize as _normalize
+
+        return _normalize(text, self.text_language(options or {}))
 
     def engine_status(self) -> dict:
         """Rows in use, queue depth and limits of the engine."""

@@ -178,6 +178,11 @@ class Qwen3TTS(TTS):
 
     # ---------------------------------------------------------------- requests
 
+    def text_language(self, options: dict | None = None) -> str:
+        """The request's ``language`` (``auto`` when absent): what ``normalize`` reads in."""
+        lang = (options or {}).get("language")
+        return lang if isinstance(lang, str) else "auto"
+
     def _params(self, seed, options: dict) -> Qwen3Params:
         gen_user = {}
         for k in list(options):

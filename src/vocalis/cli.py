@@ -7,6 +7,7 @@ Commands::
     vocalis voices list | export AUDIO OUT.safetensors
     vocalis models list | show ID | download ID | random --config NAME --out DIR
     vocalis reference ...                              the parity harness (vocalis.reference.cli)
+    vocalis text normalize --language en "TEXT"        the text as normalization reads it
 
 Every :class:`~vocalis.errors.VocalisError` and every usage error ends the command with
 one line ``error: <message>`` on stderr and exit code 2; no tracebacks for user mistakes.
@@ -53,6 +54,9 @@ models_app = typer.Typer(help="Released model configs, downloads and random-weig
 app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
 
+NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first (the "
+                  "model's language, Qwen3: --language; English, French, German). Not with "
+                  "--exact.")
 MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
               "list`), a YAML config in the official format, a directory holding config.yaml, "
               "or an hf:// or https:// YAML; or Qwen3-TTS: qwen3-tts/0.6b-customvoice, "
@@ -304,6 +308,8 @@ def generate(
              "(slower than the default oneDNN-packed linears, which agree to float "
              "rounding).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    normalize: Annotated[bool, typer.Option(
+        "--normalize", help=NORMALIZE_HELP)] = False,
 ) -> None:
     """Speak text into an audio file (or stdout)."""
     _setup_logging(quiet)
@@ -343,7 +349,7 @@ def generate(
         t0 = time.perf_counter()
         # submit() checks the parameters, the voice and the text before anything is queued,
         # so a mistake never leaves an empty or truncated file behind.
-        req = tts.submit(text, v, seed, speed, **sampling)
+        req = tts.submit(text, v, seed, speed, normalize, **sampling)
     except KeyboardInterrupt:
         _error("interrupted before any audio: nothing was written")
         raise typer.Exit(130) from None
@@ -795,6 +801,8 @@ def batch(
         "--log-file", help="Also write the log, with timestamps, to this file.",
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    normalize: Annotated[bool, typer.Option(
+        "--normalize", help=NORMALIZE_HELP)] = False,
 ) -> None:
     """Run a file of requests through one engine session: warm-up pass, measured pass, WAVs
     and a JSON report.
@@ -809,7 +817,7 @@ def batch(
 
     report, rc = run_batch(model, requests, out_dir, batch_size=batch_size,
                            sequential=sequential, mode=mode, threads=threads, device=device,
-                           session_options=session_options)
+                           session_options=session_options, normalize=normalize)
     s = report["session"]
     ttfa = (s.get("ttfa_ms") or {}).get("mean")
     log.info("measured pass: %d/%d request(s) ok, %.2f s of audio in %.2f s (%s x real time), "
@@ -991,6 +999,9 @@ def serve(
              "pocket-tts/CONFIG or qwen3-tts/VARIANT for a released model, the checkpoint "
              "folder's name for a local one (paths are never shown).",
         show_default=False)] = None,
+    normalize: Annotated[bool, typer.Option(
+        "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
+        "words (English, French, German) for requests without a `normalize` field.")] = True,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
     _setup_logging(quiet)
@@ -1006,7 +1017,29 @@ def serve(
     run(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
-        model_name=model_name or None, on_ready=ready)
+        model_name=model_name or None, on_ready=ready, normalize=normalize)
+
+
+# --------------------------------------------------------------------------- text
+
+text_app = typer.Typer(help="Text tools: normalization.", no_args_is_help=True)
+app.add_typer(text_app, name="text")
+
+
+@text_app.command("normalize", context_settings=_SETTINGS)
+def text_normalize(
+    text: Annotated[str, typer.Argument(help="Text to normalize; - reads it from stdin.",
+                                        show_default=False)],
+    language: Annotated[str, typer.Option(
+        "--language", "-l", help="en/english, fr/french, de/german, or auto.")] = "en",
+) -> None:
+    """Print TEXT with numbers, dates, money, units and abbreviations written as words (what
+    `--normalize` and `vocalis serve` send to the model)."""
+    from vocalis.text.normalize import normalize
+
+    if text == "-":
+        text = sys.stdin.read()
+    typer.echo(normalize(text, language))
 
 
 # --------------------------------------------------------------------------- wyoming

@@ -313,10 +313,13 @@ def _after_request(tts, jobs: list[Job], measured: list[Outcome]) -> dict:
 def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
               batch_size: int | None = None, sequential: bool = False, mode: str = "oneshot",
               threads: int | None = None, device: str = "cpu",
-              session_options: str | dict | None = None, tts=None) -> tuple[dict, int]:
+              session_options: str | dict | None = None, tts=None,
+              normalize: bool = False) -> tuple[dict, int]:
     """Run a requests file; write WAVs and ``report.json`` into ``out_dir``.
 
     ``tts``: an already loaded session to use instead of loading ``model`` (tests, API use).
+    ``normalize``: each text goes through :mod:`vocalis.text.normalize` first (in the
+    model's language, Qwen3: the request's ``language``).
 
     Returns (report, exit status): 0 when every measured request, the streaming checks and
     the after-run request succeeded, else 1 (the report says what failed).
@@ -369,6 +372,12 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
         load_kw.setdefault("max_queue", max(256, in_flight))
         tts = load_session(model, device, threads, **load_kw)
     try:
+        if normalize:  # `vocalis batch --normalize`
+            for r in requests:
+                try:
+                    r.text = tts.normalized_text(r.text, True, r.sampling)
+                except InputError as e:
+                    raise InputError(f"request {r.index}: {e}") from None
         return _run(tts, model, requests, requests_file, out, in_flight, sequential, mode,
                     threads, device, load_kw, default_sampling, t0)
     finally:

@@ -306,10 +306,25 @@ def _limited(receive, limit: int, path: str):
     return wrapped
 
 
+def _normalize_request(state, tts, body, options: dict) -> bool:
+    """Whether this request's text is normalized: its ``normalize`` field, else the server's
+    default where the language is covered and the model is not exact."""
+    if body.normalize is not None:
+        return body.normalize
+    if not getattr(state, "normalize", False) or not hasattr(tts, "text_language"):
+        return False
+    from vocalis.text.normalize import supports
+
+    exact = getattr(tts, "exact", None)
+    if exact is None:
+        exact = getattr(getattr(tts, "model", None), "exact", False)
+    return not exact and supports(tts.text_language(options))
+
+
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                api_key: str | None = None, max_input_chars: int = OPENAI_MAX_INPUT_CHARS,
                close_engine: bool = False, model_name: str | list[str | None] | None = None,
-               ) -> FastAPI:
+               normalize: bool = True) -> FastAPI:
     """The server for one loaded model (:func:`vocalis.load`) or several.
 
     Args:
@@ -327,6 +342,10 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         model_name: the id the model is served under (``/v1/models``, ``/health``), or one
             per model (None keeps a model's own); default: ``pocket-tts/<config>`` or
             ``qwen3-tts/<variant>`` for a released model, else the checkpoint folder's name.
+        normalize: read numbers, dates, money, units and abbreviations as words
+            (:mod:`vocalis.text.normalize`) for requests without a ``normalize`` field, in
+            the languages it covers (others, and exact models, are left as written); a
+            request's ``normalize`` field overrides it.
 
     Raises:
         InputError: a ``model_name`` outside its grammar (:data:`MODEL_NAME_RE`), names not
@@ -349,6 +368,11 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         voices = VoiceStore(t, voices_dir, default_voice if i == 0 else None)
         hosted.append(Hosted(t, voices, mid))
     state = ServerState(hosted, api_key or None, max_input_chars, close_engine)
+    state.normalize = bool(normalize)
+    if state.normalize:  # build the rules now, not on the first request
+        from vocalis.text.normalize import warm
+
+        warm()
     for h in hosted:
         if len(hosted) > 1:
             h.voices.served_as = h.model_id
@@ -469,7 +493,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         seed = body.seed if body.seed is not None else secrets.randbits(31)
         options, instructions_note = _options(tts, body)
         try:
-            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed, **options)
+            norm = {"normalize": True} if _normalize_request(state, tts, body, options) else {}
+            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed, **norm, **options)
         except CapacityError as e:
             state.metrics.speech.labels("rejected").inc()
             raise APIError(429, str(e), code=e.code) from None

@@ -42,7 +42,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
         shutdown_timeout: float = 10.0, quiet: bool = False,
         model_name: str | list[str] | None = None,
-        on_ready: Callable[[str], None] | None = None) -> None:
+        on_ready: Callable[[str], None] | None = None, normalize: bool = True) -> None:
     """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
     the first is the default) until SIGINT/SIGTERM.
 
@@ -50,7 +50,8 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     free one. ``on_ready(url)`` is called once the server accepts connections.
     ``model_name``: the id clients see, one per model in order (default: the released
     model's id, or the checkpoint folder's name for a local model; see
-    :func:`vocalis.server.app.served_model_name`). Every model gets its own engine with
+    :func:`vocalis.server.app.served_model_name`). ``normalize``: the requests' default for
+    text normalization (see :func:`vocalis.server.app.create_app`). Every model gets its own engine with
     ``max_batch``, ``max_queue`` and ``threads``; they share the machine's cores.
 
     Raises:
@@ -90,7 +91,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
             raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
         app = create_app(loaded, voices_dir=vdir, default_voice=voice, api_key=api_key,
                          max_input_chars=max_input_chars, close_engine=True,
-                         model_name=names)
+                         model_name=names, normalize=normalize)
         loaded = []  # the app closes them now
         state = app.state.vocalis
         bound = sock.getsockname()

@@ -34,7 +34,8 @@ class SpeechRequest(BaseModel):
     Extensions (vocalis): ``seed`` and the sampling options of :func:`vocalis.load`'s
     ``submit``; ``max_frames`` fixes the length of each text chunk (Pocket, benchmarks) or
     caps it (Qwen3); Qwen3-TTS: ``language`` (default ``auto``), ``top_k``, ``top_p``,
-    ``repetition_penalty``, ``max_new_tokens``, ``greedy``.
+    ``repetition_penalty``, ``max_new_tokens``, ``greedy``. ``normalize``: read numbers,
+    dates, money, units and abbreviations as words (default: the server's setting).
     Unknown fields are refused (400), as OpenAI does, so typos do not pass silently.
     """
 
@@ -66,6 +67,9 @@ class SpeechRequest(BaseModel):
     repetition_penalty: float | None = None
     max_new_tokens: int | None = None
     greedy: StrictBool | None = None
+    # Text normalization (vocalis.text.normalize): absent = the server's default (on unless
+    # `vocalis serve --no-normalize`)
+    normalize: StrictBool | None = None
 
     def voice_id(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice

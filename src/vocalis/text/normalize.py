@@ -1,0 +1,903 @@
+"""Text normalization: numbers, dates, times, money, units and abbreviations written out as
+people say them, per language, before chunking.
+
+``normalize(text, language)`` rewrites what it can read and passes everything else through
+as written (long digit strings, malformed dates such as ``31/02/2026``, emoji, other
+scripts, lone symbols). It is idempotent on its own output and never drops a word.
+
+Languages: English (``en``), French (``fr``), German (``de``). Number words come from
+``num2words`` (0.5.14); the patterns (which digits are a date, a time, money...) are the
+rules below, one table per language. One left-to-right pass: a span that one rule read (or
+refused, such as an invalid date) is not read again by another.
+
+Conventions (the tests write the expected readings from them):
+
+* English: ``1,000`` = one thousand, ``1.5`` = one point five (digits one by one after the
+  point); dates are month/day(/year) (US); ``3/4`` is a fraction unless a date word
+  (``on``, ``since``, ``until``, ``by``, ``from``) precedes it; 4-digit numbers 1100-2099
+  are years after ``in``/``since``/month names..., else cardinals.
+* French and German: ``1.000`` (and French ``1 000``) = a thousand, ``1,5`` = one comma five;
+  dates are day/month/year (German ``12.05.2026``); German ordinals ``3.`` are read only
+  after an article or before a month name (``am 3. Mai`` = am dritten Mai).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+from vocalis.errors import InputError
+
+LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "en",
+             "fr": "fr", "french": "fr", "français": "fr", "francais": "fr", "fra": "fr",
+             "de": "de", "german": "de", "deutsch": "de", "deu": "de", "ger": "de"}
+SUPPORTED = ("en", "fr", "de")
+MAX_DIGITS = 15  # longer digit runs pass through as written
+
+_n2w = None
+
+
+def _num2words():
+    global _n2w
+    if _n2w is None:
+        try:
+            from num2words import num2words
+        except ImportError:  # pragma: no cover - a base dependency
+            raise InputError("text normalization needs num2words: pip install num2words==0.5.14") from None
+        _n2w = num2words
+    return _n2w
+
+
+def resolve_language(language: str | None) -> str | None:
+    """``en``/``fr``/``de`` for a code or name (any case); ``None`` for ``auto``.
+
+    Raises:
+        InputError: a language normalization does not cover (names the supported ones).
+    """
+    if language is None:
+        return None
+    if not isinstance(language, str):
+        raise InputError(f"language must be a string, got {type(language).__name__}", param="language")
+    key = language.strip().lower()
+    if key in ("auto", ""):
+        return None
+    if key in LANGUAGES:
+        return LANGUAGES[key]
+    raise InputError(f"text normalization does not cover language {language!r}; supported: "
+                     "en (english), fr (french), de (german), or auto", param="language")
+
+
+def supports(language: str | None) -> bool:
+    """Whether :func:`normalize` takes ``language`` (``auto`` included)."""
+    try:
+        resolve_language(language)
+    except InputError:
+        return False
+    return True
+
+
+def _other_script(text: str) -> bool:
+    """Letters of a script other than Latin (CJK, Cyrillic...): ``auto`` leaves such text."""
+    for c in text:
+        if c.isalpha() and not unicodedata.name(c, "").startswith("LATIN"):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------- words
+
+def _w(n, lang: str, to: str = "cardinal") -> str:
+    out = _num2words()(n, lang=lang, to=to)
+    return out.replace(",", "") if lang == "en" else out
+
+
+def card(n: int, lang: str) -> str:
+    return _w(n, lang)
+
+
+def ordinal(n: int, lang: str) -> str:
+    return _w(n, lang, "ordinal")
+
+
+DIGIT = {"en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
+         "fr": ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"],
+         "de": ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]}
+POINT = {"en": "point", "fr": "virgule", "de": "Komma"}
+DOT = {"en": "point", "fr": "point", "de": "Punkt"}
+MINUS = {"en": "minus", "fr": "moins", "de": "minus"}
+TO = {"en": "to", "fr": "à", "de": "bis"}
+
+
+def digits(s: str, lang: str) -> str:
+    return " ".join(DIGIT[lang][int(c)] for c in s if c.isdigit())
+
+
+def integer(s: str, lang: str) -> str:
+    """A digit string (no separators): leading zeros and long runs digit by digit."""
+    if len(s) > 1 and s[0] == "0":
+        return digits(s, lang)
+    return card(int(s), lang)
+
+
+def decimal(whole: str, frac: str, lang: str) -> str:
+    """``whole`` point ``frac``: French reads a short fraction without leading zero as a
+    number (3,14 = trois virgule quatorze), English and German digit by digit."""
+    head = integer(whole, lang) if whole else DIGIT[lang][0]
+    if lang == "fr" and len(frac) <= 2 and frac[0] != "0":
+        tail = card(int(frac), lang)
+    else:
+        tail = digits(frac, lang)
+    return f"{head} {POINT[lang]} {tail}"
+
+
+def number(s: str, lang: str) -> str:
+    """A written number in the language's own separators -> words (no sign)."""
+    thou, dec = (",", ".") if lang == "en" else (".", ",")
+    s = s.replace("\u202f", " ").replace("\u00a0", " ")
+    if lang != "en" and " " in s:
+        s = s.replace(" ", "")
+    if dec in s:
+        whole, frac = s.split(dec, 1)
+        return decimal(whole.replace(thou, ""), frac, lang)
+    return integer(s.replace(thou, ""), lang)
+
+
+def year(n: int, lang: str) -> str:
+    """A year as said: English nineteen ninety-nine / nineteen oh five / twenty ten, German
+    neunzehnhundertneunundneunzig (1100-1999; later years as cardinals), French cardinals."""
+    if lang == "en":
+        w = _w(n, lang, "year")
+        return w.replace("oh-", "oh ", 1) if 1000 <= n < 2000 and 0 < n % 100 < 10 else w
+    if lang == "de" and 1100 <= n < 2000:
+        return _w(n, lang, "year")
+    return card(n, lang)
+
+
+MONTHS = {
+    "en": ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"],
+    "fr": ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre", "novembre", "décembre"],
+    "de": ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November", "Dezember"],
+}
+DAYS_IN = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _valid_date(d: int, m: int, y: int | None) -> bool:
+    if not 1 <= m <= 12 or not 1 <= d <= DAYS_IN[m - 1]:
+        return False
+    if m == 2 and d == 29 and y is not None:
+        return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    return True
+
+
+def de_ordinal(n: int, case: str) -> str:
+    """German ordinal with ending ``case``: "e" (der dritte), "en" (am dritten), "er"
+    (dritter), "" (the stem, dritt)."""
+    base = ordinal(n, "de")  # "dritte"
+    return base[:-1] + case if base.endswith("e") else base
+
+
+def date_words(d: int, m: int, y: int | None, lang: str, de_case: str = "er") -> str:
+    if lang == "en":
+        out = f"{MONTHS['en'][m - 1]} {ordinal(d, 'en')}"
+        return out + (f" {year(y, 'en')}" if y is not None else "")
+    if lang == "fr":
+        day = "premier" if d == 1 else card(d, "fr")
+        out = f"{day} {MONTHS['fr'][m - 1]}"
+        return out + (f" {year(y, 'fr')}" if y is not None else "")
+    out = f"{de_ordinal(d, de_case)} {MONTHS['de'][m - 1]}"
+    return out + (f" {year(y, 'de')}" if y is not None else "")
+
+
+def fraction(a: int, b: int, lang: str) -> str:
+    if lang == "en":
+        if b == 2:
+            return "one half" if a == 1 else f"{card(a, 'en')} halves"
+        if b == 4:
+            return "one quarter" if a == 1 else f"{card(a, 'en')} quarters"
+        o = ordinal(b, "en")
+        return f"one {o}" if a == 1 else f"{card(a, 'en')} {o}s"
+    if lang == "fr":
+        one = "un"
+        names = {2: ("demi", "demis"), 3: ("tiers", "tiers"), 4: ("quart", "quarts")}
+        if b in names:
+            s, p = names[b]
+            return f"{one} {s}" if a == 1 else f"{card(a, 'fr')} {p}"
+        o = ordinal(b, "fr")
+        return f"{one} {o}" if a == 1 else f"{card(a, 'fr')} {o}s"
+    if b == 2:
+        return "ein halb" if a == 1 else f"{card(a, 'de')} halbe"
+    noun = de_ordinal(b, "").capitalize()
+    noun += "el"  # dritt+el, zwanzigst+el
+    return f"{'ein' if a == 1 else card(a, 'de')} {noun}"
+
+
+# ----------------------------------------------------------------------------- tables
+
+# unit: (singular, plural) per language
+UNITS = {
+    "km/h": {"en": ("kilometer per hour", "kilometers per hour"), "fr": ("kilomètre par heure", "kilomètres par heure"),
+             "de": ("Kilometer pro Stunde", "Kilometer pro Stunde")},
+    "mph": {"en": ("mile per hour", "miles per hour"), "fr": ("mile par heure", "miles par heure"),
+            "de": ("Meile pro Stunde", "Meilen pro Stunde")},
+    "m/s": {"en": ("meter per second", "meters per second"), "fr": ("mètre par seconde", "mètres par seconde"),
+            "de": ("Meter pro Sekunde", "Meter pro Sekunde")},
+    "km": {"en": ("kilometer", "kilometers"), "fr": ("kilomètre", "kilomètres"), "de": ("Kilometer", "Kilometer")},
+    "cm": {"en": ("centimeter", "centimeters"), "fr": ("centimètre", "centimètres"), "de": ("Zentimeter", "Zentimeter")},
+    "mm": {"en": ("millimeter", "millimeters"), "fr": ("millimètre", "millimètres"), "de": ("Millimeter", "Millimeter")},
+    "m": {"en": ("meter", "meters"), "fr": ("mètre", "mètres"), "de": ("Meter", "Meter")},
+    "kg": {"en": ("kilogram", "kilograms"), "fr": ("kilogramme", "kilogrammes"), "de": ("Kilogramm", "Kilogramm")},
+    "mg": {"en": ("milligram", "milligrams"), "fr": ("milligramme", "milligrammes"), "de": ("Milligramm", "Milligramm")},
+    "g": {"en": ("gram", "grams"), "fr": ("gramme", "grammes"), "de": ("Gramm", "Gramm")},
+    "lb": {"en": ("pound", "pounds"), "fr": ("livre", "livres"), "de": ("Pfund", "Pfund")},
+    "lbs": {"en": ("pound", "pounds"), "fr": ("livre", "livres"), "de": ("Pfund", "Pfund")},
+    "oz": {"en": ("ounce", "ounces"), "fr": ("once", "onces"), "de": ("Unze", "Unzen")},
+    "ml": {"en": ("milliliter", "milliliters"), "fr": ("millilitre", "millilitres"), "de": ("Milliliter", "Milliliter")},
+    "l": {"en": ("liter", "liters"), "fr": ("litre", "litres"), "de": ("Liter", "Liter")},
+    "L": {"en": ("liter", "liters"), "fr": ("litre", "litres"), "de": ("Liter", "Liter")},
+    "°C": {"en": ("degree Celsius", "degrees Celsius"), "fr": ("degré Celsius", "degrés Celsius"),
+           "de": ("Grad Celsius", "Grad Celsius")},
+    "°F": {"en": ("degree Fahrenheit", "degrees Fahrenheit"), "fr": ("degré Fahrenheit", "degrés Fahrenheit"),
+           "de": ("Grad Fahrenheit", "Grad Fahrenheit")},
+    "°": {"en": ("degree", "degrees"), "fr": ("degré", "degrés"), "de": ("Grad", "Grad")},
+    "min": {"en": ("minute", "minutes"), "fr": ("minute", "minutes"), "de": ("Minute", "Minuten")},
+    "ms": {"en": ("millisecond", "milliseconds"), "fr": ("milliseconde", "millisecondes"),
+           "de": ("Millisekunde", "Millisekunden")},
+    "GB": {"en": ("gigabyte", "gigabytes"), "fr": ("gigaoctet", "gigaoctets"), "de": ("Gigabyte", "Gigabyte")},
+    "MB": {"en": ("megabyte", "megabytes"), "fr": ("mégaoctet", "mégaoctets"), "de": ("Megabyte", "Megabyte")},
+    "TB": {"en": ("terabyte", "terabytes"), "fr": ("téraoctet", "téraoctets"), "de": ("Terabyte", "Terabyte")},
+    "kB": {"en": ("kilobyte", "kilobytes"), "fr": ("kilooctet", "kilooctets"), "de": ("Kilobyte", "Kilobyte")},
+    "GHz": {"en": ("gigahertz", "gigahertz"), "fr": ("gigahertz", "gigahertz"), "de": ("Gigahertz", "Gigahertz")},
+    "MHz": {"en": ("megahertz", "megahertz"), "fr": ("mégahertz", "mégahertz"), "de": ("Megahertz", "Megahertz")},
+    "Hz": {"en": ("hertz", "hertz"), "fr": ("hertz", "hertz"), "de": ("Hertz", "Hertz")},
+    "kWh": {"en": ("kilowatt hour", "kilowatt hours"), "fr": ("kilowattheure", "kilowattheures"),
+            "de": ("Kilowattstunde", "Kilowattstunden")},
+    "kW": {"en": ("kilowatt", "kilowatts"), "fr": ("kilowatt", "kilowatts"), "de": ("Kilowatt", "Kilowatt")},
+    "W": {"en": ("watt", "watts"), "fr": ("watt", "watts"), "de": ("Watt", "Watt")},
+    "V": {"en": ("volt", "volts"), "fr": ("volt", "volts"), "de": ("Volt", "Volt")},
+    "ft": {"en": ("foot", "feet"), "fr": ("pied", "pieds"), "de": ("Fuß", "Fuß")},
+    "mi": {"en": ("mile", "miles"), "fr": ("mile", "miles"), "de": ("Meile", "Meilen")},
+}
+_UNIT_RE = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
+
+# currency symbol/code -> (singular, plural, cent singular, cent plural)
+MONEY = {
+    "en": {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
+           "£": ("pound", "pounds", "penny", "pence"), "¥": ("yen", "yen", "", ""),
+           "USD": ("dollar", "dollars", "cent", "cents"), "EUR": ("euro", "euros", "cent", "cents"),
+           "GBP": ("pound", "pounds", "penny", "pence")},
+    "fr": {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "centime", "centimes"),
+           "£": ("livre", "livres", "penny", "pence"), "¥": ("yen", "yens", "", ""),
+           "USD": ("dollar", "dollars", "cent", "cents"), "EUR": ("euro", "euros", "centime", "centimes"),
+           "CHF": ("franc suisse", "francs suisses", "centime", "centimes")},
+    "de": {"$": ("Dollar", "Dollar", "Cent", "Cent"), "€": ("Euro", "Euro", "Cent", "Cent"),
+           "£": ("Pfund", "Pfund", "Penny", "Pence"), "¥": ("Yen", "Yen", "", ""),
+           "USD": ("Dollar", "Dollar", "Cent", "Cent"), "EUR": ("Euro", "Euro", "Cent", "Cent"),
+           "CHF": ("Franken", "Franken", "Rappen", "Rappen")},
+}
+SCALE = {"en": {"k": "thousand", "K": "thousand", "M": "million", "m": "million", "B": "billion", "bn": "billion",
+                "T": "trillion", "thousand": "thousand", "million": "million", "billion": "billion",
+                "trillion": "trillion"},
+         "fr": {"k": "mille", "M": "millions", "Md": "milliards", "Mrd": "milliards", "mille": "mille",
+                "million": "million", "millions": "millions", "milliard": "milliard", "milliards": "milliards"},
+         "de": {"Tsd.": "Tausend", "Mio.": "Millionen", "Mrd.": "Milliarden", "Million": "Million",
+                "Millionen": "Millionen", "Milliarde": "Milliarde", "Milliarden": "Milliarden"}}
+PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent"}
+
+# abbreviation (with its dot) -> reading; "keep_dot": it may end a sentence
+ABBREV = {
+    "en": {"Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
+           "Sr.": "Senior", "vs.": "versus", "etc.": "et cetera", "e.g.": "for example", "i.e.": "that is",
+           "approx.": "approximately", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard",
+           "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant", "Lt.": "Lieutenant", "Gen.": "General",
+           "Gov.": "Governor", "Sen.": "Senator", "Rep.": "Representative", "Inc.": "Incorporated",
+           "Ltd.": "Limited", "Corp.": "Corporation", "Dept.": "Department", "Fig.": "Figure",
+           "fig.": "figure"},
+    "fr": {"Mme": "Madame", "Mmes": "Mesdames", "Mlle": "Mademoiselle", "Mlles": "Mesdemoiselles",
+           "MM.": "Messieurs", "Dr": "Docteur", "Dr.": "Docteur", "Pr": "Professeur", "Pr.": "Professeur",
+           "Ste": "Sainte", "St": "Saint", "etc.": "et cetera", "p. ex.": "par exemple", "c.-à-d.": "c'est-à-dire",
+           "env.": "environ", "av.": "avenue", "bd": "boulevard", "bd.": "boulevard", "cf.": "confer"},
+    "de": {"Dr.": "Doktor", "Prof.": "Professor", "Hr.": "Herr", "Fr.": "Frau", "z. B.": "zum Beispiel",
+           "z.B.": "zum Beispiel", "d. h.": "das heißt", "d.h.": "das heißt", "usw.": "und so weiter",
+           "bzw.": "beziehungsweise", "ca.": "circa", "u. a.": "unter anderem", "u.a.": "unter anderem",
+           "evtl.": "eventuell", "ggf.": "gegebenenfalls", "inkl.": "inklusive", "vgl.": "vergleiche",
+           "Str.": "Straße", "St.": "Sankt", "bspw.": "beispielsweise", "Jh.": "Jahrhundert",
+           "Nr.": "Nummer", "Tel.": "Telefon"},
+}
+NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer")}
+YEAR_CUES = {"in", "since", "by", "until", "till", "from", "year", "before", "after", "around", "circa", "during",
+             "early", "late", "mid", "spring", "summer", "autumn", "fall", "winter"}
+DATE_CUES_EN = {"on", "since", "until", "by", "from", "till", "before", "after", "due"}
+DATE_CUES_FR = {"le", "du", "au", "depuis", "dès", "jusqu'au", "avant", "après", "ce"}
+DE_ARTICLES_TE = {"der", "die", "das"}
+DE_ARTICLES_TEN = {"den", "dem", "des", "am", "im", "zum", "zur", "vom", "beim", "ab", "seit", "bis", "einem", "einen"}
+ROMAN_CUES = {
+    "en": {"chapter", "part", "volume", "book", "war", "act", "scene", "section", "article", "phase",
+           "type", "class", "level", "vol.", "apollo", "episode", "season", "stage"},
+    "fr": {"chapitre", "partie", "tome", "livre", "acte", "scène", "article", "titre", "guerre", "type", "niveau"},
+    "de": {"kapitel", "teil", "band", "buch", "akt", "szene", "artikel", "weltkrieg", "typ", "stufe", "abschnitt"},
+}
+_ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+
+
+def roman_value(s: str) -> int | None:
+    """The value of a well-formed Roman numeral up to 399, else None."""
+    total, prev = 0, 0
+    for c in reversed(s):
+        v = _ROMAN.get(c)
+        if v is None:
+            return None
+        total = total - v if v < prev else total + v
+        prev = max(prev, v)
+    return total if 0 < total < 400 and _to_roman(total) == s else None
+
+
+def _to_roman(n: int) -> str:
+    out = ""
+    for v, s in ((100, "C"), (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
+        while n >= v:
+            out += s
+            n -= v
+    return out
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+class _Normalizer:
+    def __init__(self, lang: str, skip: frozenset = frozenset()):
+        self.lang = lang
+        self.skip = skip
+        self._fallbacks: dict[str, _Normalizer] = {}
+        L = lang
+        thou = r"," if L == "en" else r"[.\u00a0\u202f ]"
+        dec = r"\." if L == "en" else r","
+        grouped = rf"\d{{1,3}}(?:{thou}\d{{3}})+(?:{dec}\d+)?"
+        plain = rf"\d+(?:{dec}\d+)?"
+        self.num = rf"(?:{grouped}|{plain})"
+        money_syms = "|".join(re.escape(k) for k in sorted(MONEY[L], key=len, reverse=True))
+        scales = "|".join(re.escape(k) for k in sorted(SCALE[L], key=len, reverse=True))
+        # an abbreviation without its own dot (French Dr, St, Mme) only before a name
+        abbrevs = "|".join(re.escape(k) if k.endswith(".") else re.escape(k) + r"(?=[ -][A-ZÀ-Þ])"
+                           for k in sorted(ABBREV[L], key=len, reverse=True))
+        months = "|".join(MONTHS[L])
+        n = self.num
+        parts: list[tuple[str, str, Callable]] = [
+            ("url", r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]", self.url),
+            ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
+        ]
+        if L == "en":
+            parts.append(("time", (r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
+                                   r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
+        elif L == "fr":
+            parts.append(("time", r"(?<![\w:.,])(\d{1,2}) ?(?:h|:)(\d{2})?(?![\w:]|[.,]\d)", self.time_fr))
+        else:
+            parts.append(("time", r"(?<![\w:.,])(\d{1,2})[:.](\d{2}) ?Uhr\b|(?<![\w:.,])(\d{1,2}):(\d{2})(?: Uhr\b)?(?![\w:]|[.,]\d)", self.time_de))
+        parts += [
+            ("date", r"(?<![\w.,/-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w/-]|[.,]\d)", self.iso_date),
+            ("ddate", r"(?<![\w.,/-])(\d{1,2})\.(\d{1,2})\.(?![\w.,]|\s*\d)", self.short_date) if L == "de" else None,
+            ("date2", r"(?<![\w.,/-])(\d{1,2})([/.])(\d{1,2})([/.])(\d{4}|\d{2})(?![\w/]|[.,]\d)", self.date),
+            ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)|(?<![\w.,])v\d+(?:\.\d+)*\b", self.version),
+            ("mdate", rf"(?<![\w.,])(\d{{1,2}})(?:\.|er|re|ère)? ({months})\b(?: (\d{{4}}))?" if L != "en"
+             else rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:(,?) (\d{{4}})\b)?", self.month_date),
+            ("phone", r"(?<![\w.,/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{2,8}(?:[ .-]\d{2,8}){0,3}(?![\w.,/-]*\d)", self.phone),
+            ("money", (rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
+                       rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?![\w]))? ?({money_syms})(?![\w])"), self.money),
+            ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
+            ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
+            ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
+             r"(?<![\w.,])(\d+)(ers|er|ères|ère|res|re|es|e|ème|èmes|nd|nde)\b" if L == "fr" else
+             r"(?<![\w.,])(\d{1,4})\.(?= \w)", self.ordinal),
+            ("fraction", r"(?<![\w.,/])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self.fraction),
+            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?![\w]|[.,]\d)", self.range),
+            ("roman", r"\b([IVXLC]{2,}|[IVX])(?:(er|e|ème)\b|\b(\.?))", self.roman),
+            ("numabbr", rf"(?<!\w){re.escape(NUMBER_ABBREV[L][0])} ?(?=\d)", self.numabbr),
+            ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
+             self.abbr),
+            ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
+            ("number", rf"(?<![\w.,])(-|\u2212)?({n})(s)?(?![\w]|[.,]\d)", self.number),
+        ]
+        if L == "de":
+            parts.insert(-1, ("street_de", r"\b([A-ZÄÖÜ]\w+)str\.(?=\s|$)", self.street_de))
+        parts = [p for p in parts if p is not None and p[0] not in skip]
+        self.handlers = [h for _, _, h in parts]
+        self.names = [name for name, _, _ in parts]
+        pattern = "|".join(f"(?P<{name}>{rx})" for name, rx, _ in parts)
+        self.rx = re.compile(pattern)
+        # group offsets: the handler sees its own groups only
+        self.groups = {}
+        for name, rx, _ in parts:
+            self.groups[name] = re.compile(rx).groups
+
+    def __call__(self, text: str, pos: int = 0, endpos: int | None = None) -> str:
+        """``text[pos:endpos]`` normalized (the rules still see what is before ``pos``)."""
+        endpos = len(text) if endpos is None else endpos
+        out, at = [], pos
+        for m in self.rx.finditer(text, pos, endpos):
+            out.append(text[at:m.start()])
+            out.append(self._one(m))
+            at = m.end()
+        out.append(text[at:endpos])
+        return "".join(out)
+
+    def _one(self, m: re.Match) -> str:
+        name = m.lastgroup
+        start = m.re.groupindex[name]
+        k = self.groups[name]
+        sub = [m.group(start + 1 + i) for i in range(k)]
+        handler = self.handlers[self.names.index(name)]
+        try:
+            out = handler(m.group(name), sub, m)
+        except (ValueError, OverflowError, IndexError, KeyError, TypeError, NotImplementedError):
+            return m.group(0)
+        return m.group(0) if out is None else out
+
+    # --------------------------------------------------------------- helpers
+    def _fallback(self, name: str, s: str, m: re.Match) -> str:
+        """The span of ``m`` read by the other rules (``name`` refused it), in its context."""
+        n = self._fallbacks.get(name)
+        if n is None:
+            n = self._fallbacks[name] = _Normalizer(self.lang, self.skip | {name})
+        return n(m.string, m.start(), m.end())
+
+    def street_de(self, s, g, m):
+        return g[0] + "straße"
+
+    def _prev_word(self, m: re.Match) -> str:
+        before = m.string[:m.start()].rstrip()
+        w = re.findall(r"[\w'.]+$", before)
+        return w[0] if w else ""
+
+    def _next_text(self, m: re.Match) -> str:
+        return m.string[m.end():]
+
+    def _too_long(self, s: str) -> bool:
+        return sum(c.isdigit() for c in s) > MAX_DIGITS
+
+    def _num(self, s: str) -> str:
+        if self._too_long(s):
+            raise ValueError(s)
+        return number(s, self.lang)
+
+    @staticmethod
+    def _is_one(s: str) -> bool:
+        return s.strip() in ("1",)
+
+    # --------------------------------------------------------------- rules
+    def url(self, s, g, m):
+        core = re.sub(r"^https?://", "", s)
+        return self._spell_address(core)
+
+    def email(self, s, g, m):
+        return self._spell_address(s.replace("@", " @ "))
+
+    def _spell_address(self, s: str) -> str:
+        L = self.lang
+        words = {"en": {".": "dot", "/": "slash", "@": "at", "-": "dash", "_": "underscore", ":": "colon",
+                        "?": "question mark", "=": "equals", "&": "and", "+": "plus", "#": "hash", "~": "tilde",
+                        "%": "percent"},
+                 "fr": {".": "point", "/": "slash", "@": "arobase", "-": "tiret", "_": "tiret bas", ":": "deux-points",
+                        "?": "point d'interrogation", "=": "égal", "&": "et", "+": "plus", "#": "dièse",
+                        "~": "tilde", "%": "pour cent"},
+                 "de": {".": "Punkt", "/": "Schrägstrich", "@": "at", "-": "Bindestrich", "_": "Unterstrich",
+                        ":": "Doppelpunkt", "?": "Fragezeichen", "=": "gleich", "&": "und", "+": "plus",
+                        "#": "Raute", "~": "Tilde", "%": "Prozent"}}[L]
+        out = []
+        for tok in re.findall(r"[^\W\d_]+|\d+|\S", s):
+            if tok.isdigit():
+                out.append(digits(tok, L) if len(tok) > 4 or tok[0] == "0" else card(int(tok), L))
+            elif tok in words:
+                out.append(words[tok])
+            elif tok.strip():
+                out.append(tok)
+        return " ".join(out)
+
+    def phone(self, s, g, m):
+        groups = re.findall(r"\d+", s)
+        marked = s.lstrip().startswith(("+", "(")) or groups[0].startswith("0") or len(groups) >= 3
+        if self.lang == "en" and re.fullmatch(r"\d{3}-\d{4}", s):  # a US local number: 555-1234
+            return ", ".join(digits(x, "en") for x in groups)
+        if sum(len(x) for x in groups) < 7 or not marked or (len(groups) == 2 and not s.lstrip().startswith("+")
+                                                              and not groups[0].startswith("0")):
+            return self._fallback("phone", s, m)
+        L = self.lang
+        plus = s.strip().startswith("+")
+        read = []
+        for i, grp in enumerate(groups):
+            if L == "fr" and len(grp) == 2 and not (plus and i == 0):
+                read.append(digits(grp, L) if grp[0] == "0" else card(int(grp), L))
+            else:
+                read.append(digits(grp, L))
+        out = ", ".join(read)
+        return ("plus " if plus else "") + out
+
+    def version(self, s, g, m):
+        L = self.lang
+        if L != "en" and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", s):
+            return self._num(s)  # 1.000.000: thousands
+        v = s.startswith("v")
+        parts = s.lstrip("v").split(".")
+        if any(self._too_long(p) for p in parts):
+            return None
+        head = {"en": "version ", "fr": "version ", "de": "Version "}[L] if v else ""
+        return head + f" {DOT[L]} ".join(integer(p, L) for p in parts)
+
+    def time_en(self, s, g, m):
+        if g[0] is not None:
+            h, mi, ap = int(g[0]), g[1], g[2].upper()
+            if not 1 <= h <= 12 or (mi is not None and int(mi) > 59):
+                return None
+            out = f"{self._clock_en(h, int(mi or 0), True)} {ap}M"
+            return out + "." if s.endswith(".") and self._sentence_end(m) else out
+        h, mi = int(g[3]), int(g[4])
+        if h > 23 or mi > 59:
+            return None
+        return self._clock_en(h, mi, False)
+
+    @staticmethod
+    def _clock_en(h: int, mi: int, ampm: bool) -> str:
+        if mi == 0:
+            return card(h, "en") if ampm or h > 12 else f"{card(h, 'en')} o'clock"
+        if mi < 10:
+            return f"{card(h, 'en')} oh {card(mi, 'en')}"
+        return f"{card(h, 'en')} {card(mi, 'en')}"
+
+    def time_fr(self, s, g, m):
+        h, mi = int(g[0]), g[1]
+        if "h" not in s and mi is None:
+            return None
+        if h > 24 or (mi is not None and int(mi) > 59):
+            return None
+        hours = "une heure" if h == 1 else f"{card(h, 'fr')} heures"
+        if h == 21:
+            hours = "vingt et une heures"
+        return hours + (f" {card(int(mi), 'fr')}" if mi is not None and int(mi) else "")
+
+    def time_de(self, s, g, m):
+        h, mi = (g[0], g[1]) if g[0] is not None else (g[2], g[3])
+        h, mi = int(h), int(mi)
+        if h > 24 or mi > 59:
+            return None
+        hours = "ein" if h == 1 else card(h, "de")
+        return f"{hours} Uhr" + (f" {card(mi, 'de')}" if mi else "")
+
+    def iso_date(self, s, g, m):
+        y, mo, d = int(g[0]), int(g[1]), int(g[2])
+        if not _valid_date(d, mo, y):
+            return None
+        return date_words(d, mo, y, self.lang, self._de_case(m))
+
+    def _de_case(self, m) -> str:
+        p = self._prev_word(m).lower()
+        if p in DE_ARTICLES_TEN:
+            return "en"
+        if p in DE_ARTICLES_TE:
+            return "e"
+        return "er"
+
+    def date(self, s, g, m):
+        a, sep, b, sep2, y = int(g[0]), g[1], int(g[2]), g[3], g[4]
+        if sep != sep2:
+            return None
+        if self.lang == "en" and sep == ".":
+            return None if len(y) == 4 else self._fallback("date2", s, m)
+        if self.lang == "de" and sep == "/" and len(y) == 2:
+            return None
+        yy = int(y) if len(y) == 4 else 2000 + int(y)
+        mo, d = (a, b) if self.lang == "en" else (b, a)
+        if not _valid_date(d, mo, yy):
+            return self._fallback("date2", s, m) if sep == "." and len(y) != 4 else None
+        return date_words(d, mo, yy, self.lang, self._de_case(m))
+
+    def short_date(self, s, g, m):
+        """German ``24.12.`` (day.month. without the year)."""
+        d, mo = int(g[0]), int(g[1])
+        if not _valid_date(d, mo, None):
+            return None
+        out = date_words(d, mo, None, "de", self._de_case(m))
+        return out + "." if self._sentence_end(m) else out
+
+    def month_date(self, s, g, m):
+        L = self.lang
+        if L == "en":
+            mo, d, y = MONTHS["en"].index(g[0]) + 1, int(g[1]), g[3]
+            if not _valid_date(d, mo, int(y) if y else None):
+                return None
+            out = date_words(d, mo, None, L)
+            return out + (f"{g[2]} {year(int(y), L)}" if y else "")
+        else:
+            d, mo, y = int(g[0]), MONTHS[L].index(g[1]) + 1, g[2]
+            if L == "de" and not re.match(r"\d+\. ", s):
+                # "3 Mai" without the ordinal dot: not the German way of writing a date
+                return None
+        if not _valid_date(d, mo, int(y) if y else None):
+            return None
+        return date_words(d, mo, int(y) if y else None, L, self._de_case(m))
+
+    def _money_words(self, amount: str, sym: str, scale: str | None, neg: bool) -> str:
+        L = self.lang
+        one, many, c1, cn = MONEY[L][sym]
+        sign = MINUS[L] + " " if neg else ""
+        if scale:
+            sc = SCALE[L][scale]
+            if L == "en":
+                return f"{sign}{self._num(amount)} {sc} {many}"
+            if L == "fr":
+                plural = sc if sc == "mille" else (sc if sc.endswith("s") or amount in ("1",) else sc + "s")
+                if amount == "1" and sc.endswith("s"):
+                    plural = sc[:-1]
+                elif amount != "1" and not plural.endswith("s") and sc != "mille":
+                    plural = sc + "s"
+                de = "d'" if many[0] in "aeiouéèê" else "de "
+                return f"{sign}{self._num(amount)} {plural} {de}{many}"
+            return f"{sign}{self._num(amount)} {sc} {many}"
+        dec = "." if L == "en" else ","
+        thou = "," if L == "en" else "."
+        whole, frac = (amount.rsplit(dec, 1) + [""])[:2] if dec in amount else (amount, "")
+        if frac and len(frac) != 2:
+            return f"{sign}{self._num(amount)} {many}"
+        w = whole.replace(thou, "").replace(" ", "").replace("\u00a0", "").replace("\u202f", "")
+        if self._too_long(w):
+            raise ValueError(amount)
+        n_whole = int(w)
+        cents = int(frac) if frac else 0
+        if L == "de" and n_whole == 1:
+            head = f"ein {one}"
+        elif L == "fr" and n_whole == 1:
+            head = f"un {one}"
+        else:
+            head = f"{card(n_whole, L)} {one if n_whole == 1 else many}"
+        if not cents:
+            return sign + head
+        if n_whole == 0 and c1:
+            return f"{sign}{card(cents, L)} {c1 if cents == 1 else cn}"
+        if L == "en":
+            return f"{sign}{head} and {card(cents, L)} {c1 if cents == 1 else cn}" if c1 else sign + head
+        return f"{sign}{head} {card(cents, L)}"
+
+    def money(self, s, g, m):
+        if g[1] is not None:
+            neg, sym, amount, scale = g[0], g[1], g[2], g[3]
+        else:
+            neg, amount, scale, sym = g[4], g[5], g[6], g[7]
+        return self._money_words(amount, sym, scale, bool(neg))
+
+    def percent(self, s, g, m):
+        L = self.lang
+        sign = {"-": MINUS[L] + " ", "\u2212": MINUS[L] + " ", "+": "plus "}.get(g[0] or "", "")
+        return f"{sign}{self._num(g[1])} {PERCENT[L]}"
+
+    def unit(self, s, g, m):
+        L = self.lang
+        neg, amount, u = g
+        if u in ("m", "l", "g", "mi", "V", "W", "ft") and m.group(0)[len(m.group(0)) - len(u) - 1:][0:1] != " " \
+                and not re.search(r"\d$", s[: -len(u)]):
+            return None
+        one, many = UNITS[u][L]
+        sign = MINUS[L] + " " if neg else ""
+        if self._is_one(amount):
+            word = {"en": "one", "fr": "un", "de": "ein"}[L]
+            if L == "fr" and one.split()[0] in ("minute", "seconde", "milliseconde", "livre", "once", "heure"):
+                word = "une"
+            if L == "de" and one.split()[0] in ("Minute", "Millisekunde", "Meile", "Unze", "Kilowattstunde"):
+                word = "eine"
+            return f"{sign}{word} {one}"
+        return f"{sign}{self._num(amount)} {many}"
+
+    def ordinal(self, s, g, m):
+        L = self.lang
+        n = int(g[0])
+        if self._too_long(g[0]):
+            return None
+        if L == "en":
+            suffix = g[1]
+            want = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+            if suffix != want:
+                return None
+            return ordinal(n, "en")
+        if L == "fr":
+            suf = g[1]
+            if n == 1:
+                if suf in ("er", "ers"):
+                    return "premier" + ("s" if suf == "ers" else "")
+                if suf in ("re", "ère", "res", "ères"):
+                    return "première" + ("s" if suf.endswith("s") else "")
+                return None
+            if suf in ("er", "re", "ère", "ers", "res", "ères"):
+                return None
+            if suf in ("nd", "nde"):
+                return "second" if suf == "nd" else "seconde"
+            w = ordinal(n, "fr")
+            return w + ("s" if suf.endswith("s") else "")
+        # German "3." after an article (der dritte / am dritten); else a number ending a sentence
+        p = self._prev_word(m).lower()
+        if p in DE_ARTICLES_TE:
+            return de_ordinal(n, "e")
+        if p in DE_ARTICLES_TEN:
+            return de_ordinal(n, "en")
+        return self._fallback("ordinal", s, m)
+
+    def fraction(self, s, g, m):
+        a, b = int(g[0]), int(g[1])
+        L = self.lang
+        p = self._prev_word(m).lower()
+        cues = DATE_CUES_EN if L == "en" else DATE_CUES_FR if L == "fr" else DE_ARTICLES_TEN | DE_ARTICLES_TE
+        if p in cues:
+            mo, d = (a, b) if L == "en" else (b, a)
+            if not _valid_date(d, mo, None):
+                return None
+            return date_words(d, mo, None, L, self._de_case(m))
+        if b < 2 or a == 0:
+            return None
+        return fraction(a, b, L)
+
+    def range(self, s, g, m):
+        a, b = g
+        L = self.lang
+        if self._too_long(a) or self._too_long(b):
+            return None
+        p = self._prev_word(m).lower()
+
+        def side(x):
+            if re.fullmatch(r"\d{4}", x) and 1100 <= int(x) <= 2099 and (
+                    L == "en" or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
+                return year(int(x), L)
+            return number(x, L)
+
+        if L == "fr":
+            return f"{side(a)} {TO[L]} {side(b)}" if p != "de" else f"{side(a)} à {side(b)}"
+        return f"{side(a)} {TO[L]} {side(b)}"
+
+    def roman(self, s, g, m):
+        L = self.lang
+        numeral, suffix, dot = g
+        dot = dot or ""
+        if suffix and L != "fr":
+            return None
+        v = roman_value(numeral)
+        if v is None:
+            return None
+        p = self._prev_word(m)
+        if L == "fr" and suffix:
+            w = "premier" if v == 1 else ordinal(v, "fr")
+            return w
+        if not p or not p[0].isupper() and p.lower() not in ROMAN_CUES[L]:
+            return None
+        if len(numeral) == 1 and p.lower() not in ROMAN_CUES[L] and not (L == "de" and dot):
+            return None  # "I", "V", "X" alone: a pronoun or a letter unless a cue word comes before
+        if p.lower().rstrip(".") in ROMAN_CUES[L] or p.lower() in ROMAN_CUES[L]:
+            return card(v, L) + dot
+        if p.isupper() or not p.isalpha():
+            return None
+        if L == "en":
+            return f"the {ordinal(v, 'en').capitalize()}" + dot
+        if L == "fr":
+            return ("premier" if v == 1 else card(v, "fr")) + dot
+        if not dot:
+            return None
+        return f"der {de_ordinal(v, 'e').capitalize()}" + self._sentence_dot(m)
+
+    def _sentence_dot(self, m) -> str:
+        """Keep the numeral's dot when it ends the text (German ``Ludwig XIV.``)."""
+        return "." if not self._next_text(m).strip() else ""
+
+    def numabbr(self, s, g, m):
+        w = NUMBER_ABBREV[self.lang][1]
+        return (w[0].upper() + w[1:] if s[0].isupper() else w) + " "
+
+    def abbr(self, s, g, m):
+        L = self.lang
+        if L == "fr" and s == "M.":
+            return "Monsieur"
+        word = ABBREV[L][s]
+        if s.endswith(".") and self._ends_sentence(m):
+            return word + "."
+        return word
+
+    def _sentence_end(self, m) -> bool:
+        nxt = m.string[m.end():]
+        return not nxt.strip() or re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None
+
+    def _ends_sentence(self, m) -> bool:
+        nxt = self._next_text(m)
+        return not nxt.strip() or (re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None
+                                   and m.string[m.start():m.end()] in ("etc.", "usw.", "Jr.", "Sr.", "Inc.", "Ltd.",
+                                                                        "Corp.", "Ave.", "Blvd.", "Rd.", "Str.",
+                                                                        "u.a.", "u. a.", "Dept."))
+
+    def dr_st(self, s, g, m):
+        which = g[0]
+        nxt = self._next_text(m)
+        prev = self._prev_word(m)
+        next_cap = re.match(r"\s+[A-Z]", nxt) is not None
+        prev_name = bool(prev) and (prev[0].isupper() or prev[0].isdigit()) and not prev.endswith(".")
+        if which == "Dr":
+            word = "Doctor" if next_cap or not prev_name else "Drive"
+        else:
+            word = "Street" if prev_name or not next_cap else "Saint"
+        if word in ("Drive", "Street") and (not nxt.strip() or next_cap):
+            return word + "."
+        return word
+
+    def number(self, s, g, m):
+        L = self.lang
+        neg, n, plural_s = g
+        if self._too_long(n):
+            return None
+        sign = MINUS[L] + " " if neg else ""
+        if L == "de" and n == "1" and not neg and re.match(r" [A-ZÄÖÜ][a-zäöüß]", m.string[m.end():]):
+            return "ein"
+        if neg:
+            before = m.string[:m.start()]
+            if before and not before[-1].isspace() and before[-1] not in "([{\"'":
+                return None
+        p = self._prev_word(m)
+        if re.fullmatch(r"\d{4}", n) and 1100 <= int(n) <= 2099 and not neg:
+            is_year = (L == "en" and (p.lower() in YEAR_CUES or p in MONTHS["en"] or plural_s is not None
+                                      or re.match(r"\s*(AD|BC|BCE|CE)\b", self._next_text(m)) is not None)) \
+                or (L == "de" and (p.lower() in ("im", "jahr", "jahre", "seit", "bis", "von", "ab", "anno")
+                                   or p in MONTHS["de"]))
+            if is_year:
+                w = year(int(n), L)
+                if plural_s:
+                    return _plural_year(w)
+                return w
+        if plural_s is not None:
+            if L == "en" and n.endswith("0"):
+                return _plural_year(year(int(n), L) if len(n) == 4 else self._num(n))
+            return None
+        return sign + self._num(n)
+
+
+def _plural_year(w: str) -> str:
+    """'nineteen ninety' -> 'nineteen nineties'; 'eighty' -> 'eighties'."""
+    if w.endswith("y"):
+        return w[:-1] + "ies"
+    return w + "s"
+
+
+_cache: dict[str, _Normalizer] = {}
+
+
+def warm(languages=SUPPORTED) -> None:
+    """Build the rules of ``languages`` now (num2words import and regex compilation, about
+    50-80 ms in all), so that no request pays for it; ``vocalis serve`` calls it at start-up."""
+    for lang in languages:
+        normalize("1", lang)
+
+
+def normalize(text: str, language: str | None = "en") -> str:
+    """``text`` with numbers, dates, times, money, units and abbreviations as words.
+
+    ``language``: a code or name (``en``/``english``, ``fr``/``french``, ``de``/``german``,
+    any case) or ``auto`` (English, unless the text holds letters of a non-Latin script: then
+    it is returned unchanged). Spaces and everything not read are kept as written.
+
+    Raises:
+        InputError: ``text`` is not a string, or the language is not covered (names the
+        supported ones).
+    """
+    if not isinstance(text, str):
+        raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
+    lang = resolve_language(language)
+    if lang is None:
+        if _other_script(text):
+            return text
+        lang = "en"
+    if not any(c.isdigit() or c in "@$€£¥%°./" for c in text) and not re.search(r"[A-Z][a-z]*\.|\b[IVXLC]+\b", text):
+        return text
+    norm = _cache.get(lang)  # built once per language (a benign race builds it twice)
+    if norm is None:
+        norm = _cache[lang] = _Normalizer(lang)
+    # A reading can put words next to what is left (``9°@a.m`` -> ``nine degrees@a.m``),
+    # which a second pass would read: repeat until nothing changes (normally one pass).
+    out = norm(text)
+    for _ in range(3):
+        again = norm(out)
+        if again == out:
+            break
+        out = again
+    return out
+
+
+__all__ = ["SUPPORTED", "normalize", "resolve_language", "supports", "warm"]

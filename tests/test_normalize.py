@@ -1,0 +1,450 @@
+"""Text normalization (vocalis.text.normalize): tables of readings written from each
+language's rules (not produced by the code), idempotence, no dropped words, pass-through,
+bad input; the API, CLI and server paths."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vocalis.errors import InputError
+from vocalis.text.normalize import normalize, resolve_language, supports
+
+EN = [
+    # thousands and decimals: English separators
+    ("I have 1,000 apples.", "I have one thousand apples."),
+    ("It weighs 1.000 grams.", "It weighs one point zero zero zero grams."),
+    ("About 1,234,567 people.", ("About one million two hundred and thirty-four thousand five hundred and "
+                                 "sixty-seven people.")),
+    ("Pi is 3.14.", "Pi is three point one four."),
+    ("I have 2 cats and 3 dogs.", "I have two cats and three dogs."),
+    ("It has 123 pages.", "It has one hundred and twenty-three pages."),
+    ("Agent 007 is here.", "Agent zero zero seven is here."),
+    # titles and abbreviations
+    ("Dr. Smith is here.", "Doctor Smith is here."),
+    ("He lives on Oak Dr. now.", "He lives on Oak Drive now."),
+    ("St. Patrick came.", "Saint Patrick came."),
+    ("I live on Main St.", "I live on Main Street."),
+    ("Mr. Jones met Mrs. Smith.", "Mister Jones met Missus Smith."),
+    ("Prof. Lee spoke.", "Professor Lee spoke."),
+    ("Apples, pears, etc. are fruit.", "Apples, pears, et cetera are fruit."),
+    ("Bring food, e.g. bread.", "Bring food, for example bread."),
+    ("It is No. 7.", "It is Number seven."),
+    # fractions vs dates
+    ("Add 3/4 cup of flour.", "Add three quarters cup of flour."),
+    ("The shop opened on 3/4.", "The shop opened on March fourth."),
+    ("Mix 1/2 cup.", "Mix one half cup."),
+    ("Take 2/3 of it.", "Take two thirds of it."),
+    ("Use 5/8 of the rope.", "Use five eighths of the rope."),
+    # money
+    ("Revenue was $1.2M.", "Revenue was one point two million dollars."),
+    ("They raised $5 billion.", "They raised five billion dollars."),
+    ("It costs $3.50.", "It costs three dollars and fifty cents."),
+    ("It costs $1.", "It costs one dollar."),
+    ("Only $0.99 today.", "Only ninety-nine cents today."),
+    ("Pay €20 now.", "Pay twenty euros now."),
+    ("That is £5.", "That is five pounds."),
+    # units
+    ("Drive at 10km/h.", "Drive at ten kilometers per hour."),
+    ("He ran 5 km.", "He ran five kilometers."),
+    ("It weighs 1 kg.", "It weighs one kilogram."),
+    ("Go 60 mph.", "Go sixty miles per hour."),
+    ("Use 500 ml.", "Use five hundred milliliters."),
+    ("It is 70 °F.", "It is seventy degrees Fahrenheit."),
+    ("It needs 16 GB.", "It needs sixteen gigabytes."),
+    # ordinals
+    ("She finished 2nd.", "She finished second."),
+    ("The 21st century.", "The twenty-first century."),
+    ("He was 3rd.", "He was third."),
+    ("It is the 4th of July.", "It is the fourth of July."),
+    # versions
+    ("Install version 2.0.1 today.", "Install version two point zero point one today."),
+    ("Get v2.1 now.", "Get version two point one now."),
+    # times
+    ("Meet me at 9:30 a.m. tomorrow.", "Meet me at nine thirty AM tomorrow."),
+    ("See you at 14:05.", "See you at fourteen oh five."),
+    ("It starts at 9:00.", "It starts at nine o'clock."),
+    ("Lunch at 12:30 p.m. sharp.", "Lunch at twelve thirty PM sharp."),
+    ("Wake at 7 am.", "Wake at seven AM."),
+    # years vs cardinals
+    ("In 1999 we moved.", "In nineteen ninety-nine we moved."),
+    ("We sold 1999 cars.", "We sold one thousand nine hundred and ninety-nine cars."),
+    ("Since 2010 it grew.", "Since twenty ten it grew."),
+    ("In 2005 we met.", "In two thousand and five we met."),
+    ("In 1905 it began.", "In nineteen oh five it began."),
+    ("The 1990s were loud.", "The nineteen nineties were loud."),
+    ("From 2020-2024 it rained.", "From twenty twenty to twenty twenty-four it rained."),
+    # dates
+    ("It happened on 12/25/2026.", "It happened on December twenty-fifth twenty twenty-six."),
+    ("Due 2026-05-12.", "Due May twelfth twenty twenty-six."),
+    ("Born May 5, 1990.", "Born May fifth, nineteen ninety."),
+    # percentages, negatives, ranges
+    ("Sales grew 50%.", "Sales grew fifty percent."),
+    ("Rates fell 3.5% this year.", "Rates fell three point five percent this year."),
+    ("Score 100%.", "Score one hundred percent."),
+    ("It was -5 degrees.", "It was minus five degrees."),
+    ("It was -5 °C outside.", "It was minus five degrees Celsius outside."),
+    ("Temperatures of -10 are rare.", "Temperatures of minus ten are rare."),
+    ("Read pages 10-20.", "Read pages ten to twenty."),
+    # phone numbers, emails, URLs
+    ("Call 555-123-4567 today.", "Call five five five, one two three, four five six seven today."),
+    ("Call me at 555-1234.", "Call me at five five five, one two three four."),
+    ("The score was 3-2.", "The score was three to two."),
+    ("Call (555) 123-4567 now.", "Call five five five, one two three, four five six seven now."),
+    ("Call +1 555 123 4567 now.", "Call plus one, five five five, one two three, four five six seven now."),
+    ("Email jane.doe@example.com please.", "Email jane dot doe at example dot com please."),
+    ("Visit https://example.com/docs now.", "Visit example dot com slash docs now."),
+    # Roman numerals
+    ("Henry VIII had six wives.", "Henry the Eighth had six wives."),
+    ("Louis XIV ruled.", "Louis the Fourteenth ruled."),
+    ("World War II ended.", "World War two ended."),
+    ("Read Chapter IV first.", "Read Chapter four first."),
+    # the issue's example
+    ("Dr. Smith paid $3.50 on 12/05 at 9:30 a.m.",
+     "Doctor Smith paid three dollars and fifty cents on December fifth at nine thirty AM."),
+]
+
+FR = [
+    ("J'ai 1.000 euros.", "J'ai mille euros."),
+    ("Il a 1 000 amis.", "Il a mille amis."),
+    ("La valeur est 1,000.", "La valeur est un virgule zéro zéro zéro."),
+    ("Pi vaut 3,14.", "Pi vaut trois virgule quatorze."),
+    ("Il fait 2,5 degrés.", "Il fait deux virgule cinq degrés."),
+    ("Il gagne 1 000 000 euros.", "Il gagne un million euros."),
+    ("Il a 21 ans.", "Il a vingt et un ans."),
+    ("Il a 80 ans.", "Il a quatre-vingts ans."),
+    ("Il y a 71 élèves.", "Il y a soixante et onze élèves."),
+    ("Il y a 99 ballons.", "Il y a quatre-vingt-dix-neuf ballons."),
+    ("Nous sommes 200.", "Nous sommes deux cents."),
+    ("Il a 17 ans.", "Il a dix-sept ans."),
+    ("Le Dr Martin arrive.", "Le Docteur Martin arrive."),
+    ("M. Dupont est là.", "Monsieur Dupont est là."),
+    ("Mme Durand est là.", "Madame Durand est là."),
+    ("Mlle Roux chante.", "Mademoiselle Roux chante."),
+    ("Il habite à St-Denis.", "Il habite à Saint-Denis."),
+    ("Ste Marie prie.", "Sainte Marie prie."),
+    ("Pommes, poires, etc.", "Pommes, poires, et cetera."),
+    ("Il habite au n° 5.", "Il habite au numéro cinq."),
+    ("Elle habite 3 av. Foch.", "Elle habite trois avenue Foch."),
+    ("Ajoutez 3/4 de tasse.", "Ajoutez trois quarts de tasse."),
+    ("Rendez-vous le 3/4.", "Rendez-vous le trois avril."),
+    ("Il boit 1/2 litre.", "Il boit un demi litre."),
+    ("Prenez 2/3 du gâteau.", "Prenez deux tiers du gâteau."),
+    ("Il roule à 10km/h.", "Il roule à dix kilomètres par heure."),
+    ("Il pèse 70 kg.", "Il pèse soixante-dix kilogrammes."),
+    ("Il mesure 1 m.", "Il mesure un mètre."),
+    ("Versez 500 ml.", "Versez cinq cents millilitres."),
+    ("Courez 5 km.", "Courez cinq kilomètres."),
+    ("Il a attendu 30 min.", "Il a attendu trente minutes."),
+    ("Il est arrivé 2e.", "Il est arrivé deuxième."),
+    ("Elle est 1re.", "Elle est première."),
+    ("Le 1er janvier.", "Le premier janvier."),
+    ("Le 21e siècle.", "Le vingt et unième siècle."),
+    ("C'est le 2nd.", "C'est le second."),
+    ("La version 2.0.1 est sortie.", "La version deux point zéro point un est sortie."),
+    ("Il est 14h30.", "Il est quatorze heures trente."),
+    ("Il est 9h.", "Il est neuf heures."),
+    ("Il est 1h.", "Il est une heure."),
+    ("À 21h15.", "À vingt et une heures quinze."),
+    ("Rendez-vous à 8:05.", "Rendez-vous à huit heures cinq."),
+    ("Il est 7 heures.", "Il est sept heures."),
+    ("En 1789 tout change.", "En mille sept cent quatre-vingt-neuf tout change."),
+    ("Il est né en 2001.", "Il est né en deux mille un."),
+    ("Le 12/05/2026.", "Le douze mai deux mille vingt-six."),
+    ("Le 14 juillet 1789.", "Le quatorze juillet mille sept cent quatre-vingt-neuf."),
+    ("Ça coûte 3,50 €.", "Ça coûte trois euros cinquante."),
+    ("Ça coûte 20 €.", "Ça coûte vingt euros."),
+    ("Ça coûte 1 €.", "Ça coûte un euro."),
+    ("Ça coûte 5 $.", "Ça coûte cinq dollars."),
+    ("Ça coûte 0,50 €.", "Ça coûte cinquante centimes."),
+    ("Une dette de -20 €.", "Une dette de moins vingt euros."),
+    ("Il a gagné 1,2 million d'euros.", "Il a gagné un virgule deux million d'euros."),
+    ("Une hausse de 50 %.", "Une hausse de cinquante pour cent."),
+    ("Une baisse de 2,5 %.", "Une baisse de deux virgule cinq pour cent."),
+    ("Il fait -5 °C.", "Il fait moins cinq degrés Celsius."),
+    ("Il fait -3 degrés.", "Il fait moins trois degrés."),
+    ("Lisez les pages 10-20.", "Lisez les pages dix à vingt."),
+    ("Appelez le 01 23 45 67 89.",
+     "Appelez le zéro un, vingt-trois, quarante-cinq, soixante-sept, quatre-vingt-neuf."),
+    ("Écrivez à marie@exemple.fr.", "Écrivez à marie arobase exemple point fr."),
+    ("Voir www.exemple.fr/aide.", "Voir www point exemple point fr slash aide."),
+    ("Louis XIV régnait.", "Louis quatorze régnait."),
+    ("François Ier régnait.", "François premier régnait."),
+    ("Le XIXe siècle.", "Le dix-neuvième siècle."),
+    ("Lisez le chapitre III.", "Lisez le chapitre trois."),
+]
+
+DE = [
+    ("Ich habe 1.000 Euro.", "Ich habe eintausend Euro."),
+    ("Der Wert ist 1,000.", "Der Wert ist eins Komma null null null."),
+    ("Pi ist 3,14.", "Pi ist drei Komma eins vier."),
+    ("Es gab 1.000.000 Besucher.", "Es gab eine Million Besucher."),
+    ("Das war 2,5 mal so viel.", "Das war zwei Komma fünf mal so viel."),
+    ("Er hat 21 Katzen.", "Er hat einundzwanzig Katzen."),
+    ("Es sind 35 Gäste.", "Es sind fünfunddreißig Gäste."),
+    ("Es sind 101 Gäste.", "Es sind einhunderteins Gäste."),
+    ("Er ist 25 Jahre alt.", "Er ist fünfundzwanzig Jahre alt."),
+    ("Er hat 3.", "Er hat drei."),
+    ("Dr. Müller kommt.", "Doktor Müller kommt."),
+    ("Prof. Weber liest.", "Professor Weber liest."),
+    ("Fr. Schmidt ist da.", "Frau Schmidt ist da."),
+    ("Hr. Meier ist da.", "Herr Meier ist da."),
+    ("Er wohnt in St. Gallen.", "Er wohnt in Sankt Gallen."),
+    ("Er wohnt in der Hauptstr. 5.", "Er wohnt in der Hauptstraße fünf."),
+    ("Das ist z. B. gut.", "Das ist zum Beispiel gut."),
+    ("Das ist z.B. gut.", "Das ist zum Beispiel gut."),
+    ("Äpfel, Birnen usw.", "Äpfel, Birnen und so weiter."),
+    ("Er kommt bzw. sie.", "Er kommt beziehungsweise sie."),
+    ("Es dauert ca. 5 min.", "Es dauert circa fünf Minuten."),
+    ("Er ist d. h. krank.", "Er ist das heißt krank."),
+    ("Er wohnt in Nr. 5.", "Er wohnt in Nummer fünf."),
+    ("Nehmen Sie 3/4 Liter.", "Nehmen Sie drei Viertel Liter."),
+    ("Das sind 2/3.", "Das sind zwei Drittel."),
+    ("Das sind 5/8.", "Das sind fünf Achtel."),
+    ("Er fährt 10km/h.", "Er fährt zehn Kilometer pro Stunde."),
+    ("Sie wiegt 70 kg.", "Sie wiegt siebzig Kilogramm."),
+    ("Er ist 1 m groß.", "Er ist ein Meter groß."),
+    ("Gießen Sie 500 ml ein.", "Gießen Sie fünfhundert Milliliter ein."),
+    ("Er lief 5 km.", "Er lief fünf Kilometer."),
+    ("Am 3. Mai kommt er.", "Am dritten Mai kommt er."),
+    ("Der 2. Weltkrieg endete.", "Der zweite Weltkrieg endete."),
+    ("Das ist der 3. Versuch.", "Das ist der dritte Versuch."),
+    ("Im 20. Jahrhundert.", "Im zwanzigsten Jahrhundert."),
+    ("Heute ist der 1. Mai.", "Heute ist der erste Mai."),
+    ("Er wurde am 12.05.2026 geboren.", "Er wurde am zwölften Mai zweitausendsechsundzwanzig geboren."),
+    ("Am 24.12. ist Heiligabend.", "Am vierundzwanzigsten Dezember ist Heiligabend."),
+    ("Bis zum 3.10.", "Bis zum dritten Oktober."),
+    ("Version 2.0.1 ist da.", "Version zwei Punkt null Punkt eins ist da."),
+    ("Es ist 14:30 Uhr.", "Es ist vierzehn Uhr dreißig."),
+    ("Um 7.30 Uhr.", "Um sieben Uhr dreißig."),
+    ("Um 9 Uhr.", "Um neun Uhr."),
+    ("Um 1 Uhr.", "Um ein Uhr."),
+    ("Um 18:00 Uhr.", "Um achtzehn Uhr."),
+    ("Im Jahr 1999 fiel Schnee.", "Im Jahr neunzehnhundertneunundneunzig fiel Schnee."),
+    ("Es gab 1999 Autos.", "Es gab eintausendneunhundertneunundneunzig Autos."),
+    ("Seit 2010 lebt er hier.", "Seit zweitausendzehn lebt er hier."),
+    ("Von 1990-1999 war er hier.", "Von neunzehnhundertneunzig bis neunzehnhundertneunundneunzig war er hier."),
+    ("Das kostet 3,50 €.", "Das kostet drei Euro fünfzig."),
+    ("Das kostet 1 €.", "Das kostet ein Euro."),
+    ("Das kostet 20 $.", "Das kostet zwanzig Dollar."),
+    ("Das kostet 0,99 €.", "Das kostet neunundneunzig Cent."),
+    ("Die Inflation lag bei 5,5 %.", "Die Inflation lag bei fünf Komma fünf Prozent."),
+    ("Ein Plus von 10 %.", "Ein Plus von zehn Prozent."),
+    ("Ein Minus von -2 %.", "Ein Minus von minus zwei Prozent."),
+    ("Es waren -5 °C.", "Es waren minus fünf Grad Celsius."),
+    ("Es waren -3 Grad.", "Es waren minus drei Grad."),
+    ("Lesen Sie Seiten 10-20.", "Lesen Sie Seiten zehn bis zwanzig."),
+    ("Rufen Sie 030 1234567 an.", "Rufen Sie null drei null, eins zwei drei vier fünf sechs sieben an."),
+    ("Rufen Sie +49 30 1234567 an.",
+     "Rufen Sie plus vier neun, drei null, eins zwei drei vier fünf sechs sieben an."),
+    ("Schreiben Sie an max@beispiel.de.", "Schreiben Sie an max at beispiel Punkt de."),
+    ("Ludwig XIV. war König.", "Ludwig der Vierzehnte war König."),
+    ("Heinrich VIII. hatte sechs Frauen.", "Heinrich der Achte hatte sechs Frauen."),
+    ("Lesen Sie Kapitel IV.", "Lesen Sie Kapitel vier."),
+]
+
+TABLES = {"en": EN, "fr": FR, "de": DE}
+CASES = [(lang, src, want) for lang, rows in TABLES.items() for src, want in rows]
+IDS = [f"{lang}-{i}" for lang, rows in TABLES.items() for i in range(len(rows))]
+
+# Abbreviations, unit symbols, suffixes and numerals the output spells out: the only
+# alphabetic tokens of an input that may be missing from its reading.
+ABBREVIATIONS = {
+    "Dr", "St", "Mr", "Mrs", "Ms", "Prof", "etc", "No", "nd", "st", "rd", "th", "am", "pm", "km", "kg", "ml",
+    "mph", "GB", "www", "https", "http", "v", "VIII", "XIV", "II", "IV", "Mme", "Mlle", "av", "er", "re", "e",
+    "Ier", "XIXe", "III", "ème", "Ste", "Fr", "Hr", "usw", "bzw", "ca", "min", "Nr", "z", "B", "d", "h", "m",
+    "M", "Str", "Hauptstr",
+}
+
+
+def test_table_sizes():
+    assert all(len(rows) >= 60 for rows in TABLES.values()), {k: len(v) for k, v in TABLES.items()}
+
+
+@pytest.mark.parametrize(("lang", "src", "want"), CASES, ids=IDS)
+def test_reading(lang, src, want):
+    got = normalize(src, lang)
+    assert got == want
+    assert normalize(got, lang) == got  # idempotent on its own output
+    words = re.findall(r"[^\W\d_]+", src)
+    missing = [w for w in words if w not in ABBREVIATIONS and w not in got]
+    assert not missing, f"dropped {missing}"
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+@pytest.mark.parametrize("text", [
+    "Hello there, how are you?", "Plan B is fine.", "I think, therefore I am.",
+    "Bonjour à tous, ça va ?", "Guten Tag, wie geht es?", "", "   ",
+])
+def test_nothing_to_normalize_passes_through(lang, text):
+    assert normalize(text, lang) == text
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+@pytest.mark.parametrize("text", [
+    "12345678901234567890",  # too long to read: as written
+    "31/02/2026",            # no such date
+    "31.02.2026",
+    "Hello 👋 world! 🎉",
+    "Hello 你好 мир",
+    "# & * ~ | ^",
+    "%", "$", "€", "/", "-", "°", ".", "@",
+])
+def test_unreadable_passes_through(lang, text):
+    assert normalize(text, lang) == text
+
+
+def test_long_digits_inside_text_and_mixed_symbols():
+    assert normalize("Code 123456789012345678 now.") == "Code 123456789012345678 now."
+    out = normalize("Emoji 🎉 costs $5 😀.")
+    assert out == "Emoji 🎉 costs five dollars 😀."
+
+
+def test_languages_and_auto():
+    assert resolve_language("English") == "en" and resolve_language("FR") == "fr"
+    assert resolve_language("german") == "de" and resolve_language("auto") is None
+    assert normalize("I have 2 cats.", "english") == "I have two cats."
+    assert normalize("I have 2 cats.", "auto") == "I have two cats."
+    assert normalize("我有 2 只猫", "auto") == "我有 2 只猫"  # another script: left for the model
+    assert supports("french") and supports("auto") and not supports("klingon")
+    with pytest.raises(InputError, match="supported: en .english., fr .french., de .german."):
+        normalize("2 cats", "klingon")
+    with pytest.raises(InputError, match="must be a string"):
+        normalize(5, "en")  # type: ignore[arg-type]
+
+
+def test_cli_text_normalize():
+    env_src = str(Path(__file__).resolve().parents[1] / "src")
+    import os
+
+    env = {**os.environ, "PYTHONPATH": env_src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "de",
+                        "Am 3. Mai kostet es 5 €."], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Am dritten Mai kostet es fünf Euro.\n"
+    r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "xx", "2"],
+                       check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("error: text normalization does not cover")
+
+
+# --------------------------------------------------------------------------- API and server
+
+SMALL = "english_2m_2026-10"
+RAW = "I paid $5 on 3/4."
+READ = "I paid five dollars on March fourth."
+
+
+@pytest.fixture(scope="module")
+def ckpt(checkpoints) -> Path:
+    return checkpoints.get(SMALL)
+
+
+@pytest.fixture(scope="module")
+def tts(ckpt):
+    import vocalis
+
+    t = vocalis.load(str(ckpt), max_batch=4, max_queue=16)
+    yield t
+    t.close()
+
+
+def _chunk_texts(req) -> str:
+    for _ in req.events():
+        pass
+    return " ".join(c["text"] for c in req.stats.chunks)
+
+
+def test_api_normalize(tts, ckpt):
+    voice = tts.voice(str(ckpt / "voice.wav"))
+    on = _chunk_texts(tts.submit(RAW, voice, seed=1, normalize=True, max_frames=2))
+    off = _chunk_texts(tts.submit(RAW, voice, seed=1, max_frames=2))
+    assert "five dollars" in on and "March fourth" in on and "$5" not in on
+    assert "$5" in off and "3/4" in off
+    a = tts.synthesize(RAW, voice, seed=1, normalize=True, max_frames=2)
+    b = tts.synthesize(READ, voice, seed=1, max_frames=2)
+    assert np.array_equal(a.samples, b.samples)
+    with pytest.raises(InputError, match="true or false"):
+        tts.submit(RAW, voice, normalize="yes")
+
+
+def test_exact_model_refuses_normalize(ckpt):
+    import vocalis
+
+    t = vocalis.load(str(ckpt), exact=True, max_batch=1)
+    try:
+        with pytest.raises(InputError, match="exact mode is for parity"):
+            t.submit(RAW, t.voice(str(ckpt / "voice.wav")), normalize=True)
+    finally:
+        t.close()
+
+
+def test_server_default_and_override(tts, ckpt, tmp_path):
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("av")
+    from test_server import Server
+
+    from vocalis.server import create_app
+
+    def pcm(server, text, **extra):
+        body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "pcm",
+                "seed": 3, "max_frames": 2, **extra}
+        status, _, data = server.request("POST", "/v1/audio/speech", body)
+        assert status == 200, data
+        return data
+
+    s = Server(create_app(tts, voices_dir=tmp_path / "v1", default_voice=str(ckpt / "voice.wav")))
+    try:
+        read = pcm(s, READ)
+        assert pcm(s, RAW) == read                     # on by default
+        assert pcm(s, RAW, normalize=False) != read    # the request turns it off
+        status, _, data = s.request("POST", "/v1/audio/speech",
+                                    {"model": "tts-1", "input": RAW, "voice": "alloy", "normalize": "x"})
+        assert status == 400 and b"normalize" in data
+    finally:
+        s.stop()
+    s = Server(create_app(tts, voices_dir=tmp_path / "v2", default_voice=str(ckpt / "voice.wav"),
+                          normalize=False))
+    try:
+        assert pcm(s, RAW) != read                     # --no-normalize
+        assert pcm(s, RAW, normalize=True) == read     # the request turns it on
+    finally:
+        s.stop()
+
+
+def test_batch_normalize(tts, ckpt, tmp_path):
+    import json
+
+    from vocalis.bench import run_batch
+
+    def wav(text, out, **kw):
+        reqs = tmp_path / f"{out}.json"
+        reqs.write_text(json.dumps([{"text": text, "voice": str(ckpt / "voice.wav"),
+                                     "options": {"seed": 1, "max_frames": 2}}]))
+        rep, rc = run_batch(str(ckpt), reqs, tmp_path / out, sequential=True, tts=tts, **kw)
+        assert rc == 0, rep["failures"]
+        return (tmp_path / out / rep["requests"][-1]["wav"]).read_bytes()
+
+    assert wav(RAW, "on", normalize=True) == wav(READ, "read")
+    assert wav(RAW, "off") != wav(READ, "read2")
+
+
+def test_qwen3_normalizes_in_the_request_language(tmp_path):
+    import vocalis
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    with vocalis.load(str(d), max_batch=2) as t:
+        speaker = t.speakers[0]
+        de = _chunk_texts(t.submit("Es kostet 5 €.", speaker=speaker, language="german", normalize=True,
+                                   max_frames=2))
+        assert de == "Es kostet fünf Euro."
+        auto = _chunk_texts(t.submit(RAW, speaker=speaker, normalize=True, max_frames=2))
+        assert auto == READ  # language auto: English
+        assert _chunk_texts(t.submit(RAW, speaker=speaker, max_frames=2)) == RAW
+        with pytest.raises(InputError, match="does not cover language 'chinese'"):
+            t.submit(RAW, speaker=speaker, language="chinese", normalize=True)
