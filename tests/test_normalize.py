@@ -248,7 +248,232 @@ DE = [
     ("Lesen Sie Kapitel IV.", "Lesen Sie Kapitel vier."),
 ]
 
-TABLES = {"en": EN, "fr": FR, "de": DE}
+# Spanish: decimal comma, thousands dot; dates day "de" month "de" year; 1.º de mayo = primero
+ES = [
+    ("Tengo 1.000 euros.", "Tengo mil euros."),
+    ("Pesa 3,5 kilos.", "Pesa tres coma cinco kilos."),
+    ("El valor es 1,000.", "El valor es uno coma cero cero cero."),
+    ("Pi vale 3,14.", "Pi vale tres coma catorce."),
+    ("Son 1.000.000 de personas.", "Son un millón de personas."),
+    ("Tiene 25 años.", "Tiene veinticinco años."),
+    ("Hay 16 sillas.", "Hay dieciséis sillas."),
+    ("Hay 100 libros.", "Hay cien libros."),
+    ("Cuesta 2.500 pesos.", "Cuesta dos mil quinientos pesos."),
+    ("Llegaron 999 atletas.", "Llegaron novecientos noventa y nueve atletas."),
+    ("Hay 47 casos.", "Hay cuarenta y siete casos."),
+    ("El Sr. García llegó.", "El Señor García llegó."),
+    ("La Sra. López habla.", "La Señora López habla."),
+    ("La Srta. Ruiz canta.", "La Señorita Ruiz canta."),
+    ("El Dr. Pérez opera.", "El Doctor Pérez opera."),
+    ("La Dra. Gómez opera.", "La Doctora Gómez opera."),
+    ("Manzanas, peras, etc.", "Manzanas, peras, etcétera."),
+    ("Traiga fruta, p. ej. manzanas.", "Traiga fruta, por ejemplo manzanas."),
+    ("Vive en la Av. Libertad.", "Vive en la Avenida Libertad."),
+    ("Vive en el n.º 5.", "Vive en el número cinco."),
+    ("Añada 3/4 de taza.", "Añada tres cuartos de taza."),
+    ("Nos vemos el 3/4.", "Nos vemos el tres de abril."),
+    ("Coma 1/3 del pastel.", "Coma un tercio del pastel."),
+    ("Tome 2/3 del total.", "Tome dos tercios del total."),
+    ("Va a 10km/h.", "Va a diez kilómetros por hora."),
+    ("Pesa 70 kg.", "Pesa setenta kilogramos."),
+    ("Mide 1 m.", "Mide un metro."),
+    ("Añada 500 ml.", "Añada quinientos mililitros."),
+    ("Corrió 21 km.", "Corrió veintiún kilómetros."),
+    ("Esperó 30 min.", "Esperó treinta minutos."),
+    ("Pesa 1,5 kg.", "Pesa uno coma cinco kilogramos."),
+    ("Llegó 2º.", "Llegó segundo."),
+    ("Ella quedó 1ª.", "Ella quedó primera."),
+    ("Es el 3er piso.", "Es el tercer piso."),
+    ("Vive en el 5.º piso.", "Vive en el quinto piso."),
+    ("La versión 2.0.1 salió.", "La versión dos punto cero punto uno salió."),
+    ("Son las 14:30.", "Son las catorce y treinta."),
+    ("Llega a las 9:05.", "Llega a las nueve y cinco."),
+    ("Es la 1:15.", "Es la una y quince."),
+    ("Abre a las 21h.", "Abre a las veintiuna horas."),
+    ("Cierra a las 20:00.", "Cierra a las veinte horas."),
+    ("En 1492 llegó Colón.", "En mil cuatrocientos noventa y dos llegó Colón."),
+    ("Nació en 2001.", "Nació en dos mil uno."),
+    ("El 12/05/2026.", "El doce de mayo de dos mil veintiséis."),
+    ("El 21 de mayo.", "El veintiuno de mayo."),
+    ("El 1 de enero de 2000.", "El uno de enero de dos mil."),
+    ("El 1.º de mayo.", "El primero de mayo."),
+    ("El 2026-03-15.", "El quince de marzo de dos mil veintiséis."),
+    ("Cuesta 3,50 €.", "Cuesta tres euros con cincuenta céntimos."),
+    ("Cuesta 20 €.", "Cuesta veinte euros."),
+    ("Cuesta 1 €.", "Cuesta un euro."),
+    ("Cuesta 21 €.", "Cuesta veintiún euros."),
+    ("Cuesta 0,50 €.", "Cuesta cincuenta céntimos."),
+    ("Cuesta 25.000 €.", "Cuesta veinticinco mil euros."),
+    ("Pagó 5 $.", "Pagó cinco dólares."),
+    ("Cuesta 200 £.", "Cuesta doscientas libras."),
+    ("Debe -20 €.", "Debe menos veinte euros."),
+    ("Ganó 1,2 M€.", "Ganó uno coma dos millones de euros."),
+    ("Subió un 50 %.", "Subió un cincuenta por ciento."),
+    ("Bajó un 2,5 %.", "Bajó un dos coma cinco por ciento."),
+    ("Hace -5 °C.", "Hace menos cinco grados Celsius."),
+    ("Hay -3 grados.", "Hay menos tres grados."),
+    ("Lea las páginas 10-20.", "Lea las páginas diez a veinte."),
+    ("Llame al 612 345 678.", "Llame al seis uno dos, tres cuatro cinco, seis siete ocho."),
+    ("Escriba a ana@ejemplo.es.", "Escriba a ana arroba ejemplo punto es."),
+    ("Vea www.ejemplo.es/ayuda.", "Vea www punto ejemplo punto es barra ayuda."),
+    ("Felipe II reinó.", "Felipe segundo reinó."),
+    ("Alfonso XIII reinó.", "Alfonso trece reinó."),
+    ("Estamos en el siglo XXI.", "Estamos en el siglo veintiuno."),
+    ("Lea el capítulo III.", "Lea el capítulo tres."),
+    ("Tiene 16 GB.", "Tiene dieciséis gigabytes."),
+]
+
+# Italian: decimal comma, thousands dot, numbers written as one word; il 1° maggio = primo
+IT = [
+    ("Ho 1.000 euro.", "Ho mille euro."),
+    ("Pesa 3,5 chili.", "Pesa tre virgola cinque chili."),
+    ("Il valore è 1,000.", "Il valore è uno virgola zero zero zero."),
+    ("Pi greco vale 3,14.", "Pi greco vale tre virgola quattordici."),
+    ("Sono 1.000.000 di persone.", "Sono un milione di persone."),
+    ("Ha 25 anni.", "Ha venticinque anni."),
+    ("Ci sono 16 sedie.", "Ci sono sedici sedie."),
+    ("Ha 21 anni.", "Ha ventuno anni."),
+    ("Ci sono 100 libri.", "Ci sono cento libri."),
+    ("Costa 2.500 franchi.", "Costa duemilacinquecento franchi."),
+    ("Ci sono 999 atleti.", "Ci sono novecentonovantanove atleti."),
+    ("Ci sono 48 casi.", "Ci sono quarantotto casi."),
+    ("Sono 23 gatti.", "Sono ventitré gatti."),
+    ("Il Sig. Rossi arriva.", "Il Signor Rossi arriva."),
+    ("La Sig.ra Bianchi parla.", "La Signora Bianchi parla."),
+    ("La Sig.na Neri canta.", "La Signorina Neri canta."),
+    ("Il Dott. Verdi visita.", "Il Dottor Verdi visita."),
+    ("La Dott.ssa Russo visita.", "La Dottoressa Russo visita."),
+    ("Il Prof. Conti insegna.", "Il Professor Conti insegna."),
+    ("L'Ing. Galli progetta.", "L'Ingegner Galli progetta."),
+    ("Mele, pere, ecc.", "Mele, pere, eccetera."),
+    ("Abita al n. 5.", "Abita al numero cinque."),
+    ("Aggiungi 3/4 di tazza.", "Aggiungi tre quarti di tazza."),
+    ("Ci vediamo il 3/4.", "Ci vediamo il tre aprile."),
+    ("Mangia 1/3 della torta.", "Mangia un terzo della torta."),
+    ("Prendi 2/3 del totale.", "Prendi due terzi del totale."),
+    ("Usa 5/8 della corda.", "Usa cinque ottavi della corda."),
+    ("Va a 10km/h.", "Va a dieci chilometri orari."),
+    ("Pesa 70 kg.", "Pesa settanta chilogrammi."),
+    ("È alto 1 m.", "È alto un metro."),
+    ("Versa 500 ml.", "Versa cinquecento millilitri."),
+    ("Ha corso 5 km.", "Ha corso cinque chilometri."),
+    ("Ha atteso 30 min.", "Ha atteso trenta minuti."),
+    ("Pesa 1,5 kg.", "Pesa uno virgola cinque chilogrammi."),
+    ("Il 2° posto.", "Il secondo posto."),
+    ("La 1ª volta.", "La prima volta."),
+    ("Il 3º capitolo.", "Il terzo capitolo."),
+    ("Il 21° secolo.", "Il ventunesimo secolo."),
+    ("Fa 20° oggi.", "Fa venti gradi oggi."),
+    ("La versione 2.0.1 è uscita.", "La versione due punto zero punto uno è uscita."),
+    ("Sono le 14:30.", "Sono le quattordici e trenta."),
+    ("Arriva alle 9:05.", "Arriva alle nove e cinque."),
+    ("È l'1:15.", "È l'una e quindici."),
+    ("Chiude alle 20:00.", "Chiude alle venti."),
+    ("Nel 1492 Colombo partì.", "Nel millequattrocentonovantadue Colombo partì."),
+    ("È nato nel 2001.", "È nato nel duemilauno."),
+    ("Il 12/05/2026.", "Il dodici maggio duemilaventisei."),
+    ("Il 21 maggio.", "Il ventuno maggio."),
+    ("Il 1° maggio.", "Il primo maggio."),
+    ("Il 2026-03-15.", "Il quindici marzo duemilaventisei."),
+    ("Costa 3,50 €.", "Costa tre euro e cinquanta centesimi."),
+    ("Costa 20 €.", "Costa venti euro."),
+    ("Costa 1 €.", "Costa un euro."),
+    ("Costa 0,50 €.", "Costa cinquanta centesimi."),
+    ("Costa 25.000 €.", "Costa venticinquemila euro."),
+    ("Costa 1.500,50 €.", "Costa millecinquecento euro e cinquanta centesimi."),
+    ("Costa 5 $.", "Costa cinque dollari."),
+    ("Costa 2 £.", "Costa due sterline."),
+    ("Un debito di -20 €.", "Un debito di meno venti euro."),
+    ("Ha vinto 1,2 M€.", "Ha vinto uno virgola due milioni di euro."),
+    ("Un aumento del 50 %.", "Un aumento del cinquanta per cento."),
+    ("Un calo del 2,5%.", "Un calo del due virgola cinque per cento."),
+    ("Fa -5 °C.", "Fa meno cinque gradi Celsius."),
+    ("Ci sono -3 gradi.", "Ci sono meno tre gradi."),
+    ("Chiama lo 06 1234 5678.", "Chiama lo zero sei, uno due tre quattro, cinque sei sette otto."),
+    ("Scrivi a anna@esempio.it.", "Scrivi a anna chiocciola esempio punto it."),
+    ("Vedi www.esempio.it/aiuto.", "Vedi www punto esempio punto it barra aiuto."),
+    ("Luigi XIV regnava.", "Luigi quattordicesimo regnava."),
+    ("Leggi il capitolo III.", "Leggi il capitolo tre."),
+    ("Ha 16 GB.", "Ha sedici gigabyte."),
+]
+
+# Portuguese (European, as num2words "pt": dezasseis, quilómetro, cêntimo): "e" between
+# hundreds, tens and units; dates day "de" month "de" year, day 1 primeiro
+PT = [
+    ("Tenho 1.000 euros.", "Tenho mil euros."),
+    ("Pesa 3,5 quilos.", "Pesa três vírgula cinco quilos."),
+    ("O valor é 1,000.", "O valor é um vírgula zero zero zero."),
+    ("Pi vale 3,14.", "Pi vale três vírgula catorze."),
+    ("São 1.000.000 de pessoas.", "São um milhão de pessoas."),
+    ("Tem 25 anos.", "Tem vinte e cinco anos."),
+    ("Há 16 cadeiras.", "Há dezasseis cadeiras."),
+    ("Há 100 livros.", "Há cem livros."),
+    ("Há 101 cães.", "Há cento e um cães."),
+    ("Custa 2.500 escudos.", "Custa dois mil e quinhentos escudos."),
+    ("Chegaram 999 atletas.", "Chegaram novecentos e noventa e nove atletas."),
+    ("Há 47 casos.", "Há quarenta e sete casos."),
+    ("Em 1500 chegou Cabral.", "Em mil e quinhentos chegou Cabral."),
+    ("O Sr. Silva chegou.", "O Senhor Silva chegou."),
+    ("A Sra. Costa fala.", "A Senhora Costa fala."),
+    ("O Dr. Santos opera.", "O Doutor Santos opera."),
+    ("A Dra. Lima opera.", "A Doutora Lima opera."),
+    ("O Prof. Alves ensina.", "O Professor Alves ensina."),
+    ("O Eng. Sousa projeta.", "O Engenheiro Sousa projeta."),
+    ("Maçãs, peras, etc.", "Maçãs, peras, etcétera."),
+    ("Traga fruta, p. ex. maçãs.", "Traga fruta, por exemplo maçãs."),
+    ("Mora na Av. Liberdade.", "Mora na Avenida Liberdade."),
+    ("Mora no n.º 5.", "Mora no número cinco."),
+    ("Junte 3/4 de chávena.", "Junte três quartos de chávena."),
+    ("Vemo-nos no dia 3/4.", "Vemo-nos no dia três de abril."),
+    ("Coma 1/3 do bolo.", "Coma um terço do bolo."),
+    ("Use 2/3 do total.", "Use dois terços do total."),
+    ("Vai a 10km/h.", "Vai a dez quilómetros por hora."),
+    ("Pesa 70 kg.", "Pesa setenta quilogramas."),
+    ("Mede 1 m.", "Mede um metro."),
+    ("Junte 500 ml.", "Junte quinhentos mililitros."),
+    ("Correu 21 km.", "Correu vinte e um quilómetros."),
+    ("Esperou 30 min.", "Esperou trinta minutos."),
+    ("Compre 200 g.", "Compre duzentos gramas."),
+    ("Ficou em 2º.", "Ficou em segundo."),
+    ("Ela ficou em 1ª.", "Ela ficou em primeira."),
+    ("O 5.º andar.", "O quinto andar."),
+    ("A 21ª edição.", "A vigésima primeira edição."),
+    ("A versão 2.0.1 saiu.", "A versão dois ponto zero ponto um saiu."),
+    ("São 14h30.", "São catorze e trinta."),
+    ("Chega às 9:05.", "Chega às nove e cinco."),
+    ("É 1h.", "É uma hora."),
+    ("Fecha às 22:00.", "Fecha às vinte e duas horas."),
+    ("Abre às 12h.", "Abre às doze horas."),
+    ("Nasceu em 2001.", "Nasceu em dois mil e um."),
+    ("Em 12/05/2026.", "Em doze de maio de dois mil e vinte e seis."),
+    ("No dia 21 de maio.", "No dia vinte e um de maio."),
+    ("No 1.º de maio.", "No primeiro de maio."),
+    ("Em 2026-03-15.", "Em quinze de março de dois mil e vinte e seis."),
+    ("Custa 3,50 €.", "Custa três euros e cinquenta cêntimos."),
+    ("Custa 20 €.", "Custa vinte euros."),
+    ("Custa 1 €.", "Custa um euro."),
+    ("Custa 0,50 €.", "Custa cinquenta cêntimos."),
+    ("Custa 25.000 €.", "Custa vinte e cinco mil euros."),
+    ("Custa 1.500,50 €.", "Custa mil e quinhentos euros e cinquenta cêntimos."),
+    ("Custa 5 $.", "Custa cinco dólares."),
+    ("Custa 2 £.", "Custa duas libras."),
+    ("Custa R$ 10.", "Custa dez reais."),
+    ("Uma dívida de -20 €.", "Uma dívida de menos vinte euros."),
+    ("Ganhou 1,2 M€.", "Ganhou um vírgula dois milhões de euros."),
+    ("Uma subida de 50 %.", "Uma subida de cinquenta por cento."),
+    ("Uma descida de 2,5%.", "Uma descida de dois vírgula cinco por cento."),
+    ("Estão -5 °C.", "Estão menos cinco graus Celsius."),
+    ("Leia as páginas 10-20.", "Leia as páginas dez a vinte."),
+    ("Ligue para 912 345 678.", "Ligue para nove um dois, três quatro cinco, seis sete oito."),
+    ("Escreva para ana@exemplo.pt.", "Escreva para ana arroba exemplo ponto pt."),
+    ("Veja www.exemplo.pt/ajuda.", "Veja www ponto exemplo ponto pt barra ajuda."),
+    ("João VI reinou.", "João sexto reinou."),
+    ("Leia o capítulo III.", "Leia o capítulo três."),
+    ("Estamos no século XXI.", "Estamos no século vinte e um."),
+    ("Tem 16 GB.", "Tem dezasseis gigabytes."),
+]
+
+TABLES = {"en": EN, "fr": FR, "de": DE, "es": ES, "it": IT, "pt": PT}
 CASES = [(lang, src, want) for lang, rows in TABLES.items() for src, want in rows]
 IDS = [f"{lang}-{i}" for lang, rows in TABLES.items() for i in range(len(rows))]
 
@@ -259,6 +484,9 @@ ABBREVIATIONS = {
     "mph", "GB", "www", "https", "http", "v", "VIII", "XIV", "II", "IV", "Mme", "Mlle", "av", "er", "re", "e",
     "Ier", "XIXe", "III", "ème", "Ste", "Fr", "Hr", "usw", "bzw", "ca", "min", "Nr", "z", "B", "d", "h", "m",
     "M", "Str", "Hauptstr",
+    # Spanish, Italian, Portuguese
+    "Sr", "Sra", "Srta", "Dra", "Dott", "Sig", "ra", "na", "ssa", "Ing", "Eng", "ecc", "ej", "ex", "p", "Av", "n",
+    "º", "ª", "g", "XIII", "XXI", "VI", "R",
 }
 
 
@@ -276,16 +504,17 @@ def test_reading(lang, src, want):
     assert not missing, f"dropped {missing}"
 
 
-@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt"])
 @pytest.mark.parametrize("text", [
     "Hello there, how are you?", "Plan B is fine.", "I think, therefore I am.",
     "Bonjour à tous, ça va ?", "Guten Tag, wie geht es?", "", "   ",
+    "Hola, ¿qué tal?", "Ciao a tutti, come va?", "Olá, tudo bem?",
 ])
 def test_nothing_to_normalize_passes_through(lang, text):
     assert normalize(text, lang) == text
 
 
-@pytest.mark.parametrize("lang", ["en", "fr", "de"])
+@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt"])
 @pytest.mark.parametrize("text", [
     "12345678901234567890",  # too long to read: as written
     "31/02/2026",            # no such date
@@ -311,8 +540,11 @@ def test_languages_and_auto():
     assert normalize("I have 2 cats.", "english") == "I have two cats."
     assert normalize("I have 2 cats.", "auto") == "I have two cats."
     assert normalize("我有 2 只猫", "auto") == "我有 2 只猫"  # another script: left for the model
+    assert resolve_language("spanish") == "es" and resolve_language("Italian") == "it"
+    assert resolve_language("portuguese") == "pt" and resolve_language("pt-BR") == "pt"
+    assert normalize("Tengo 2 gatos.", "spanish") == "Tengo dos gatos."
     assert supports("french") and supports("auto") and not supports("klingon")
-    with pytest.raises(InputError, match="supported: en .english., fr .french., de .german."):
+    with pytest.raises(InputError, match="supported: en .english., fr .french., de .german., es .spanish., it .italian., pt .portuguese."):
         normalize("2 cats", "klingon")
     with pytest.raises(InputError, match="must be a string"):
         normalize(5, "en")  # type: ignore[arg-type]

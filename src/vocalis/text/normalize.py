@@ -31,8 +31,13 @@ from vocalis.errors import InputError
 
 LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "en",
              "fr": "fr", "french": "fr", "français": "fr", "francais": "fr", "fra": "fr",
-             "de": "de", "german": "de", "deutsch": "de", "deu": "de", "ger": "de"}
-SUPPORTED = ("en", "fr", "de")
+             "de": "de", "german": "de", "deutsch": "de", "deu": "de", "ger": "de",
+             "es": "es", "spanish": "es", "español": "es", "espanol": "es", "spa": "es", "es-es": "es",
+             "es-mx": "es", "it": "it", "italian": "it", "italiano": "it", "ita": "it",
+             "pt": "pt", "portuguese": "pt", "português": "pt", "portugues": "pt", "por": "pt",
+             "pt-pt": "pt", "pt-br": "pt"}
+SUPPORTED = ("en", "fr", "de", "es", "it", "pt")
+ROMANCE = ("es", "it", "pt")  # written like French: decimal comma, day/month/year, amount then currency
 MAX_DIGITS = 15  # longer digit runs pass through as written
 
 _n2w = None
@@ -65,7 +70,8 @@ def resolve_language(language: str | None) -> str | None:
     if key in LANGUAGES:
         return LANGUAGES[key]
     raise InputError(f"text normalization does not cover language {language!r}; supported: "
-                     "en (english), fr (french), de (german), or auto", param="language")
+                     "en (english), fr (french), de (german), es (spanish), it (italian), "
+                     "pt (portuguese), or auto", param="language")
 
 
 def supports(language: str | None) -> bool:
@@ -102,11 +108,14 @@ def ordinal(n: int, lang: str) -> str:
 
 DIGIT = {"en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"],
          "fr": ["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"],
-         "de": ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]}
-POINT = {"en": "point", "fr": "virgule", "de": "Komma"}
-DOT = {"en": "point", "fr": "point", "de": "Punkt"}
-MINUS = {"en": "minus", "fr": "moins", "de": "minus"}
-TO = {"en": "to", "fr": "à", "de": "bis"}
+         "de": ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"],
+         "es": ["cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"],
+         "it": ["zero", "uno", "due", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove"],
+         "pt": ["zero", "um", "dois", "três", "quatro", "cinco", "seis", "sete", "oito", "nove"]}
+POINT = {"en": "point", "fr": "virgule", "de": "Komma", "es": "coma", "it": "virgola", "pt": "vírgula"}
+DOT = {"en": "point", "fr": "point", "de": "Punkt", "es": "punto", "it": "punto", "pt": "ponto"}
+MINUS = {"en": "minus", "fr": "moins", "de": "minus", "es": "menos", "it": "meno", "pt": "menos"}
+TO = {"en": "to", "fr": "à", "de": "bis", "es": "a", "it": "a", "pt": "a"}
 
 
 def digits(s: str, lang: str) -> str:
@@ -124,7 +133,7 @@ def decimal(whole: str, frac: str, lang: str) -> str:
     """``whole`` point ``frac``: French reads a short fraction without leading zero as a
     number (3,14 = trois virgule quatorze), English and German digit by digit."""
     head = integer(whole, lang) if whole else DIGIT[lang][0]
-    if lang == "fr" and len(frac) <= 2 and frac[0] != "0":
+    if lang in ("fr",) + ROMANCE and len(frac) <= 2 and frac[0] != "0":
         tail = card(int(frac), lang)
     else:
         tail = digits(frac, lang)
@@ -158,6 +167,12 @@ MONTHS = {
     "en": ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"],
     "fr": ["janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre", "novembre", "décembre"],
     "de": ["Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November", "Dezember"],
+    "es": ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+           "noviembre", "diciembre"],
+    "it": ["gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
+           "novembre", "dicembre"],
+    "pt": ["janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
+           "novembro", "dezembro"],
 }
 DAYS_IN = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -177,7 +192,37 @@ def de_ordinal(n: int, case: str) -> str:
     return base[:-1] + case if base.endswith("e") else base
 
 
+def gendered(words: str, lang: str, fem: bool) -> str:
+    """A Spanish/Italian/Portuguese cardinal before a noun: es ``uno`` -> ``un``/``una``
+    (veintiún euros, veintiuna horas), feminine hundreds (doscientas); it ``uno`` ->
+    ``un``/``una``; pt ``um`` -> ``uma``, ``dois`` -> ``duas``, duzentas."""
+    if lang == "es":
+        if re.search(r"uno$", words):
+            words = words[:-3] + ("una" if fem else ("ún" if words.endswith("iuno") else "un"))
+        if fem:
+            words = re.sub(r"ientos\b", "ientas", words)
+    elif lang == "it":
+        if words == "uno":
+            words = "una" if fem else "un"
+    elif lang == "pt" and fem:
+        words = re.sub(r"\bum$", "uma", words)
+        words = re.sub(r"\bdois$", "duas", words)
+        words = re.sub(r"entos\b", "entas", words)
+    return words
+
+
+def feminine_ordinal(w: str) -> str:
+    """``primero``/``vigésimo primero`` -> ``primera``/``vigésima primera`` (es, it, pt)."""
+    return " ".join(x[:-1] + "a" if x.endswith("o") else x for x in w.split())
+
+
 def date_words(d: int, m: int, y: int | None, lang: str, de_case: str = "er") -> str:
+    if lang in ROMANCE:
+        day = {"es": card(d, "es"), "it": "primo" if d == 1 else card(d, "it"),
+               "pt": "primeiro" if d == 1 else card(d, "pt")}[lang]
+        de = "" if lang == "it" else " de"
+        out = f"{day}{de} {MONTHS[lang][m - 1]}"
+        return out + (f"{de} {year(y, lang)}" if y is not None else "")
     if lang == "en":
         out = f"{MONTHS['en'][m - 1]} {ordinal(d, 'en')}"
         return out + (f" {year(y, 'en')}" if y is not None else "")
@@ -205,6 +250,19 @@ def fraction(a: int, b: int, lang: str) -> str:
             return f"{one} {s}" if a == 1 else f"{card(a, 'fr')} {p}"
         o = ordinal(b, "fr")
         return f"{one} {o}" if a == 1 else f"{card(a, 'fr')} {o}s"
+    if lang in ROMANCE:
+        one = {"es": "un", "it": "un", "pt": "um"}[lang]
+        if lang == "it":
+            s = "mezzo" if b == 2 else ordinal(b, "it")
+            p = s[:-1] + "i"
+        else:
+            names = {"es": ["medio", "tercio", "cuarto", "quinto", "sexto", "séptimo", "octavo", "noveno", "décimo"],
+                     "pt": ["meio", "terço", "quarto", "quinto", "sexto", "sétimo", "oitavo", "nono", "décimo"]}[lang]
+            if b > 10:
+                return None
+            s = names[b - 2]
+            p = s + "s"
+        return f"{one} {s}" if a == 1 else f"{card(a, lang)} {p}"
     if b == 2:
         return "ein halb" if a == 1 else f"{card(a, 'de')} halbe"
     noun = de_ordinal(b, "").capitalize()
@@ -258,6 +316,52 @@ UNITS = {
     "ft": {"en": ("foot", "feet"), "fr": ("pied", "pieds"), "de": ("Fuß", "Fuß")},
     "mi": {"en": ("mile", "miles"), "fr": ("mile", "miles"), "de": ("Meile", "Meilen")},
 }
+# Spanish, Italian, Portuguese: (singular, plural); a unit in ROMANCE_FEMININE takes una/uma
+_ROMANCE_UNITS = {
+    "km/h": (("kilómetro por hora", "kilómetros por hora"), ("chilometro orario", "chilometri orari"),
+             ("quilómetro por hora", "quilómetros por hora")),
+    "mph": (("milla por hora", "millas por hora"), ("miglio orario", "miglia orarie"),
+            ("milha por hora", "milhas por hora")),
+    "m/s": (("metro por segundo", "metros por segundo"), ("metro al secondo", "metri al secondo"),
+            ("metro por segundo", "metros por segundo")),
+    "km": (("kilómetro", "kilómetros"), ("chilometro", "chilometri"), ("quilómetro", "quilómetros")),
+    "cm": (("centímetro", "centímetros"), ("centimetro", "centimetri"), ("centímetro", "centímetros")),
+    "mm": (("milímetro", "milímetros"), ("millimetro", "millimetri"), ("milímetro", "milímetros")),
+    "m": (("metro", "metros"), ("metro", "metri"), ("metro", "metros")),
+    "kg": (("kilogramo", "kilogramos"), ("chilogrammo", "chilogrammi"), ("quilograma", "quilogramas")),
+    "mg": (("miligramo", "miligramos"), ("milligrammo", "milligrammi"), ("miligrama", "miligramas")),
+    "g": (("gramo", "gramos"), ("grammo", "grammi"), ("grama", "gramas")),
+    "lb": (("libra", "libras"), ("libbra", "libbre"), ("libra", "libras")),
+    "lbs": (("libra", "libras"), ("libbra", "libbre"), ("libra", "libras")),
+    "oz": (("onza", "onzas"), ("oncia", "once"), ("onça", "onças")),
+    "ml": (("mililitro", "mililitros"), ("millilitro", "millilitri"), ("mililitro", "mililitros")),
+    "l": (("litro", "litros"), ("litro", "litri"), ("litro", "litros")),
+    "L": (("litro", "litros"), ("litro", "litri"), ("litro", "litros")),
+    "°C": (("grado Celsius", "grados Celsius"), ("grado Celsius", "gradi Celsius"), ("grau Celsius", "graus Celsius")),
+    "°F": (("grado Fahrenheit", "grados Fahrenheit"), ("grado Fahrenheit", "gradi Fahrenheit"),
+           ("grau Fahrenheit", "graus Fahrenheit")),
+    "°": (("grado", "grados"), ("grado", "gradi"), ("grau", "graus")),
+    "min": (("minuto", "minutos"), ("minuto", "minuti"), ("minuto", "minutos")),
+    "ms": (("milisegundo", "milisegundos"), ("millisecondo", "millisecondi"), ("milissegundo", "milissegundos")),
+    "GB": (("gigabyte", "gigabytes"), ("gigabyte", "gigabyte"), ("gigabyte", "gigabytes")),
+    "MB": (("megabyte", "megabytes"), ("megabyte", "megabyte"), ("megabyte", "megabytes")),
+    "TB": (("terabyte", "terabytes"), ("terabyte", "terabyte"), ("terabyte", "terabytes")),
+    "kB": (("kilobyte", "kilobytes"), ("kilobyte", "kilobyte"), ("kilobyte", "kilobytes")),
+    "GHz": (("gigahercio", "gigahercios"), ("gigahertz", "gigahertz"), ("gigahertz", "gigahertz")),
+    "MHz": (("megahercio", "megahercios"), ("megahertz", "megahertz"), ("megahertz", "megahertz")),
+    "Hz": (("hercio", "hercios"), ("hertz", "hertz"), ("hertz", "hertz")),
+    "kWh": (("kilovatio hora", "kilovatios hora"), ("chilowattora", "chilowattora"),
+            ("quilowatt-hora", "quilowatts-hora")),
+    "kW": (("kilovatio", "kilovatios"), ("chilowatt", "chilowatt"), ("quilowatt", "quilowatts")),
+    "W": (("vatio", "vatios"), ("watt", "watt"), ("watt", "watts")),
+    "V": (("voltio", "voltios"), ("volt", "volt"), ("volt", "volts")),
+    "ft": (("pie", "pies"), ("piede", "piedi"), ("pé", "pés")),
+    "mi": (("milla", "millas"), ("miglio", "miglia"), ("milha", "milhas")),
+}
+for _u, _rows in _ROMANCE_UNITS.items():
+    for _lang, _row in zip(ROMANCE, _rows):
+        UNITS[_u][_lang] = _row
+ROMANCE_FEMININE = {"milla", "libra", "onza", "milha", "onça", "libbra", "oncia"}
 _UNIT_RE = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 
 # currency symbol/code -> (singular, plural, cent singular, cent plural)
@@ -274,15 +378,31 @@ MONEY = {
            "£": ("Pfund", "Pfund", "Penny", "Pence"), "¥": ("Yen", "Yen", "", ""),
            "USD": ("Dollar", "Dollar", "Cent", "Cent"), "EUR": ("Euro", "Euro", "Cent", "Cent"),
            "CHF": ("Franken", "Franken", "Rappen", "Rappen")},
+    "es": {"$": ("dólar", "dólares", "centavo", "centavos"), "€": ("euro", "euros", "céntimo", "céntimos"),
+           "£": ("libra", "libras", "penique", "peniques"), "¥": ("yen", "yenes", "", ""),
+           "USD": ("dólar", "dólares", "centavo", "centavos"), "EUR": ("euro", "euros", "céntimo", "céntimos")},
+    "it": {"$": ("dollaro", "dollari", "centesimo", "centesimi"), "€": ("euro", "euro", "centesimo", "centesimi"),
+           "£": ("sterlina", "sterline", "penny", "pence"), "¥": ("yen", "yen", "", ""),
+           "USD": ("dollaro", "dollari", "centesimo", "centesimi"), "EUR": ("euro", "euro", "centesimo", "centesimi"),
+           "CHF": ("franco svizzero", "franchi svizzeri", "centesimo", "centesimi")},
+    "pt": {"$": ("dólar", "dólares", "cêntimo", "cêntimos"), "€": ("euro", "euros", "cêntimo", "cêntimos"),
+           "£": ("libra", "libras", "péni", "pence"), "¥": ("iene", "ienes", "", ""),
+           "R$": ("real", "reais", "centavo", "centavos"), "BRL": ("real", "reais", "centavo", "centavos"),
+           "USD": ("dólar", "dólares", "cêntimo", "cêntimos"), "EUR": ("euro", "euros", "cêntimo", "cêntimos")},
 }
+MONEY_FEMININE = {"libra", "sterlina"}
 SCALE = {"en": {"k": "thousand", "K": "thousand", "M": "million", "m": "million", "B": "billion", "bn": "billion",
                 "T": "trillion", "thousand": "thousand", "million": "million", "billion": "billion",
                 "trillion": "trillion"},
          "fr": {"k": "mille", "M": "millions", "Md": "milliards", "Mrd": "milliards", "mille": "mille",
                 "million": "million", "millions": "millions", "milliard": "milliard", "milliards": "milliards"},
          "de": {"Tsd.": "Tausend", "Mio.": "Millionen", "Mrd.": "Milliarden", "Million": "Million",
-                "Millionen": "Millionen", "Milliarde": "Milliarde", "Milliarden": "Milliarden"}}
-PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent"}
+                "Millionen": "Millionen", "Milliarde": "Milliarde", "Milliarden": "Milliarden"},
+         "es": {"M": "millones", "mil": "mil", "millón": "millón", "millones": "millones"},
+         "it": {"M": "milioni", "mila": "mila", "milione": "milione", "milioni": "milioni", "miliardi": "miliardi"},
+         "pt": {"M": "milhões", "mil": "mil", "milhão": "milhão", "milhões": "milhões"}}
+PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent", "es": "por ciento", "it": "per cento",
+           "pt": "por cento"}
 
 # abbreviation (with its dot) -> reading; "keep_dot": it may end a sentence
 ABBREV = {
@@ -303,12 +423,32 @@ ABBREV = {
            "evtl.": "eventuell", "ggf.": "gegebenenfalls", "inkl.": "inklusive", "vgl.": "vergleiche",
            "Str.": "Straße", "St.": "Sankt", "bspw.": "beispielsweise", "Jh.": "Jahrhundert",
            "Nr.": "Nummer", "Tel.": "Telefon"},
+    "es": {"Sr.": "Señor", "Sra.": "Señora", "Srta.": "Señorita", "Dr.": "Doctor", "Dra.": "Doctora",
+           "Prof.": "Profesor", "Profa.": "Profesora", "Lic.": "Licenciado", "Ing.": "Ingeniero", "Ud.": "usted",
+           "Uds.": "ustedes", "Dña.": "Doña", "etc.": "etcétera", "p. ej.": "por ejemplo", "aprox.": "aproximadamente",
+           "Av.": "Avenida", "Avda.": "Avenida", "pág.": "página", "tel.": "teléfono", "Sto.": "Santo"},
+    "it": {"Sig.ra": "Signora", "Sig.na": "Signorina", "Sig.": "Signor", "Sigg.": "Signori", "Dott.ssa": "Dottoressa",
+           "Dott.": "Dottor", "Prof.ssa": "Professoressa", "Prof.": "Professor", "Ing.": "Ingegner",
+           "Avv.": "Avvocato", "Arch.": "Architetto", "ecc.": "eccetera", "pag.": "pagina", "tel.": "telefono",
+           "ca.": "circa", "p.es.": "per esempio", "es.": "esempio"},
+    "pt": {"Sr.": "Senhor", "Sra.": "Senhora", "Srta.": "Senhorita", "Dr.": "Doutor", "Dra.": "Doutora",
+           "Prof.": "Professor", "Profa.": "Professora", "Eng.": "Engenheiro", "etc.": "etcétera",
+           "p. ex.": "por exemplo", "aprox.": "aproximadamente", "Av.": "Avenida", "pág.": "página",
+           "tel.": "telefone", "V. Exa.": "Vossa Excelência"},
 }
-NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer")}
+NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer"), "es": ("n.º", "número"),
+                 "it": ("n.", "numero"), "pt": ("n.º", "número")}
+NUMBER_ABBREV_RX = {"es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
 YEAR_CUES = {"in", "since", "by", "until", "till", "from", "year", "before", "after", "around", "circa", "during",
              "early", "late", "mid", "spring", "summer", "autumn", "fall", "winter"}
 DATE_CUES_EN = {"on", "since", "until", "by", "from", "till", "before", "after", "due"}
 DATE_CUES_FR = {"le", "du", "au", "depuis", "dès", "jusqu'au", "avant", "après", "ce"}
+DATE_CUES_ROMANCE = {"es": {"el", "del", "al", "desde", "hasta", "hoy", "fecha", "día"},
+                     "it": {"il", "del", "al", "dal", "entro", "fino", "oggi", "data", "giorno"},
+                     "pt": {"em", "no", "dia", "desde", "até", "ao", "do", "hoje", "data"}}
+# Italian "N°" is an ordinal after these (il 1° posto), a degree otherwise
+IT_ORDINAL_CUES = {"il", "lo", "la", "l'", "al", "allo", "alla", "del", "dello", "della", "nel", "nello", "nella",
+                   "dal", "dallo", "dalla", "sul", "sullo", "sulla", "un", "una", "i", "gli", "le"}
 DE_ARTICLES_TE = {"der", "die", "das"}
 DE_ARTICLES_TEN = {"den", "dem", "des", "am", "im", "zum", "zur", "vom", "beim", "ab", "seit", "bis", "einem", "einen"}
 ROMAN_CUES = {
@@ -316,6 +456,12 @@ ROMAN_CUES = {
            "type", "class", "level", "vol.", "apollo", "episode", "season", "stage"},
     "fr": {"chapitre", "partie", "tome", "livre", "acte", "scène", "article", "titre", "guerre", "type", "niveau"},
     "de": {"kapitel", "teil", "band", "buch", "akt", "szene", "artikel", "weltkrieg", "typ", "stufe", "abschnitt"},
+    "es": {"capítulo", "parte", "tomo", "libro", "acto", "escena", "artículo", "título", "guerra", "tipo", "nivel",
+           "siglo", "volumen"},
+    "it": {"capitolo", "parte", "tomo", "libro", "atto", "scena", "articolo", "titolo", "guerra", "tipo", "livello",
+           "volume"},
+    "pt": {"capítulo", "parte", "tomo", "livro", "ato", "acto", "cena", "artigo", "título", "guerra", "tipo", "nível",
+           "século", "volume"},
 }
 _ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 
@@ -371,6 +517,8 @@ class _Normalizer:
                                    r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
         elif L == "fr":
             parts.append(("time", r"(?<![\w:.,])(\d{1,2}) ?(?:h|:)(\d{2})?(?![\w:]|[.,]\d)", self.time_fr))
+        elif L in ROMANCE:
+            parts.append(("time", r"(?<![\w:.,])(\d{1,2}) ?(?:h|:)(\d{2})?(?![\w:]|[.,]\d)", self.time_rom))
         else:
             parts.append(("time", r"(?<![\w:.,])(\d{1,2})[:.](\d{2}) ?Uhr\b|(?<![\w:.,])(\d{1,2}):(\d{2})(?: Uhr\b)?(?![\w:]|[.,]\d)", self.time_de))
         parts += [
@@ -378,7 +526,9 @@ class _Normalizer:
             ("ddate", r"(?<![\w.,/-])(\d{1,2})\.(\d{1,2})\.(?![\w.,]|\s*\d)", self.short_date) if L == "de" else None,
             ("date2", r"(?<![\w.,/-])(\d{1,2})([/.])(\d{1,2})([/.])(\d{4}|\d{2})(?![\w/]|[.,]\d)", self.date),
             ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)|(?<![\w.,])v\d+(?:\.\d+)*\b", self.version),
-            ("mdate", rf"(?<![\w.,])(\d{{1,2}})(?:\.|er|re|ère)? ({months})\b(?: (\d{{4}}))?" if L != "en"
+            ("mdate", rf"(?<![\w.,])(\d{{1,2}})(?:\.|er|re|ère)? ({months})\b(?: (\d{{4}}))?" if L in ("fr", "de")
+             else rf"(?<![\w.,])(\d{{1,2}})(?:\.?º|°)? (?:de )?({months})\b(?: de (\d{{4}}))?" if L in ("es", "pt")
+             else rf"(?<![\w.,])(\d{{1,2}})(?:°|º)? ({months})\b(?: (\d{{4}}))?" if L == "it"
              else rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:(,?) (\d{{4}})\b)?", self.month_date),
             ("phone", r"(?<![\w.,/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{2,8}(?:[ .-]\d{2,8}){0,3}(?![\w.,/-]*\d)", self.phone),
             ("money", (rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
@@ -386,17 +536,27 @@ class _Normalizer:
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
             ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
             ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
+             r"(?<![\w.,])(\d+)(\.?º|\.?ª|er\b)" if L in ("es", "pt") else
+             r"(?<![\w.,])(\d+)(º|ª|°)(?![CF]\b)" if L == "it" else
              r"(?<![\w.,])(\d+)(ers|er|ères|ère|res|re|es|e|ème|èmes|nd|nde)\b" if L == "fr" else
              r"(?<![\w.,])(\d{1,4})\.(?= \w)", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self.fraction),
             ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?![\w]|[.,]\d)", self.range),
             ("roman", r"\b([IVXLC]{2,}|[IVX])(?:(er|e|ème)\b|\b(\.?))", self.roman),
-            ("numabbr", rf"(?<!\w){re.escape(NUMBER_ABBREV[L][0])} ?(?=\d)", self.numabbr),
+            ("numabbr", rf"(?<!\w){NUMBER_ABBREV_RX.get(L) or re.escape(NUMBER_ABBREV[L][0])} ?(?=\d)",
+             self.numabbr),
             ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
              self.abbr),
             ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
             ("number", rf"(?<![\w.,])(-|\u2212)?({n})(s)?(?![\w]|[.,]\d)", self.number),
         ]
+        if L in ROMANCE:
+            # money before phone (25.000 € is money, not a phone number); Italian 1° before units
+            names = [p[0] if p else None for p in parts]
+            parts.insert(names.index("phone"), parts.pop(names.index("money")))
+            if L == "it":
+                names = [p[0] if p else None for p in parts]
+                parts.insert(names.index("unit"), parts.pop(names.index("ordinal")))
         if L == "de":
             parts.insert(-1, ("street_de", r"\b([A-ZÄÖÜ]\w+)str\.(?=\s|$)", self.street_de))
         parts = [p for p in parts if p is not None and p[0] not in skip]
@@ -481,7 +641,16 @@ class _Normalizer:
                         "~": "tilde", "%": "pour cent"},
                  "de": {".": "Punkt", "/": "Schrägstrich", "@": "at", "-": "Bindestrich", "_": "Unterstrich",
                         ":": "Doppelpunkt", "?": "Fragezeichen", "=": "gleich", "&": "und", "+": "plus",
-                        "#": "Raute", "~": "Tilde", "%": "Prozent"}}[L]
+                        "#": "Raute", "~": "Tilde", "%": "Prozent"},
+                 "es": {".": "punto", "/": "barra", "@": "arroba", "-": "guion", "_": "guion bajo", ":": "dos puntos",
+                        "?": "interrogación", "=": "igual", "&": "y", "+": "más", "#": "almohadilla",
+                        "~": "virgulilla", "%": "por ciento"},
+                 "it": {".": "punto", "/": "barra", "@": "chiocciola", "-": "trattino", "_": "trattino basso",
+                        ":": "due punti", "?": "punto interrogativo", "=": "uguale", "&": "e", "+": "più",
+                        "#": "cancelletto", "~": "tilde", "%": "per cento"},
+                 "pt": {".": "ponto", "/": "barra", "@": "arroba", "-": "hífen", "_": "sublinhado", ":": "dois pontos",
+                        "?": "ponto de interrogação", "=": "igual", "&": "e", "+": "mais", "#": "cardinal",
+                        "~": "til", "%": "por cento"}}[L]
         out = []
         for tok in re.findall(r"[^\W\d_]+|\d+|\S", s):
             if tok.isdigit():
@@ -519,7 +688,8 @@ class _Normalizer:
         parts = s.lstrip("v").split(".")
         if any(self._too_long(p) for p in parts):
             return None
-        head = {"en": "version ", "fr": "version ", "de": "Version "}[L] if v else ""
+        head = {"en": "version ", "fr": "version ", "de": "Version ", "es": "versión ", "it": "versione ",
+                "pt": "versão "}[L] if v else ""
         return head + f" {DOT[L]} ".join(integer(p, L) for p in parts)
 
     def time_en(self, s, g, m):
@@ -552,6 +722,23 @@ class _Normalizer:
         if h == 21:
             hours = "vingt et une heures"
         return hours + (f" {card(int(mi), 'fr')}" if mi is not None and int(mi) else "")
+
+    def time_rom(self, s, g, m):
+        """14:30 / 14h30: es catorce y treinta, it quattordici e trenta, pt catorze e trinta;
+        a full hour (14h, 14:00): es catorce horas, it quattordici, pt catorze horas."""
+        L = self.lang
+        h, mi = int(g[0]), g[1]
+        if "h" not in s and mi is None:
+            return None
+        if h > 24 or (mi is not None and int(mi) > 59):
+            return None
+        hours = gendered(card(h, L), L, True)  # la una, vinte e duas (horas)
+        if mi is not None and int(mi):
+            mins = card(int(mi), L)
+            return f"{hours} {'y' if L == 'es' else 'e'} {mins}"
+        if L == "it":
+            return hours
+        return f"{hours} {'hora' if h == 1 else 'horas'}"
 
     def time_de(self, s, g, m):
         h, mi = (g[0], g[1]) if g[0] is not None else (g[2], g[3])
@@ -612,12 +799,17 @@ class _Normalizer:
                 return None
         if not _valid_date(d, mo, int(y) if y else None):
             return None
-        return date_words(d, mo, int(y) if y else None, L, self._de_case(m))
+        out = date_words(d, mo, int(y) if y else None, L, self._de_case(m))
+        if L == "es" and d == 1 and re.match(r"1\.?[º°]", s):
+            out = "primero" + out[3:]  # 1.º de mayo: primero de mayo (1 de mayo: uno de mayo)
+        return out
 
     def _money_words(self, amount: str, sym: str, scale: str | None, neg: bool) -> str:
         L = self.lang
         one, many, c1, cn = MONEY[L][sym]
         sign = MINUS[L] + " " if neg else ""
+        if L in ROMANCE:
+            return sign + self._money_rom(amount, sym, scale)
         if scale:
             sc = SCALE[L][scale]
             if L == "en":
@@ -655,6 +847,35 @@ class _Normalizer:
             return f"{sign}{head} and {card(cents, L)} {c1 if cents == 1 else cn}" if c1 else sign + head
         return f"{sign}{head} {card(cents, L)}"
 
+    def _money_rom(self, amount: str, sym: str, scale: str | None) -> str:
+        L = self.lang
+        one, many, c1, cn = MONEY[L][sym]
+        fem = one in MONEY_FEMININE
+        if scale:
+            sc = SCALE[L][scale]
+            if sc in ("mil", "mila"):
+                return f"{self._num(amount)} {sc} {many}"
+            if self._is_one(amount):
+                sc = {"es": "millón", "it": "milione", "pt": "milhão"}[L]
+                head = {"es": "un", "it": "un", "pt": "um"}[L]
+            else:
+                head = self._num(amount)
+            return f"{head} {sc} {'di' if L == 'it' else 'de'} {many}"
+        whole, frac = amount.rsplit(",", 1) if "," in amount else (amount, "")
+        if frac and len(frac) != 2:
+            return f"{self._num(amount)} {many}"
+        w = whole.replace(".", "").replace(" ", "").replace("\u00a0", "").replace("\u202f", "")
+        if self._too_long(w):
+            raise ValueError(amount)
+        n_whole, cents = int(w), int(frac) if frac else 0
+        head = f"{gendered(card(n_whole, L), L, fem)} {one if n_whole == 1 else many}"
+        if not cents or not c1:
+            return head
+        tail = f"{gendered(card(cents, L), L, False)} {c1 if cents == 1 else cn}"
+        if n_whole == 0:
+            return tail
+        return f"{head} {'con' if L == 'es' else 'e'} {tail}"
+
     def money(self, s, g, m):
         if g[1] is not None:
             neg, sym, amount, scale = g[0], g[1], g[2], g[3]
@@ -675,6 +896,14 @@ class _Normalizer:
             return None
         one, many = UNITS[u][L]
         sign = MINUS[L] + " " if neg else ""
+        if L in ROMANCE:
+            fem = one.split()[0] in ROMANCE_FEMININE
+            if self._is_one(amount):
+                return f"{sign}{gendered(card(1, L), L, fem)} {one}"
+            words = self._num(amount)
+            if re.fullmatch(r"[\d.\s\u00a0\u202f]+", amount):
+                words = gendered(words, L, fem)
+            return f"{sign}{words} {many}"
         if self._is_one(amount):
             word = {"en": "one", "fr": "un", "de": "ein"}[L]
             if L == "fr" and one.split()[0] in ("minute", "seconde", "milliseconde", "livre", "once", "heure"):
@@ -695,6 +924,16 @@ class _Normalizer:
             if suffix != want:
                 return None
             return ordinal(n, "en")
+        if L in ROMANCE:
+            suf = g[1]
+            if L == "it" and suf == "°" and self._prev_word(m).lower() not in IT_ORDINAL_CUES:
+                return self._fallback("ordinal", s, m)  # 20° is a degree
+            w = ordinal(n, L)
+            if suf.endswith("ª"):
+                return feminine_ordinal(w)
+            if suf == "er":  # es 1er, 3er: primer, tercer (before a noun)
+                return w[:-1] if w.endswith(("primero", "tercero")) else None
+            return w
         if L == "fr":
             suf = g[1]
             if n == 1:
@@ -721,7 +960,8 @@ class _Normalizer:
         a, b = int(g[0]), int(g[1])
         L = self.lang
         p = self._prev_word(m).lower()
-        cues = DATE_CUES_EN if L == "en" else DATE_CUES_FR if L == "fr" else DE_ARTICLES_TEN | DE_ARTICLES_TE
+        cues = DATE_CUES_EN if L == "en" else DATE_CUES_FR if L == "fr" else DATE_CUES_ROMANCE[L] if L in ROMANCE \
+            else DE_ARTICLES_TEN | DE_ARTICLES_TE
         if p in cues:
             mo, d = (a, b) if L == "en" else (b, a)
             if not _valid_date(d, mo, None):
@@ -773,6 +1013,8 @@ class _Normalizer:
             return f"the {ordinal(v, 'en').capitalize()}" + dot
         if L == "fr":
             return ("premier" if v == 1 else card(v, "fr")) + dot
+        if L in ROMANCE:  # Felipe II: segundo; Alfonso XIII: trece (es, pt); Luigi XIV: quattordicesimo
+            return (ordinal(v, L) if v <= 10 or L == "it" else card(v, L)) + dot
         if not dot:
             return None
         return f"der {de_ordinal(v, 'e').capitalize()}" + self._sentence_dot(m)
@@ -790,6 +1032,10 @@ class _Normalizer:
         if L == "fr" and s == "M.":
             return "Monsieur"
         word = ABBREV[L][s]
+        if L in ROMANCE:  # a title before a name keeps no dot; etc./ecc. at the end of a sentence does
+            nxt = self._next_text(m)
+            end = not nxt.strip() or (s in ("etc.", "ecc.") and re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None)
+            return word + "." if end else word
         if s.endswith(".") and self._ends_sentence(m):
             return word + "."
         return word
