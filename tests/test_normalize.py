@@ -321,6 +321,8 @@ ES = [
     ("Estamos en el siglo XXI.", "Estamos en el siglo veintiuno."),
     ("Lea el capítulo III.", "Lea el capítulo tres."),
     ("Tiene 16 GB.", "Tiene dieciséis gigabytes."),
+    ("Pesa 21 lb.", "Pesa veintiuna libras."),
+    ("Tardó 3 h.", "Tardó tres horas."),
 ]
 
 # Italian: decimal comma, thousands dot, numbers written as one word; il 1° maggio = primo
@@ -395,6 +397,8 @@ IT = [
     ("Luigi XIV regnava.", "Luigi quattordicesimo regnava."),
     ("Leggi il capitolo III.", "Leggi il capitolo tre."),
     ("Ha 16 GB.", "Ha sedici gigabyte."),
+    ("Dura 3 h.", "Dura tre ore."),
+    ("Pesa 2 lb.", "Pesa due libbre."),
 ]
 
 # Portuguese (European, as num2words "pt": dezasseis, quilómetro, cêntimo): "e" between
@@ -486,7 +490,7 @@ ABBREVIATIONS = {
     "M", "Str", "Hauptstr",
     # Spanish, Italian, Portuguese
     "Sr", "Sra", "Srta", "Dra", "Dott", "Sig", "ra", "na", "ssa", "Ing", "Eng", "ecc", "ej", "ex", "p", "Av", "n",
-    "º", "ª", "g", "XIII", "XXI", "VI", "R",
+    "º", "ª", "g", "XIII", "XXI", "VI", "R", "lb",
 }
 
 

@@ -5,7 +5,8 @@ people say them, per language, before chunking.
 as written (long digit strings, malformed dates such as ``31/02/2026``, emoji, other
 scripts, lone symbols). It is idempotent on its own output and never drops a word.
 
-Languages: English (``en``), French (``fr``), German (``de``). Number words come from
+Languages: English (``en``), French (``fr``), German (``de``), Spanish (``es``), Italian
+(``it``), Portuguese (``pt``, European wording as num2words writes it: dezasseis). Number words come from
 ``num2words`` (0.5.14); the patterns (which digits are a date, a time, money...) are the
 rules below, one table per language. One left-to-right pass: a span that one rule read (or
 refused, such as an invalid date) is not read again by another.
@@ -19,6 +20,13 @@ Conventions (the tests write the expected readings from them):
 * French and German: ``1.000`` (and French ``1 000``) = a thousand, ``1,5`` = one comma five;
   dates are day/month/year (German ``12.05.2026``); German ordinals ``3.`` are read only
   after an article or before a month name (``am 3. Mai`` = am dritten Mai).
+* Spanish, Italian, Portuguese: written like French (``1.000`` = mil/mille, ``3,5`` = tres coma
+  cinco); dates ``21 de mayo de 2026`` / ``21 maggio 2026`` / ``21 de maio de 2026`` (day 1:
+  es uno, but 1.º primero; it primo; pt primeiro); ``14:30`` = catorce y treinta / quattordici e
+  trenta / catorze e trinta; ordinals ``1º``/``1ª`` (Italian also ``1°`` after an article, else
+  a degree); money ``3,50 €`` = tres euros con cincuenta céntimos; a cardinal before a unit or a
+  currency agrees with it (veintiún euros, doscientas libras, duas libras). A bare number before
+  any other noun keeps num2words' form (ciento uno), since its gender is unknown.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ def _num2words():
 
 
 def resolve_language(language: str | None) -> str | None:
-    """``en``/``fr``/``de`` for a code or name (any case); ``None`` for ``auto``.
+    """``en``/``fr``/``de``/``es``/``it``/``pt`` for a code or name (any case); ``None`` for ``auto``.
 
     Raises:
         InputError: a language normalization does not cover (names the supported ones).
@@ -537,7 +545,7 @@ class _Normalizer:
             ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
             ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
              r"(?<![\w.,])(\d+)(\.?º|\.?ª|er\b)" if L in ("es", "pt") else
-             r"(?<![\w.,])(\d+)(º|ª|°)(?![CF]\b)" if L == "it" else
+             r"(?<![\w.,])(\d+)(\.?º|\.?ª|°)(?![CF]\b)" if L == "it" else
              r"(?<![\w.,])(\d+)(ers|er|ères|ère|res|re|es|e|ème|èmes|nd|nde)\b" if L == "fr" else
              r"(?<![\w.,])(\d{1,4})\.(?= \w)", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self.fraction),
@@ -725,7 +733,7 @@ class _Normalizer:
 
     def time_rom(self, s, g, m):
         """14:30 / 14h30: es catorce y treinta, it quattordici e trenta, pt catorze e trinta;
-        a full hour (14h, 14:00): es catorce horas, it quattordici, pt catorze horas."""
+        a full hour (14h, 14:00): es catorce horas, it quattordici (3h: tre ore), pt catorze horas."""
         L = self.lang
         h, mi = int(g[0]), g[1]
         if "h" not in s and mi is None:
@@ -736,8 +744,8 @@ class _Normalizer:
         if mi is not None and int(mi):
             mins = card(int(mi), L)
             return f"{hours} {'y' if L == 'es' else 'e'} {mins}"
-        if L == "it":
-            return hours
+        if L == "it":  # 14:00 quattordici; 3h (a duration) tre ore
+            return ("un'ora" if h == 1 else f"{hours} ore") if "h" in s else hours
         return f"{hours} {'hora' if h == 1 else 'horas'}"
 
     def time_de(self, s, g, m):
@@ -1116,7 +1124,7 @@ def normalize(text: str, language: str | None = "en") -> str:
     """``text`` with numbers, dates, times, money, units and abbreviations as words.
 
     ``language``: a code or name (``en``/``english``, ``fr``/``french``, ``de``/``german``,
-    any case) or ``auto`` (English, unless the text holds letters of a non-Latin script: then
+    ``es``/``spanish``, ``it``/``italian``, ``pt``/``portuguese``, any case) or ``auto`` (English, unless the text holds letters of a non-Latin script: then
     it is returned unchanged). Spaces and everything not read are kept as written.
 
     Raises:
