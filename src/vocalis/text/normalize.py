@@ -1115,7 +1115,8 @@ _cache: dict[str, _Normalizer] = {}
 
 def warm(languages=SUPPORTED) -> None:
     """Build the rules of ``languages`` now (num2words import and regex compilation, about
-    50-80 ms in all), so that no request pays for it; ``vocalis serve`` calls it at start-up."""
+    150 ms for the six languages on a shared 2-core machine), so that no request pays for it;
+    ``vocalis serve`` calls it at start-up."""
     for lang in languages:
         normalize("1", lang)
 
