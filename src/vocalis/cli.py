@@ -1031,7 +1031,8 @@ def text_normalize(
     text: Annotated[str, typer.Argument(help="Text to normalize; - reads it from stdin.",
                                         show_default=False)],
     language: Annotated[str, typer.Option(
-        "--language", "-l", help="en/english, fr/french, de/german, or auto.")] = "en",
+        "--language", "-l", help="en/english, fr/french, de/german, es/spanish, it/italian, "
+                                 "pt/portuguese, or auto.")] = "en",
 ) -> None:
     """Print TEXT with numbers, dates, money, units and abbreviations written as words (what
     `--normalize` and `vocalis serve` send to the model)."""
