@@ -55,7 +55,8 @@ app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
 
 NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first (the "
-                  "model's language, Qwen3: --language; English, French, German). Not with "
+                  "model's language, Qwen3: --language; English, French, German, Spanish, Italian, "
+                  "Portuguese). Not with "
                   "--exact.")
 MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
               "list`), a YAML config in the official format, a directory holding config.yaml, "
@@ -1001,7 +1002,8 @@ def serve(
         show_default=False)] = None,
     normalize: Annotated[bool, typer.Option(
         "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
-        "words (English, French, German) for requests without a `normalize` field.")] = True,
+        "words (English, French, German, Spanish, Italian, Portuguese) for requests without a "
+        "`normalize` field.")] = True,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
     _setup_logging(quiet)
