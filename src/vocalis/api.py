@@ -201,6 +201,7 @@ class TTS:
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self.family = family if family is not None else PocketFamily(model)
+        self.tuning = None  # the measured speed choices (vocalis.engine.tuning.Tuning)
 
     @property
     def sample_rate(self) -> int:
@@ -459,7 +460,8 @@ class TTS:
 
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
          max_batch: int = 16, max_queue: int = 256, quantize: bool = False,
-         exact: bool = False, dtype: str = "float32", full_state_decode: bool = False) -> TTS:
+         exact: bool = False, dtype: str = "float32", full_state_decode: bool = False,
+         tuning: str | dict | None = None) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
@@ -475,6 +477,12 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     (``float32`` or ``bfloat16``) is the talker's compute dtype (the codec stays float32);
     ``exact`` also turns off the runaway guard; ``full_state_decode`` decodes long
     utterances in one causal pass instead of the official 300/25 chunks.
+
+    ``tuning`` (Pocket TTS): the speed choices (packed or default linears for the FlowLM and
+    the codec, the thread split between them) are measured on this machine at the first
+    load and cached (:mod:`vocalis.models.pocket.tuning`); ``"fixed"`` uses the built-in
+    choices without measuring, and ``"flow_linears=default,threads=1:1"`` (or a dict) forces
+    choices. Default: ``$VOCALIS_TUNING``, else ``"auto"``. The result is ``TTS.tuning``.
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
@@ -492,6 +500,9 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
             raise InputError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
     if isinstance(model_id, str) and is_qwen3(model_id.strip()):
+        if tuning not in (None, "auto", "fixed"):
+            raise InputError("tuning choices are measured for Pocket TTS only; Qwen3-TTS has "
+                             "none to force yet: drop tuning")
         return _load_qwen3(model_id.strip(), dev, threads, max_batch, max_queue, quantize, exact,
                            dtype, full_state_decode)
     if dtype != "float32" or full_state_decode:
@@ -512,8 +523,14 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
         if dev.type != "cpu":
             raise InputError("int8 quantization runs on the CPU only: drop quantize or use cpu")
         model.quantize_int8()
-    model.to(dev, exact=exact)
-    return TTS(model, model_id, released, max_batch, max_queue, threads)
+    model.to(dev, exact=exact, pack=False)
+    from vocalis.models.pocket.tuning import parse_split, tune
+
+    chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
+    tts = TTS(model, model_id, released, max_batch, max_queue, threads,
+              family=PocketFamily(model, parse_split(chosen.choices["threads"])))
+    tts.tuning = chosen
+    return tts
 
 
 def is_qwen3(model_id: str) -> bool:

@@ -221,6 +221,12 @@ def _progress(total_chunks: int, quiet: bool):
 # --------------------------------------------------------------------------- generate
 
 
+TUNING_HELP = ("Pocket TTS speed choices: auto (measured on this machine at the first "
+               "load, then cached), fixed (built-in, no measuring), or forced ones, e.g. "
+               "flow_linears=default,codec_linears=packed,threads=1:1. Default: "
+               "$VOCALIS_TUNING, else auto.")
+
+
 @app.command(context_settings=_SETTINGS)
 def generate(
     text: Annotated[str | None, typer.Option(
@@ -311,6 +317,7 @@ def generate(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     normalize: Annotated[bool, typer.Option(
         "--normalize", help=NORMALIZE_HELP)] = False,
+    tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
 ) -> None:
     """Speak text into an audio file (or stdout)."""
     _setup_logging(quiet)
@@ -338,7 +345,7 @@ def generate(
 
     try:
         tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact,
-                       dtype=dtype)
+                       dtype=dtype, tuning=tuning)
         if qwen3:
             v = voice  # the request resolves it with its mode (speaker, reference, prompt)
         else:
@@ -900,9 +907,11 @@ def bench(
         "--json", help="Write the full report (schema vocalis.bench) to this JSON file.",
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
 ) -> None:
     """Benchmark: one excluded pass then one measured pass; TTFA, x real time, throughput at
-    a concurrency, peak RSS; optionally against the official package."""
+    a concurrency, peak RSS; optionally against the official package. Prints the CPU, its
+    ISA flags, the thread count and the speed choices the model runs with."""
     _setup_logging(quiet)
     import json
 
@@ -913,6 +922,8 @@ def bench(
     engine_kw, extra = parse_session_options(session_options)
     if quantize:
         engine_kw["quantize"] = True
+    if tuning is not None:
+        engine_kw["tuning"] = tuning
     if extra:
         raise InputError(f"--session-options for bench takes only {', '.join(LOAD_KEYS)}; use "
                          f"--frames for fixed lengths (got {', '.join(sorted(extra))})")

@@ -54,7 +54,7 @@ DEFAULT_BATCH_SIZE = 16
 MAX_BATCH_SIZE = 256
 #: session options given to :func:`vocalis.load`; every other key must be a sampling
 #: option, used as the default of every request (a request's own options win)
-LOAD_KEYS = ("max_batch", "max_queue", "quantize")
+LOAD_KEYS = ("max_batch", "max_queue", "quantize", "tuning")
 
 
 def check_batch_size(batch_size: int | None, sequential: bool) -> int:

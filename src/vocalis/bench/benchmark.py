@@ -51,6 +51,7 @@ from vocalis.bench import memory, qwen3
 from vocalis.bench.batch import cosine, engine_status, load_session  # noqa: F401
 from vocalis.bench.requests import check_options
 from vocalis.bench.session import Job, _r, run_pass, summarize
+from vocalis.engine.tuning import cpu_info
 from vocalis.errors import HarnessError, InputError
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     Report::
 
         schema, schema_version, created, host {platform, python, torch, cpu_count,
-        loadavg_before}, model, config, device, threads, torch_threads, voice, texts,
+        cpu {model, isa, capability, logical_cpus}, loadavg_before}, tuning (Pocket: the
+        speed choices, see vocalis.engine.tuning.Tuning.as_dict; else null), model, config, device, threads, torch_threads, voice, texts,
         text_chars, concurrency, requests, frames, seed, sampling, session_options, quantize,
         family ("pocket-tts" | "qwen3-tts"), mode (Qwen3: {model_type, folder, speaker,
         instruct, language, ref_audio, xvector_only}; Pocket: null),
@@ -257,7 +259,9 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"platform": platform.platform(), "python": platform.python_version(),
                  "torch": torch.__version__, "cpu_count": os.cpu_count(),
+                 "cpu": cpu_info(),
                  "loadavg_before": [round(x, 2) for x in loadavg] if loadavg else None},
+        "tuning": tts.tuning.as_dict() if getattr(tts, "tuning", None) is not None else None,
         "model": model, "config": getattr(tts, "config_name", None), "device": device,
         "threads": threads, "torch_threads": torch_threads, "voice": voice,
         "texts": texts, "text_chars": [len(t) for t in texts], "concurrency": concurrency,
@@ -365,4 +369,17 @@ def render_table(report: dict):
         if off:
             cells += [fmt(b, spec), fmt(r, "{:.2f}x")]
         t.add_row(*cells)
+    t.caption = machine_line(report)
     return t
+
+
+def machine_line(report: dict) -> str:
+    """``CPU model [ISA flags], N threads; choices: ...`` for the table's caption."""
+    cpu = (report.get("host") or {}).get("cpu") or {}
+    line = (f"{cpu.get('model', '?')} [{' '.join(cpu.get('isa') or []) or '?'}; torch "
+            f"{cpu.get('capability', '?')}], {report.get('torch_threads')} thread(s)")
+    tun = report.get("tuning")
+    if tun:
+        line += "; choices: " + ", ".join(f"{k}={v} ({tun['sources'].get(k, '?')})"
+                                          for k, v in tun["choices"].items())
+    return line

@@ -338,17 +338,25 @@ class PackedLinear(nn.Module):
                                                   "none", [], "")
 
 
-def pack_linears(module: nn.Module) -> int:
+def pack_linears(module: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
     """Replace every plain ``nn.Linear`` inside ``module`` by a :class:`PackedLinear`
-    (call after the weights are loaded); returns how many were replaced."""
-    count = 0
+    (call after the weights are loaded); returns ``(parent, attribute, original)`` for each
+    replaced linear, so that :func:`unpack_linears` can put them back (drop the list to free
+    the originals)."""
+    replaced = []
     for name, child in list(module.named_children()):
         if type(child) is nn.Linear:
             setattr(module, name, PackedLinear(child))
-            count += 1
+            replaced.append((module, name, child))
         else:
-            count += pack_linears(child)
-    return count
+            replaced += pack_linears(child)
+    return replaced
+
+
+def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
+    """Undo :func:`pack_linears` (``replaced`` is what it returned)."""
+    for parent, name, original in replaced:
+        setattr(parent, name, original)
 
 
 # ---------------------------------------------------------------- streaming convolutions

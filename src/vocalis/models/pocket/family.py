@@ -54,16 +54,19 @@ class PocketRow:
 class PocketFamily:
     """The FlowLM step, its EOS rule and the Mimi codec over a :class:`PocketBatch`."""
 
-    def __init__(self, model: PocketTTSModel):
+    def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None):
         self.model = model
+        self.split = split  # (FlowLM threads, codec threads), chosen by measurement
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
 
     def thread_split(self, total: int) -> tuple[int, int]:
-        """About a third of the threads for the Mimi codec (which costs about three times the
-        FlowLM per frame but runs its small ops faster on one thread), the rest for the FlowLM."""
-        codec = max(1, total // 3)
-        return max(1, total - codec), codec
+        """The split measured for this machine (:mod:`vocalis.models.pocket.tuning`), else
+        the built-in one: about a third of the threads for the Mimi codec, the rest for the
+        FlowLM."""
+        from vocalis.models.pocket.tuning import default_split
+
+        return self.split if self.split is not None else default_split(total)
 
     def new_batch(self, max_rows: int) -> PocketBatch:
         return PocketBatch(self.model, max_rows)

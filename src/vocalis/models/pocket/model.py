@@ -253,19 +253,26 @@ class PocketTTSModel:
                         setattr(parent, name, q[0])
         self.quantized = True
 
-    def to(self, device: str | torch.device, exact: bool = False) -> "PocketTTSModel":
+    def to(self, device: str | torch.device, exact: bool = False,
+           pack: bool | None = None) -> "PocketTTSModel":
         """Move to ``device`` for inference (call once, after :meth:`load_weights`).
 
-        On CPU, unless ``exact``, the float32 linears are repacked for oneDNN
-        (:class:`~vocalis.models.layers.PackedLinear`): faster, equal to float rounding.
-        ``exact=True`` keeps PyTorch's default kernels, whose batch-1 results are bit-identical
-        to the official package's.
+        ``pack`` (default: ``not exact``): on CPU, repack the float32 linears for oneDNN
+        (:class:`~vocalis.models.layers.PackedLinear`), equal to float rounding; faster on
+        some CPUs, slower on others, so :func:`vocalis.load` passes ``pack=False`` and lets
+        :mod:`vocalis.models.pocket.tuning` decide by measurement. ``exact=True`` keeps
+        PyTorch's default kernels, whose batch-1 results are bit-identical to the official
+        package's.
         """
         self.device = torch.device(device)
         self.flow_lm.to(self.device).eval()
         self.mimi.to(self.device).eval()
         self.exact = exact
-        if not exact and can_pack_linears(self.device):
+        if pack is None:
+            pack = not exact
+        if pack and exact:
+            raise ValueError("exact keeps the default kernels: do not pack")
+        if pack and can_pack_linears(self.device):
             pack_linears(self.flow_lm)
             pack_linears(self.mimi)
         return self

@@ -1,0 +1,273 @@
+"""Speed choices made by measurement on the machine at hand, and cached.
+
+Which CPU kernels are fastest depends on the processor: oneDNN's packed float32 linears
+beat PyTorch's default (MKL) path on one 2-core AMD EPYC and lose to it on a 2-core Intel
+Xeon with AVX-512 (issue 10), and the best split of the threads between the model and the
+codec differs too. So a family does not hard-code these choices: it lists the candidates,
+and :func:`resolve` decides each one by timing the candidates on the running machine
+(a short calibration the first time a model is loaded), caches the outcome, and reuses it.
+
+The cache is one JSON file, ``<vocalis cache>/tuning.json`` (``$VOCALIS_CACHE``, else
+``$XDG_CACHE_HOME/vocalis``, else ``~/.cache/vocalis``), one entry per key: the CPU model
+and its ISA flags, the torch thread count, the torch version, the family's model
+fingerprint (config, dimensions, quantization, batch size) and the calibration method's
+version. A key that differs in any of these is measured again.
+
+Choices can be forced, for experiments or to pin a deployment: ``tuning=`` in
+:func:`vocalis.load` (a dict or a ``"name=value,name=value"`` string), else the
+``VOCALIS_TUNING`` environment variable in the same syntax. ``"fixed"`` skips measurement
+and uses the family's built-in defaults; ``"auto"`` (the default) uses the cache or
+measures. Forced values win over the cache and are not written to it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from vocalis.errors import InputError
+
+log = logging.getLogger("vocalis.tuning")
+
+#: ISA features that decide which kernels are fast (x86 and ARM names from /proc/cpuinfo)
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
+             "amx_int8", "asimd", "asimddp", "sve", "sve2", "bf16", "i8mm")
+
+ENV = "VOCALIS_TUNING"
+CACHE_FILE = "tuning.json"
+
+
+def cpu_info() -> dict:
+    """``{"model": str, "isa": [flags], "capability": str, "logical_cpus": int}``.
+
+    ``model`` is the processor name from ``/proc/cpuinfo`` (else ``platform.processor()``);
+    ``isa`` the flags of :data:`ISA_FLAGS` the CPU has; ``capability`` what PyTorch's CPU
+    dispatch detected (``torch.backends.cpu.get_cpu_capability()``, e.g. ``AVX512``)."""
+    import torch
+
+    name, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if key in ("model name", "cpu model", "hardware") and not name:
+                    name = value.strip()
+                elif key in ("flags", "features") and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except Exception:  # noqa: BLE001 - older torch or an unusual build
+        capability = "unknown"
+    return {"model": name or platform.processor() or platform.machine(),
+            "isa": [f for f in ISA_FLAGS if f in flags], "capability": capability,
+            "logical_cpus": os.cpu_count()}
+
+
+@dataclass
+class Tuning:
+    """The choices a loaded model runs with, and where each came from.
+
+    ``choices``: name -> value; ``sources``: name -> ``"measured"``, ``"cache"``,
+    ``"forced"`` or ``"fixed"`` (built-in default: ``tuning="fixed"``, an exact model, or a
+    choice that does not apply); ``timings``: name -> candidate -> score (lower is faster;
+    for measured choices the median milliseconds of the calibration runs, summed over the
+    batch sizes tried); ``key``: what the cache entry is keyed by; ``calibration_ms``: time
+    spent measuring at this load (0 when nothing was measured)."""
+
+    choices: dict[str, str]
+    sources: dict[str, str]
+    key: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    calibration_ms: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"choices": dict(self.choices), "sources": dict(self.sources),
+                "key": dict(self.key), "timings": self.timings,
+                "calibration_ms": round(self.calibration_ms, 1)}
+
+    def describe(self) -> str:
+        """One line: ``name=value (source), ...``."""
+        return ", ".join(f"{k}={v} ({self.sources.get(k, '?')})" for k, v in self.choices.items())
+
+
+def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuning",
+               ) -> tuple[str, dict[str, str]]:
+    """``spec`` (None, ``"auto"``, ``"fixed"``, ``"a=x,b=y"`` or a dict) -> (mode, forced).
+
+    ``mode`` is ``"auto"`` or ``"fixed"``; ``forced`` maps choice names to values, checked
+    against ``candidates`` (name -> allowed values).
+
+    Raises:
+        InputError: an unknown choice name or value (the message lists the allowed ones).
+    """
+    if spec is None or (isinstance(spec, str) and spec.strip() in ("", "auto")):
+        return "auto", {}
+    if isinstance(spec, str) and spec.strip() == "fixed":
+        return "fixed", {}
+    if isinstance(spec, str):
+        pairs = {}
+        for part in spec.split(","):
+            if not part.strip():
+                continue
+            name, eq, value = part.partition("=")
+            if not eq:
+                raise InputError(f"{origin}: {part.strip()!r} is not name=value; use e.g. "
+                                 f"{_example(candidates)}, 'auto' or 'fixed'")
+            pairs[name.strip()] = value.strip()
+    elif isinstance(spec, dict):
+        pairs = {str(k): str(v) for k, v in spec.items()}
+    else:
+        raise InputError(f"{origin} must be 'auto', 'fixed', a 'name=value,...' string or a "
+                         f"dict, got {type(spec).__name__}")
+    for name, value in pairs.items():
+        if name not in candidates:
+            raise InputError(f"{origin}: unknown choice {name!r}; this model has: "
+                             f"{', '.join(candidates) or 'none'}")
+        if value not in candidates[name]:
+            raise InputError(f"{origin}: {name}={value!r} is not a candidate here; use one of "
+                             f"{', '.join(candidates[name])}")
+    return "auto", pairs
+
+
+def _example(candidates: dict[str, tuple[str, ...]]) -> str:
+    items = [f"{k}={v[0]}" for k, v in candidates.items() if v]
+    return "'" + ",".join(items[:2]) + "'" if items else "'auto'"
+
+
+def cache_path() -> Path:
+    from vocalis.hub import vocalis_cache_dir
+
+    return vocalis_cache_dir() / CACHE_FILE
+
+
+def _key_id(key: dict) -> str:
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def read_cache(key: dict) -> dict | None:
+    """The cached choices for ``key`` (name -> value, timings under ``"_timings"``), or None."""
+    path = cache_path()
+    try:
+        entries = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.warning("ignoring the unreadable tuning cache %s (%s); measuring again", path, e)
+        return None
+    entry = entries.get(_key_id(key)) if isinstance(entries, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("choices"), dict):
+        return None
+    return entry
+
+
+def write_cache(key: dict, choices: dict[str, str], timings: dict) -> None:
+    """Add or replace the entry for ``key`` (atomic rename; a failure is logged, not raised:
+    the model still runs with the measured choices)."""
+    path = cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            entries = json.loads(path.read_text())
+            if not isinstance(entries, dict):
+                entries = {}
+        except (OSError, ValueError):
+            entries = {}
+        entries[_key_id(key)] = {"key": key, "choices": choices, "timings": timings,
+                                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        fd, tmp = tempfile.mkstemp(prefix=".tuning-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(entries, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.warning("could not write the tuning cache %s: %s", path, e)
+
+
+def median_ms(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` in milliseconds over ``repeats`` runs after ``warmup``."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+Measure = Callable[[str, str], float]
+"""``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds."""
+
+
+def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[str, str],
+            spec, measure: Measure, apply: Callable[[str, str], None],
+            measurable: tuple[str, ...] | None = None) -> Tuning:
+    """Decide every choice in ``candidates`` (in order) and ``apply`` each decision.
+
+    ``spec``: as in :func:`parse_spec`, or None to read ``$VOCALIS_TUNING``. For each
+    choice: a forced value wins; else with ``"fixed"`` (or a choice outside
+    ``measurable``) the default; else the cached value for ``key`` (when it is still a
+    candidate); else every candidate is measured with ``measure`` (the candidates of later
+    choices are measured with earlier decisions applied) and the fastest kept. Newly
+    measured choices are written to the cache together with the cached ones, unless some
+    choice was forced (the measurements then depend on it).
+
+    Raises:
+        InputError: a malformed spec (see :func:`parse_spec`).
+    """
+    origin = "tuning"
+    if spec is None and os.environ.get(ENV, "").strip():
+        spec, origin = os.environ[ENV], f"${ENV}"
+    mode, forced = parse_spec(spec, candidates, origin)
+    measurable = tuple(candidates) if measurable is None else measurable
+    cached = read_cache(key) if mode == "auto" else None
+    cached_choices = (cached or {}).get("choices", {})
+    tuning = Tuning({}, {}, key=key)
+    measured_any = False
+    t_start = time.perf_counter()
+    for name, options in candidates.items():
+        if name in forced:
+            value, source = forced[name], "forced"
+        elif mode == "fixed" or name not in measurable or len(options) < 2:
+            value, source = defaults[name], "fixed"
+        elif cached_choices.get(name) in options:
+            value, source = cached_choices[name], "cache"
+            if name in (cached or {}).get("timings", {}):
+                tuning.timings[name] = cached["timings"][name]
+        else:
+            scores = {}
+            for option in options:
+                apply(name, option)
+                scores[option] = round(float(measure(name, option)), 3)
+            value, source = min(options, key=lambda o: scores[o]), "measured"
+            tuning.timings[name] = scores
+            measured_any = True
+        apply(name, value)
+        tuning.choices[name], tuning.sources[name] = value, source
+    if measured_any:
+        tuning.calibration_ms = (time.perf_counter() - t_start) * 1000
+    if measured_any and not forced:  # timings taken beside forced choices are not cached
+        keep = {n: v for n, v in tuning.choices.items()
+                if tuning.sources[n] in ("measured", "cache")}
+        write_cache(key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
+        log.info("tuning measured in %.1f s: %s (cached in %s)", tuning.calibration_ms / 1000,
+                 tuning.describe(), cache_path())
+    elif measured_any:
+        log.info("tuning measured in %.1f s: %s (not cached: some choices were forced)",
+                 tuning.calibration_ms / 1000, tuning.describe())
+    return tuning
+
+
+__all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "cpu_info", "median_ms", "parse_spec",
+           "read_cache", "resolve", "write_cache"]

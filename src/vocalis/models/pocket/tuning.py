@@ -1,0 +1,245 @@
+"""Pocket TTS speed choices, measured on the running machine (:mod:`vocalis.engine.tuning`).
+
+Choices, decided in this order:
+
+``flow_linears`` (``packed`` | ``default``)
+    The FlowLM's float32 linears as oneDNN-packed weights
+    (:class:`~vocalis.models.layers.PackedLinear`) or PyTorch's default kernels. Score: the
+    median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch, 8)`` rows,
+    on the model thread count of the default split.
+``codec_linears`` (``packed`` | ``default``)
+    The same for the Mimi decoder's transformer linears; score: one codec frame
+    (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
+``threads`` (``"model:codec"``, e.g. ``1:1``)
+    How the engine splits its thread budget between the FlowLM thread and the two codec
+    threads. Score: the wall time (best of two) of the engine's concurrent work for a few
+    frames, run on
+    real threads as the engine runs it: the FlowLM stepping while the decoder thread runs
+    the first codec stage and the helper thread the second (1 row), and the FlowLM stepping
+    ``B`` rows while the two codec threads decode half the rows each (as its split mode).
+
+Both packed and default linears compute the same products (they agree to float rounding),
+so no choice changes what is said, only how fast. ``exact`` models keep the default
+kernels and the built-in split (bit-identical to the official package); devices other
+than the CPU are not measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from vocalis.engine import tuning as tuning_mod
+from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
+from vocalis.models.pocket.batch import PocketBatch
+
+#: bump when the calibration method changes (old cache entries are then measured again)
+METHOD_VERSION = 1
+STEPS = 3  # frames per thread-split run
+
+
+def default_split(total: int) -> tuple[int, int]:
+    """The built-in split: about a third of the threads for the codec, the rest for the
+    FlowLM (measured on a 2-core AMD EPYC; other CPUs measure their own)."""
+    codec = max(1, total // 3)
+    return max(1, total - codec), codec
+
+
+def split_candidates(total: int) -> tuple[str, ...]:
+    """Thread splits to try for ``total`` threads, the built-in one first."""
+    f0, c0 = default_split(total)
+    models = {total, f0}
+    codecs = {1, c0, max(1, total // 2)} | ({total} if total <= 4 else set())
+    rest = sorted({(f, c) for f in models for c in codecs} - {(f0, c0)})
+    return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
+
+
+def parse_split(value: str) -> tuple[int, int]:
+    f, c = value.split(":")
+    return int(f), int(c)
+
+
+def fingerprint(model, max_batch: int) -> dict:
+    """What the timings depend on besides the machine: the config (shapes), the
+    quantization and the calibration batch size."""
+    cfg = json.dumps(model.config.model_dump(mode="json"), sort_keys=True, default=str)
+    return {"family": "pocket-tts", "config": Path(model.name).name,
+            "config_sha": hashlib.sha256(cfg.encode()).hexdigest()[:16],
+            "quantized": bool(getattr(model, "quantized", False)),
+            "batch": calibration_rows(max_batch), "method": METHOD_VERSION}
+
+
+def calibration_rows(max_batch: int) -> int:
+    return max(1, min(int(max_batch), 8))
+
+
+def tuning_key(model, threads: int, max_batch: int) -> dict:
+    cpu = tuning_mod.cpu_info()
+    return {"cpu": cpu["model"], "isa": cpu["isa"], "capability": cpu["capability"],
+            "threads": int(threads), "torch": torch.__version__,
+            "model": fingerprint(model, max_batch)}
+
+
+class _Probe:
+    """Timed runs of the model's own step and codec on a scratch batch (zero caches,
+    zero latents: the kernels' cost does not depend on the values)."""
+
+    def __init__(self, model, rows: int):
+        self.model = model
+        self.rows = rows
+        self.latent_dim = int(model.flow_lm.bos_emb.shape[-1])
+        self.batch = PocketBatch(model, rows)
+        self.batch.ensure(rows, 64)
+
+    def step_fn(self, n: int, rows: list[int] | None = None) -> Callable[[], object]:
+        dev = self.model.device
+        lat = torch.zeros(n, self.latent_dim, device=dev)
+        bos = torch.zeros(n, dtype=torch.bool, device=dev)
+        pos = torch.full((n,), 32, dtype=torch.long, device=dev)
+        return lambda: self.batch.step(n, lat, bos, pos, 32)
+
+    def decode_fn(self, rows: list[int]) -> Callable[[], object]:
+        lat = torch.zeros(len(rows), self.latent_dim, device=self.model.device)
+        first = [False] * len(rows)
+        return lambda: self.batch.decode(rows, lat, first)
+
+    def head_tail_fns(self, rows: list[int]) -> tuple[Callable, Callable]:
+        lat = torch.zeros(len(rows), self.latent_dim, device=self.model.device)
+        first = [False] * len(rows)
+        with torch.inference_mode():
+            x = self.batch.decode_head(rows, lat, first)
+        return (lambda: self.batch.decode_head(rows, lat, first),
+                lambda: self.batch.decode_tail(rows, x, first))
+
+
+def _timed(fn: Callable[[], object], threads: int) -> float:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            return tuning_mod.median_ms(fn)
+    finally:
+        torch.set_num_threads(before)
+
+
+def concurrent_ms(tasks: list[tuple[int, Callable[[], object]]], repeats: int = 2) -> float:
+    """Shortest wall time (ms) over ``repeats`` runs (after one warm-up) of running every ``(threads, fn)`` at once, each on its own
+    Python thread with its own torch intra-op thread count (as the engine's threads)."""
+    def once() -> float:
+        barrier = threading.Barrier(len(tasks) + 1)
+        errors: list[BaseException] = []
+
+        def run(n: int, fn: Callable[[], object]) -> None:
+            torch.set_num_threads(n)
+            with torch.inference_mode():
+                barrier.wait()
+                try:
+                    fn()
+                except BaseException as e:  # noqa: BLE001 - re-raised below
+                    errors.append(e)
+
+        workers = [threading.Thread(target=run, args=t, daemon=True) for t in tasks]
+        for w in workers:
+            w.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        if errors:
+            raise errors[0]
+        return (time.perf_counter() - t0) * 1000
+
+    once()  # warm-up
+    return min(once() for _ in range(repeats))
+
+
+def _repeat(fn: Callable[[], object], n: int) -> Callable[[], None]:
+    def run() -> None:
+        for _ in range(n):
+            fn()
+    return run
+
+
+def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
+         measure: tuning_mod.Measure | None = None) -> tuning_mod.Tuning:
+    """Decide and apply the Pocket choices for ``model`` (already on its device, with no
+    packed linears: call once per loaded model).
+
+    ``threads``: the engine's thread budget; ``spec``: forced choices (see
+    :func:`vocalis.engine.tuning.parse_spec`); ``measure``: replaces the timing (tests).
+    Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` is the
+    split for :class:`~vocalis.models.pocket.family.PocketFamily`.
+
+    Raises:
+        InputError: a malformed or impossible forced choice.
+        ValueError: the model's linears are already packed.
+    """
+    if any(isinstance(m, PackedLinear) for part in (model.flow_lm, model.mimi)
+           for m in part.modules()):
+        raise ValueError("tune() takes a model with unpacked linears (load it with "
+                         "PocketTTSModel.to(..., pack=False)); it decides the packing itself")
+    total = max(1, int(threads))
+    cpu = model.device.type == "cpu"
+    packable = cpu and not exact and can_pack_linears(model.device)
+    kernels = ("packed", "default") if packable else ("default",)
+    f0, c0 = default_split(total)
+    candidates = {"flow_linears": kernels, "codec_linears": kernels,
+                  "threads": split_candidates(total)}
+    defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
+                "threads": f"{f0}:{c0}"}
+    packed: dict[str, list | None] = {"flow_linears": None, "codec_linears": None}
+    modules = {"flow_linears": model.flow_lm, "codec_linears": model.mimi}
+    split = {"value": defaults["threads"]}
+
+    def apply(name: str, value: str) -> None:
+        if name == "threads":
+            split["value"] = value
+            return
+        if value == "packed" and packed[name] is None:
+            packed[name] = pack_linears(modules[name])
+        elif value == "default" and packed[name] is not None:
+            unpack_linears(packed[name])
+            packed[name] = None
+
+    probe: dict[str, _Probe] = {}
+
+    def timing(name: str, value: str) -> float:
+        if "p" not in probe:
+            probe["p"] = _Probe(model, calibration_rows(max_batch))
+        p = probe["p"]
+        sizes = sorted({1, p.rows})
+        if name == "flow_linears":
+            return sum(_timed(p.step_fn(n), f0) for n in sizes)
+        if name == "codec_linears":
+            return sum(_timed(p.decode_fn(list(range(n))), c0) for n in sizes)
+        f, c = parse_split(value)
+        head, tail = p.head_tail_fns([0])
+        score = concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)), (c, _repeat(head, STEPS)),
+                               (c, _repeat(tail, STEPS))])
+        if p.rows > 1:
+            half = p.rows // 2
+            if p.rows >= 4:  # the engine's split mode: half the rows on each codec thread
+                codec = [(c, _repeat(p.decode_fn(list(range(half))), STEPS)),
+                         (c, _repeat(p.decode_fn(list(range(half, p.rows))), STEPS))]
+            else:
+                head, tail = p.head_tail_fns(list(range(p.rows)))
+                codec = [(c, _repeat(head, STEPS)), (c, _repeat(tail, STEPS))]
+            score += concurrent_ms([(f, _repeat(p.step_fn(p.rows), STEPS))] + codec)
+        return score
+
+    key = tuning_key(model, total, max_batch)
+    measurable = ("flow_linears", "codec_linears", "threads") if cpu and not exact else ()
+    result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
+                                measurable)
+    probe.clear()
+    return result
+
+
+__all__ = ["METHOD_VERSION", "default_split", "parse_split", "split_candidates", "tune",
+           "tuning_key"]

@@ -1,0 +1,228 @@
+"""Speed choices by measurement (vocalis.engine.tuning, vocalis.models.pocket.tuning).
+
+Nothing here depends on how fast anything is: the decisions are driven by a table of
+scores handed to ``tune`` in place of the clock (the model, its kernels and the cache are
+real), and the one test with the real clock checks only what was measured and stored.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import vocalis
+from vocalis.engine import tuning as tuning_mod
+from vocalis.errors import InputError
+from vocalis.models.layers import PackedLinear
+from vocalis.models.pocket.tuning import split_candidates, tune
+
+CONFIG = "english_2m_2026-10"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh vocalis cache folder and no tuning from the environment."""
+    monkeypatch.setenv("VOCALIS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("VOCALIS_TUNING", raising=False)
+    return tmp_path / "cache" / "tuning.json"
+
+
+@pytest.fixture
+def fresh(checkpoints):
+    """``fresh()``: a newly loaded model on the CPU with unpacked (default) linears and
+    nothing measured; ``tune`` is called once per loaded model."""
+    loaded = []
+
+    def make():
+        tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
+                           tuning="flow_linears=default,codec_linears=default,threads=1:1")
+        loaded.append(tts)
+        return tts.model
+    yield make
+    for tts in loaded:
+        tts.close()
+
+
+def kinds(module) -> set[type]:
+    return {type(m) for m in module.modules() if type(m) in (torch.nn.Linear, PackedLinear)}
+
+
+class Scores:
+    """``measure`` stand-in: a fixed score per (choice, candidate); records each call and
+    which kernels the model had when it was made."""
+
+    def __init__(self, model, table: dict[tuple[str, str], float], default: float = 5.0):
+        self.model, self.table, self.default = model, table, default
+        self.calls: list[tuple[str, str]] = []
+        self.seen: dict[tuple[str, str], tuple[set, set]] = {}
+
+    def __call__(self, name: str, value: str) -> float:
+        self.calls.append((name, value))
+        self.seen[(name, value)] = (kinds(self.model.flow_lm), kinds(self.model.mimi))
+        return self.table.get((name, value), self.default)
+
+
+FAST_DEFAULT_FLOW = {("flow_linears", "default"): 1.0, ("flow_linears", "packed"): 2.0,
+                     ("codec_linears", "packed"): 1.0, ("codec_linears", "default"): 2.0,
+                     ("threads", "2:1"): 1.0}
+
+
+def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
+    model = fresh()
+    scores = Scores(model, FAST_DEFAULT_FLOW)
+    t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
+    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "2:1"}
+    assert set(t.sources.values()) == {"measured"}
+    # every candidate was timed, each with its own kernels in place
+    assert sorted(scores.calls) == sorted(
+        [("flow_linears", "packed"), ("flow_linears", "default"), ("codec_linears", "packed"),
+         ("codec_linears", "default")] + [("threads", s) for s in split_candidates(2)])
+    assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
+    assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
+    assert scores.seen[("codec_linears", "packed")][1] == {PackedLinear}
+    # the decision is what the model now runs with
+    assert kinds(model.flow_lm) == {torch.nn.Linear}
+    assert kinds(model.mimi) == {PackedLinear}
+    assert t.timings["threads"]["2:1"] == 1.0
+    # and it was stored under this machine's key
+    stored = json.loads(cache.read_text())
+    (entry,) = stored.values()
+    assert entry["choices"] == t.choices
+    assert entry["key"]["threads"] == 2 and entry["key"]["torch"] == torch.__version__
+    assert entry["key"]["cpu"] == tuning_mod.cpu_info()["model"]
+
+
+def never(name, value):
+    raise AssertionError(f"measured {name}={value} although the choice was known")
+
+
+def test_cached_choice_is_reused_without_measuring(fresh, cache):
+    model = fresh()
+    first = tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
+    model = fresh()
+    again = tune(model, 2, 4, False, measure=never)
+    assert again.choices == first.choices
+    assert set(again.sources.values()) == {"cache"}
+    assert again.calibration_ms == 0
+    assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
+
+
+def test_changed_key_measures_again(fresh, cache, monkeypatch):
+    model = fresh()
+    tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
+    # another thread budget
+    model = fresh()
+    other = Scores(model, {("threads", "1:1"): 0.5})
+    t = tune(model, 1, 4, False, measure=other)
+    assert t.sources["flow_linears"] == "measured" and other.calls
+    # another CPU (same threads as the first entry)
+    real = tuning_mod.cpu_info()
+    monkeypatch.setattr(tuning_mod, "cpu_info", lambda: {**real, "model": "Other CPU 9000"})
+    model = fresh()
+    moved = Scores(model, {("flow_linears", "packed"): 0.1, ("codec_linears", "default"): 0.1})
+    t = tune(model, 2, 4, False, measure=moved)
+    assert t.choices["flow_linears"] == "packed" and t.choices["codec_linears"] == "default"
+    assert set(t.sources.values()) == {"measured"}
+    assert len(json.loads(cache.read_text())) == 3  # three keys, three entries
+
+
+def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch):
+    model = fresh()
+    tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))  # caches codec packed
+    model = fresh()
+    t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2", measure=never)
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:2"}
+    assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "threads": "forced"}
+    assert kinds(model.mimi) == {torch.nn.Linear}
+    # the environment variable forces the same way; "fixed" measures nothing
+    monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
+    model = fresh()
+    t = tune(model, 2, 4, False, measure=never)
+    assert (t.choices["flow_linears"], t.sources["flow_linears"]) == ("packed", "forced")
+    assert kinds(model.flow_lm) == {PackedLinear}
+    t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
+    assert set(t.sources.values()) == {"fixed"}
+    assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "threads": "1:1"}
+
+
+def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
+    model = fresh()
+    t = tune(model, 2, 4, True, measure=never)
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1"}
+    with pytest.raises(InputError, match="flow_linears='packed' is not a candidate"):
+        tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
+    packed = fresh()
+    tune(packed, 2, 4, False, spec="fixed", measure=never)
+    with pytest.raises(ValueError, match="unpacked"):  # once per model
+        tune(packed, 2, 4, False, spec="fixed", measure=never)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("flow_linears=fast", "use one of packed, default"),
+    ("linears=packed", "unknown choice 'linears'; this model has: flow_linears, codec_linears"),
+    ("threads=3:1", "threads='3:1' is not a candidate"),
+    ("packed", "is not name=value"),
+])
+def test_bad_forced_choices_name_the_fix(fresh, cache, spec, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        tune(fresh(), 2, 4, False, spec=spec, measure=never)
+
+
+def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache):
+    """The real clock, on the tiny config: only what was measured and stored is checked."""
+    tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4)
+    try:
+        t = tts.tuning
+        assert set(t.sources.values()) == {"measured"}
+        for name, options in (("flow_linears", ("packed", "default")),
+                              ("codec_linears", ("packed", "default")),
+                              ("threads", split_candidates(2))):
+            assert set(t.timings[name]) == set(options)
+            assert all(v > 0 for v in t.timings[name].values())
+            assert t.choices[name] == min(options, key=t.timings[name].get)
+        assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
+        voice = str(checkpoints.get(CONFIG) / "voice.wav")
+        audio = tts.synthesize("Hello there.", voice=voice, seed=1, max_frames=8)
+        assert np.isfinite(audio.samples).all() and audio.samples.size == 8 * 1920
+    finally:
+        tts.close()
+    again = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4)
+    again.close()
+    assert set(again.tuning.sources.values()) == {"cache"}
+    assert again.tuning.choices == t.choices
+
+
+def test_every_choice_speaks_the_same(checkpoints, cache):
+    """Kernels and thread splits change speed only: the same seeded request under other
+    choices equals the exact model's output to float rounding."""
+    d = str(checkpoints.get(CONFIG))
+    voice = d + "/voice.wav"
+    ref = vocalis.load(d, threads=2, exact=True)
+    want = ref.synthesize("Choices change speed only.", voice=voice, seed=3,
+                          max_frames=12).samples
+    ref.close()
+    for spec in ("flow_linears=packed,codec_linears=default,threads=2:1",
+                 "flow_linears=default,codec_linears=packed,threads=1:2",
+                 "flow_linears=packed,codec_linears=packed,threads=2:2"):
+        tts = vocalis.load(d, threads=2, tuning=spec)
+        got = tts.synthesize("Choices change speed only.", voice=voice, seed=3,
+                             max_frames=12).samples
+        tts.close()
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=0, err_msg=spec)
+
+
+def test_cli_reports_a_bad_tuning_in_one_line(checkpoints, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
+                          "--model", str(checkpoints.get(CONFIG)), "--voice",
+                          str(checkpoints.get(CONFIG) / "voice.wav"), "-o",
+                          str(tmp_path / "a.wav"), "--tuning", "threads=fast"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "threads='fast' is not a candidate" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
