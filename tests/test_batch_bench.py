@@ -262,17 +262,28 @@ def test_parse_requests_reports_first_problem_and_count():
 
 
 def test_bench_against_official_json(ckpt, tmp_path):
+    """At 2 threads the official package runs as shipped (1 thread) and at matched threads
+    (2); ``official`` and the ratios are the faster of the two (whichever it is)."""
     out = tmp_path / "bench.json"
     proc = run("bench", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"),
                "--text", T1, "--text", T2, "--frames", "6", "--concurrency", "2",
-               "--threads", "1", "--against", "official", "--json", str(out))
+               "--threads", "2", "--against", "official", "--json", str(out))
     assert proc.returncode == 0, proc.stderr.decode()
     table = proc.stdout.decode()
     assert "vocalis bench" in table and "throughput" in table and "official" in table
+    assert "as-shipped" in table and "matched-threads" in table and "other official" in table
     rep = json.loads(out.read_text())
     assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 1
     assert rep["concurrency"] == 2 and rep["requests"] == 2 and rep["frames"] == 6
-    assert rep["torch_threads"] == 1 and rep["sampling"] == {"max_frames": 6}
+    assert rep["torch_threads"] == 2 and rep["sampling"] == {"max_frames": 6}
+    # the machine and the speed choices (the suite runs VOCALIS_TUNING=fixed) are named
+    cpu = rep["host"]["cpu"]
+    assert cpu["model"] and cpu["model"] in Path("/proc/cpuinfo").read_text()
+    assert "avx2" not in cpu["isa"] or " avx2" in Path("/proc/cpuinfo").read_text()
+    assert rep["tuning"]["sources"] == {"flow_linears": "fixed", "codec_linears": "fixed",
+                                        "threads": "fixed"}
+    assert rep["tuning"]["choices"]["threads"] == "1:1"
+    assert "choices: flow_linears=packed (fixed)" in " ".join(table.split())
     v = rep["vocalis"]
     for p in (v["warmup"], v["session"]):
         assert p["requests"] == p["ok"] == 2 and p["failed"] == 0
@@ -286,16 +297,67 @@ def test_bench_against_official_json(ckpt, tmp_path):
     assert [r["index"] for r in v["per_request"]] == [0, 1]
     # every text chunk has exactly 6 frames
     assert all(r["frames"] == 6 * r["text_chunks"] for r in v["per_request"])
+    runs = rep["official_runs"]
+    assert [(x["config"], x["torch_threads"], x["matches_vocalis_threads"]) for x in runs] == [
+        ("as-shipped", 1, False), ("matched-threads", 2, True)]
+    for x in runs:
+        assert x["version"] == "4.0.1" and x["frames"] == 6 and "eos_threshold" in x["frames_method"]
+        assert x["session"]["requests"] == 2 and x["session"]["ttfa_ms"]["mean"] > 0
+        assert [r["frames"] for r in x["per_request"]] == [r["frames"] for r in v["per_request"]]
     o = rep["official"]
-    assert o["version"] == "4.0.1" and o["torch_threads"] == 1 and o["frames"] == 6
-    assert "eos_threshold" in o["frames_method"]
-    assert o["session"]["requests"] == 2 and o["session"]["ttfa_ms"]["mean"] > 0
-    assert [r["frames"] for r in o["per_request"]] == [r["frames"] for r in v["per_request"]]
+    assert o in runs and o["session"]["request_x_real_time"] == max(
+        x["session"]["request_x_real_time"] for x in runs)
     r = rep["ratios"]
     assert r["frames_equal"] is True and r["concurrency"] == 2
-    assert r["x_real_time"] == pytest.approx(
-        s["request_x_real_time"] / o["session"]["request_x_real_time"], rel=1e-2)
+    assert r["x_real_time"] == round(s["request_x_real_time"] / o["session"]["request_x_real_time"], 3)
+    assert r["ttfa"] == round(s["ttfa_ms"]["mean"] / o["session"]["ttfa_ms"]["mean"], 3)
     assert r["ttfa"] > 0 and r["throughput"] > 0
+
+
+def test_bench_official_configs_and_table():
+    """One official run at 1 thread (as shipped is then matched), two above; the faster by
+    per-request x real time is chosen (ties: the first); the table names both."""
+    from rich.console import Console
+
+    from vocalis.bench.benchmark import faster_official, official_configs, render_table
+    from vocalis.errors import InputError
+
+    assert official_configs(1) == [
+        {"config": "as-shipped", "threads": None, "matches_vocalis_threads": True}]
+    assert [(c["config"], c["threads"]) for c in official_configs(4)] == [
+        ("as-shipped", None), ("matched-threads", 4)]
+    for bad in (0, None, 1.5, True):
+        with pytest.raises(InputError, match="torch_threads"):
+            official_configs(bad)
+    with pytest.raises(ValueError):
+        faster_official([])
+
+    def pass_(x, ttfa):
+        return {"requests": 2, "audio_s": 1.0, "frames": 12, "wall_ms": 500.0, "ttfa_ms": {
+            "mean": ttfa, "p90": ttfa}, "request_x_real_time": x, "request_rtf": 1 / x,
+            "x_real_time": x, "ms_per_frame": 40.0, "frames_per_s": 24.0, "peak_rss_mb": 500.0,
+            "rss_growth_mb": 1.0}
+
+    shipped = {"config": "as-shipped", "matches_vocalis_threads": False, "torch_threads": 1,
+               "session": pass_(2.5, 120.0)}
+    matched = {"config": "matched-threads", "matches_vocalis_threads": True, "torch_threads": 2,
+               "session": pass_(1.75, 98.5)}
+    assert faster_official([matched, shipped]) is shipped
+    assert faster_official([shipped, {**matched, "session": pass_(2.5, 1.0)}]) is shipped
+    assert faster_official([{**shipped, "session": {"request_x_real_time": None}}, matched]) is matched
+    report = {"config": "c", "device": "cpu", "torch_threads": 2, "concurrency": 1, "requests": 2,
+              "frames": 6, "vocalis": {"session": pass_(5.0, 50.0)}, "official": shipped,
+              "official_runs": [shipped, matched], "ratios": {"x_real_time": 2.0}}
+    console = Console(width=120, record=True)
+    console.print(render_table(report))
+    text = console.export_text()
+    assert "official (as-shipped, 1 thread, 1 at a time)" in text
+    other = [ln for ln in text.splitlines() if "other official" in ln]
+    assert len(other) == 1 and "matched-threads, 2 threads: 1.75 / 98.5" in other[0]
+    one = {**shipped, "matches_vocalis_threads": True}
+    console.print(render_table({**report, "torch_threads": 1, "official": one, "official_runs": [one]}))
+    text = console.export_text()
+    assert "as-shipped = matched-threads, 1 thread" in text and "other official" not in text
 
 
 @pytest.mark.parametrize("texts,needle", [

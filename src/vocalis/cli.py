@@ -877,7 +877,8 @@ def bench(
                          "subtalker_dosample=False).")] = False,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch (both sides with --against). Default: torch's choice.",
+        help="CPU threads for torch (with --against, the official package also runs at this "
+             "count, beside its as-shipped run for Pocket TTS). Default: torch's choice.",
         show_default=False)] = None,
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-c", help="Requests in flight at once (1-256).")] = 1,
@@ -891,9 +892,11 @@ def bench(
     seed: Annotated[int, typer.Option(help="Seed of request 0 (request i gets SEED+i).")] = 0,
     against: Annotated[str | None, typer.Option(
         "--against", help="official: also run the official pocket-tts (one request at a time, "
-                          "own process) on the same checkpoint, texts, seeds and threads, and "
-                          "print ratios. Qwen3-TTS: the official qwen-tts in the interpreter "
-                          "$VOCALIS_QWEN_PYTHON.", show_default=False)] = None,
+                          "own process) on the same checkpoint, texts and seeds, as shipped "
+                          "(1 thread) and at --threads (once when that is 1), and print ratios "
+                          "against the faster. Qwen3-TTS: the official qwen-tts in the "
+                          "interpreter $VOCALIS_QWEN_PYTHON, at --threads.",
+        show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
         help="vocalis side: dynamic int8 FlowLM (CPU; faster, not bit-identical).")] = False,
     official_quantize: Annotated[bool, typer.Option(

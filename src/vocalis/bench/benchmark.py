@@ -16,9 +16,14 @@ What is measured (after the model and the voice are loaded, both excluded):
 frames, so random-weight checkpoints (whose EOS fires at random) give comparable work.
 
 ``against="official"``: the official pocket-tts runs in a child process
-(:mod:`vocalis.bench.official`) on the same checkpoint, texts (each once), seeds and torch
-thread count, one request at a time, after vocalis has finished. Ratios (vocalis /
-official): ``x_real_time`` (mean per-request x-real-time: single-stream speed when
+(:mod:`vocalis.bench.official`) on the same checkpoint, texts (each once) and seeds, one
+request at a time, after vocalis has finished, in two configurations: ``as-shipped`` (torch
+left as ``import pocket_tts`` leaves it, one intra-op thread, its generation and decoding
+threads side by side: the package as its users get it) and ``matched-threads`` (vocalis's
+torch thread count T). When T is 1 the two coincide and it runs once (that run's
+``matches_vocalis_threads`` is true). Both are in ``official_runs``; ``official`` is the
+faster by mean per-request x real time (see :func:`faster_official`), and the ratios are
+against it. Ratios (vocalis / official): ``x_real_time`` (mean per-request x-real-time: single-stream speed when
 ``concurrency`` is 1), ``ttfa`` (mean TTFA; lower is better), ``throughput`` (vocalis's
 aggregate x-real-time at ``concurrency`` over the official single-stream aggregate),
 ``ms_per_frame`` (mean per-request wall / frames; lower is better).
@@ -29,7 +34,8 @@ VoiceDesign ``instruct``, Base ``voice`` = reference audio cloned x-vector only)
 options keep the official names, and ``frames`` F is ``max_frames=F`` here and
 ``max_new_tokens=F+1`` on the official side (both F frames unless EOS fires first: Qwen3
 keeps EOS). The official ``qwen-tts`` runs in its own interpreter
-(:mod:`vocalis.bench.official_qwen3`, ``VOCALIS_QWEN_PYTHON``); its methods return the whole
+(:mod:`vocalis.bench.official_qwen3`, ``VOCALIS_QWEN_PYTHON``), once, at vocalis's thread
+count (``official_runs`` holds that one ``matched-threads`` run); its methods return the whole
 waveform, so its TTFA is its wall time. ``ratios.frames`` lists the frames of each text on
 both sides; ``frames_equal`` says whether they all agree.
 """
@@ -62,6 +68,10 @@ MIN_TEXTS = 2
 MIN_TEXT_CHARS = 80
 MAX_CONCURRENCY = 256
 OFFICIAL_TIMEOUT_S = 3600
+#: the official package as ``import pocket_tts`` leaves torch: one intra-op thread
+AS_SHIPPED = "as-shipped"
+#: the official package at vocalis's torch thread count
+MATCHED_THREADS = "matched-threads"
 
 
 def check_texts(texts: list[str]) -> list[str]:
@@ -110,6 +120,47 @@ def run_official_child(spec: dict, timeout_s: float = OFFICIAL_TIMEOUT_S) -> dic
         return json.loads(out_path.read_text())
 
 
+def official_configs(torch_threads: int) -> list[dict]:
+    """The official pocket-tts runs for a vocalis run at ``torch_threads`` threads.
+
+    Each is ``{config, threads (for the child; None = as ``import pocket_tts`` leaves torch),
+    matches_vocalis_threads}``: ``as-shipped`` always, then ``matched-threads`` when
+    ``torch_threads`` > 1 (at 1 thread the as-shipped run is already matched: one run).
+
+    Raises:
+        InputError: ``torch_threads`` is not an integer >= 1.
+    """
+    if isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1:
+        raise InputError(f"torch_threads must be an integer >= 1, got {torch_threads!r}")
+    runs = [{"config": AS_SHIPPED, "threads": None, "matches_vocalis_threads": torch_threads == 1}]
+    if torch_threads > 1:
+        runs.append({"config": MATCHED_THREADS, "threads": torch_threads,
+                     "matches_vocalis_threads": True})
+    return runs
+
+
+def faster_official(runs: list[dict]) -> dict:
+    """The official run with the larger mean per-request x real time
+    (``session.request_x_real_time``); one without a figure counts as slowest, and on a tie
+    the earlier run wins.
+
+    Raises:
+        ValueError: ``runs`` is empty.
+    """
+    if not runs:
+        raise ValueError("no official runs to choose from")
+
+    def speed(r: dict) -> float:
+        x = (r.get("session") or {}).get("request_x_real_time")
+        return float("-inf") if x is None else x
+
+    best = runs[0]
+    for r in runs[1:]:
+        if speed(r) > speed(best):
+            best = r
+    return best
+
+
 def _ratio(a, b):
     return round(a / b, 3) if a is not None and b else None
 
@@ -155,13 +206,19 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         family ("pocket-tts" | "qwen3-tts"), mode (Qwen3: {model_type, folder, speaker,
         instruct, language, ref_audio, xvector_only}; Pocket: null),
         vocalis: {load_ms, voice_ms, warmup: PASS, session: PASS, per_request: [...]}
-        official: {version, load_kwargs, frames_method, quantize, torch_threads, load_ms,
-                   voice_ms, warmup: PASS, session: PASS, per_request: [...]} or null
-                  (Qwen3: {version, device, method, kwargs, gen, frames, frames_method,
-                   torch_threads, load_ms, voice_ms, sample_rate, child_wall_s, warmup,
-                   session, per_request}; per request also wave_frames and samples)
+        official_runs: [RUN, ...] or null: Pocket: the ``as-shipped`` run (1 thread, as
+                  ``import pocket_tts`` leaves torch), then the ``matched-threads`` run
+                  (torch_threads) when torch_threads > 1; Qwen3: one ``matched-threads`` run
+        official: the RUN of official_runs with the larger session.request_x_real_time
+                  (the ratios' denominator), or null
         ratios: {x_real_time, ttfa, throughput, ms_per_frame, frames_equal,
                  frames: [{text, vocalis, official}], concurrency} or null
+    where RUN = {config ("as-shipped" | "matched-threads"), matches_vocalis_threads, version,
+    load_kwargs, frames_method, quantize, torch_threads, load_ms, voice_ms, warmup: PASS,
+    session: PASS, per_request: [...]} (Qwen3: {config, matches_vocalis_threads, version,
+    device, method, kwargs, gen, frames, frames_method, torch_threads, load_ms, voice_ms,
+    sample_rate, child_wall_s, warmup, session, per_request}; per request also wave_frames
+    and samples)
     where PASS = {requests, ok, failed, wall_ms, audio_s, frames, x_real_time (aggregate
     throughput), rtf, ttfa_ms {mean,p50,p90,min,max}, request_x_real_time, request_rtf,
     ms_per_frame (mean per request), frames_per_s (aggregate), peak_rss_mb, rss_before_mb,
@@ -173,7 +230,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     Raises:
         InputError: bad texts, counts or options (or Qwen3 options for a Pocket model).
         VoiceError: no usable voice. ModelNotFound/CheckpointError: no such Qwen3 checkpoint.
-        HarnessError: the official run failed.
+        HarnessError: an official run failed.
     """
     texts = check_texts(texts)
     _check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
@@ -272,7 +329,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         "vocalis": {"load_ms": _r(load_ms), "voice_ms": _r(voice_ms), "warmup": warm,
                     "session": sess, "per_request": [with_ms_per_frame(o.figures()) for o in outcomes],
                     "engine": engine_status(tts)},
-        "official": None, "ratios": None,
+        "official_runs": None, "official": None, "ratios": None,
     }
     # Free vocalis before the official run so that nothing of it runs or stays resident
     # beside the child beyond this process's idle memory.
@@ -283,22 +340,40 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
     gc.collect()
     if against == "official":
         seeds = [seed + i for i in range(len(texts))]
-        log.info("official %s: warm-up pass and measured pass, %d request(s), one at "
-                 "a time, %d thread(s)", report["family"], len(texts), torch_threads)
+        runs = []
         if q3 is not None:
             from vocalis.bench import official_qwen3
 
+            log.info("official %s: warm-up pass and measured pass, %d request(s), one at a "
+                     "time, %d thread(s)", report["family"], len(texts), torch_threads)
             off = official_qwen3.run(q3.folder, q3.model_type, qwen3.describe(q3), sampling, frames,
                                      texts, seeds, torch_threads, device, OFFICIAL_TIMEOUT_S,
                                      frame_samples)
+            runs.append({"config": MATCHED_THREADS, "matches_vocalis_threads": True, **off})
         else:
-            off = run_official_child({"load_kwargs": official_kwargs, "voice": official_voice,
-                                      "texts": texts, "seeds": seeds, "threads": torch_threads,
-                                      "frames": frames, "quantize": official_quantize})
-        for key in ("warmup", "session"):
-            if off.get(key) is not None:
-                add_frame_figures(off[key], off["per_request"] if key == "session" else None)
-        off["per_request"] = [with_ms_per_frame(r) for r in off["per_request"]]
+            configs = official_configs(torch_threads)
+            if len(configs) == 1:
+                log.info("vocalis ran at 1 thread: the official package as shipped is already at "
+                         "matched threads, so it runs once")
+            for c in configs:
+                log.info("official %s, %s (%s): warm-up pass and measured pass, %d request(s), "
+                         "one at a time", report["family"], c["config"],
+                         f"{c['threads']} thread(s)" if c["threads"] else "threads as import "
+                         "pocket_tts leaves them", len(texts))
+                off = run_official_child({"load_kwargs": official_kwargs, "voice": official_voice,
+                                          "texts": texts, "seeds": seeds, "threads": c["threads"],
+                                          "frames": frames, "quantize": official_quantize})
+                runs.append({"config": c["config"],
+                             "matches_vocalis_threads": c["matches_vocalis_threads"], **off})
+        for off in runs:
+            for key in ("warmup", "session"):
+                if off.get(key) is not None:
+                    add_frame_figures(off[key], off["per_request"] if key == "session" else None)
+            off["per_request"] = [with_ms_per_frame(r) for r in off["per_request"]]
+        off = faster_official(runs)
+        if len(runs) > 1:
+            log.info("ratios are against the faster official run: %s", off["config"])
+        report["official_runs"] = runs
         report["official"] = off
         vs, os_ = report["vocalis"]["session"], off["session"]
         vf = {}  # frames per text on the vocalis side (first request of each text)
@@ -321,8 +396,28 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
 # --------------------------------------------------------------------------- output
 
 
+def official_label(run: dict, one_at_a_time: bool = True) -> str:
+    """How the table names an official run: its configuration, thread count and (unless
+    ``one_at_a_time`` is false) ``1 at a time``, e.g. ``as-shipped, 1 thread, 1 at a time``
+    (a run that is both as shipped and at vocalis's thread count says ``as-shipped =
+    matched-threads``). Reports written before ``config`` existed give ``1 at a time``."""
+    parts = []
+    config = run.get("config")
+    if config:
+        parts.append(f"{config} = {MATCHED_THREADS}" if config == AS_SHIPPED
+                     and run.get("matches_vocalis_threads") else config)
+    n = run.get("torch_threads")
+    if n is not None:
+        parts.append(f"{n} thread" + ("" if n == 1 else "s"))
+    if one_at_a_time or not parts:
+        parts.append("1 at a time")
+    return ", ".join(parts)
+
+
 def render_table(report: dict):
-    """A rich table of the report's main figures (vocalis, official, ratio)."""
+    """A rich table of the report's main figures (vocalis, the official run the ratios use,
+    ratio), then one row per other official run: its per-request x real time (``request
+    xRT``, the figure the faster run is chosen by) and its TTFA mean."""
     from rich.table import Table
 
     off = report.get("official")
@@ -334,8 +429,8 @@ def render_table(report: dict):
     t.add_column("metric")
     t.add_column("vocalis" + (" int8" if report.get("quantize") else ""), justify="right")
     if off:
-        t.add_column("official" + (" int8" if off.get("quantize") else "") + " (1 at a time)",
-                     justify="right")
+        t.add_column("official" + (" int8" if off.get("quantize") else "")
+                     + f" ({official_label(off)})", justify="right")
         t.add_column("ratio", justify="right")
     v, o = report["vocalis"]["session"], (off or {}).get("session", {})
     ratios = report.get("ratios") or {}
@@ -369,6 +464,15 @@ def render_table(report: dict):
         if off:
             cells += [fmt(b, spec), fmt(r, "{:.2f}x")]
         t.add_row(*cells)
+    others = [r for r in report.get("official_runs") or [] if off and r.get("config") != off.get("config")]
+    if others:
+        t.add_section()
+    for other in others:
+        s = other.get("session") or {}
+        t.add_row("other official: request xRT / TTFA mean (ms)", "",
+                  f"{official_label(other, one_at_a_time=False)}: "
+                  f"{fmt(s.get('request_x_real_time'))} / "
+                  f"{fmt((s.get('ttfa_ms') or {}).get('mean'), '{:.1f}')}", "")
     t.caption = machine_line(report)
     return t
 

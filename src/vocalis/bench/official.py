@@ -3,9 +3,14 @@
 ``vocalis bench --against official`` runs this module as ``python -m
 vocalis.bench.official SPEC.json OUT.json`` so that the official model has a process of its
 own: its memory figures are its own, and nothing of vocalis (model, engine threads) is
-resident or running beside it. It is the same invocation, the same checkpoint, texts,
-seeds and torch thread count; requests run one after the other, as the official package
-serves them (``generate_audio_stream`` is not thread-safe).
+resident or running beside it. It is the same invocation, the same checkpoint, texts and
+seeds; requests run one after the other, as the official package serves them
+(``generate_audio_stream`` is not thread-safe).
+
+Threads: ``threads=None`` leaves torch as ``import pocket_tts`` leaves it (one intra-op
+thread, the package as its users get it; its generation and decoding threads still run side
+by side); an integer sets that many intra-op threads after the import (e.g. vocalis's own
+count). The result's ``torch_threads`` is the count the child actually ran with.
 
 Timing is the same as vocalis's: ``ttfa_ms`` from just before ``generate_audio_stream`` is
 called to the first audio chunk in the caller's hands (the official per-chunk deep copy of
@@ -33,16 +38,25 @@ NO_EOS_THRESHOLD = 1e9
 
 
 def run_official(load_kwargs: dict, voice, texts: list[str], seeds: list[int],
-                 threads: int, frames: int | None = None, quantize: bool = False,
+                 threads: int | None, frames: int | None = None, quantize: bool = False,
                  warmup: bool = True) -> dict:
-    """Load the official model, one excluded pass over ``texts`` then one measured pass."""
+    """Load the official model, one excluded pass over ``texts`` then one measured pass.
+
+    ``threads``: torch intra-op threads, or None to keep what ``import pocket_tts`` sets
+    (one). Raises ValueError for any other value.
+    """
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be None (as pocket-tts ships) or an integer >= 1, "
+                         f"got {threads!r}")
     import torch
     from pocket_tts import TTSModel  # sets torch.set_num_threads(1) on import
 
     from vocalis.bench import memory
     from vocalis.bench.session import _r, distribution
 
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     logging.getLogger("pocket_tts").setLevel(logging.ERROR)
     kwargs = dict(load_kwargs)
     if frames is not None:
