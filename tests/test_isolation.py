@@ -101,19 +101,42 @@ def test_range_edges_give_finite_audio_on_every_architecture(checkpoints):
 def poison_when_streaming(tts, req, target: str, after_chunks: int = 3):
     """Consume ``req`` and, after a few audio chunks, write NaN into its row's state:
     ``flow`` = its FlowLM KV cache, ``conv`` = a decoder conv state, ``ring`` = the
-    decoder's ring KV cache. Returns (samples, last event)."""
+    decoder's ring KV cache. Returns (samples, last event).
+
+    The codec states are poisoned by the codec thread itself, at the start of the row's
+    next codec stage (not at a new chunk's first frame, which starts from a fresh state):
+    written from this thread, the NaN could land while that stage holds the row's state
+    and be overwritten by the stage's result (it raced so in CI)."""
     batch = tts.engine.batch
     job = next(j for j in tts.engine._active.values() if j.req is req) if target else None
+    stage = {"conv": "decode_tail", "ring": "decode_head"}.get(target)
+    armed = threading.Event()
+    if stage is not None:
+        original = getattr(batch, stage)
+
+        def hooked(rows, x, first):
+            if armed.is_set() and job.row in rows and not first[rows.index(job.row)]:
+                armed.clear()
+                poison(batch, tts, target, job.row, None)
+            return original(rows, x, first)
+
+        setattr(batch, stage, hooked)  # an instance attribute, removed below
     pcm, last = [], None
-    for ev in req.events(timeout=120):
-        if isinstance(ev, AudioChunk):
-            pcm.append(ev.samples)
-            if len(pcm) == after_chunks:
-                row = job.row
-                with torch.inference_mode():
-                    poison(batch, tts, target, row, job.state.pos)
-        else:
-            last = ev
+    try:
+        for ev in req.events(timeout=120):
+            if isinstance(ev, AudioChunk):
+                pcm.append(ev.samples)
+                if len(pcm) == after_chunks:
+                    if stage is not None:
+                        armed.set()
+                    else:
+                        with torch.inference_mode():
+                            poison(batch, tts, target, job.row, job.state.pos)
+            else:
+                last = ev
+    finally:
+        if stage is not None:
+            delattr(batch, stage)
     return np.concatenate(pcm), last
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import shlex
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -385,6 +387,7 @@ def generate(
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
 
+    ctrl_c = _CtrlC(req)
     try:
         out(writer.begin())
         task = None
@@ -393,6 +396,8 @@ def generate(
             task = progress.add_task("speaking", total=n_chunks)
         chunk = 0
         for ev in req.events():
+            if ctrl_c.fired:
+                break
             if isinstance(ev, AudioChunk):
                 out(writer.write(ev.samples))
                 n_samples += ev.samples.shape[0]
@@ -412,6 +417,8 @@ def generate(
             raise
         write_error = e
     finally:
+        ctrl_c.restore()
+        interrupted = interrupted or ctrl_c.fired
         req.cancel()
         if progress is not None:
             progress.stop()
@@ -434,6 +441,28 @@ def generate(
     where = "stdout" if to_stdout else str(output)
     log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), TTFA %.0f ms", where, duration_s,
              wall_s, x_rt, ttfa_ms or 0.0)
+
+
+class _CtrlC:
+    """While generating, Ctrl-C (SIGINT) cancels the request and sets ``fired`` instead of
+    raising ``KeyboardInterrupt`` wherever the main thread happens to be: raised inside the
+    encoder's file-writing callback (PyAV's ``pyio_write``), it would be printed and
+    ignored, and generation would run to the end. Only in the main thread (where Python
+    delivers signals); elsewhere it does nothing."""
+
+    def __init__(self, req):
+        self.fired = False
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            def handler(signum, frame):
+                self.fired = True
+                req.cancel()
+            self._old = signal.signal(signal.SIGINT, handler)
+
+    def restore(self) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+            self._old = None
 
 
 def _interrupted(output: str, to_stdout: bool, duration_s: float) -> None:
