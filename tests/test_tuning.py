@@ -76,8 +76,10 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     model = fresh()
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "2:1"}
-    assert set(t.sources.values()) == {"measured"}
+    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "2:1",
+                         "codec_dtype": "float32"}
+    assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
+                         "threads": "measured", "codec_dtype": "fixed"}  # bf16 is opt-in
     # every candidate was timed, each with its own kernels in place
     assert sorted(scores.calls) == sorted(
         [("flow_linears", "packed"), ("flow_linears", "default"), ("codec_linears", "packed"),
@@ -92,7 +94,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     # and it was stored under this machine's key
     stored = json.loads(cache.read_text())
     (entry,) = stored.values()
-    assert entry["choices"] == t.choices
+    assert entry["choices"] == {k: v for k, v in t.choices.items() if k != "codec_dtype"}
     assert entry["key"]["threads"] == 2 and entry["key"]["torch"] == torch.__version__
     assert entry["key"]["cpu"] == tuning_mod.cpu_info()["model"]
 
@@ -107,7 +109,8 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     model = fresh()
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
-    assert set(again.sources.values()) == {"cache"}
+    assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
+                             "threads": "cache", "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
     assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
 
@@ -127,7 +130,7 @@ def test_changed_key_measures_again(fresh, cache, monkeypatch):
     moved = Scores(model, {("flow_linears", "packed"): 0.1, ("codec_linears", "default"): 0.1})
     t = tune(model, 2, 4, False, measure=moved)
     assert t.choices["flow_linears"] == "packed" and t.choices["codec_linears"] == "default"
-    assert set(t.sources.values()) == {"measured"}
+    assert {t.sources[k] for k in ("flow_linears", "codec_linears", "threads")} == {"measured"}
     assert len(json.loads(cache.read_text())) == 3  # three keys, three entries
 
 
@@ -136,8 +139,10 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))  # caches codec packed
     model = fresh()
     t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2", measure=never)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:2"}
-    assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "threads": "forced"}
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:2",
+                         "codec_dtype": "float32"}
+    assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "threads": "forced",
+                         "codec_dtype": "fixed"}
     assert kinds(model.mimi) == {torch.nn.Linear}
     # the environment variable forces the same way; "fixed" measures nothing
     monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
@@ -145,17 +150,23 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(model, 2, 4, False, measure=never)
     assert (t.choices["flow_linears"], t.sources["flow_linears"]) == ("packed", "forced")
     assert kinds(model.flow_lm) == {PackedLinear}
+    t = tune(fresh(), 2, 4, False, spec="fixed,threads=2:1", measure=never)
+    assert (t.choices["threads"], t.sources["threads"]) == ("2:1", "forced")
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
-    assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "threads": "1:1"}
+    assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "threads": "1:1",
+                         "codec_dtype": "float32"}
 
 
 def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1"}
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1",
+                         "codec_dtype": "float32"}
     with pytest.raises(InputError, match="flow_linears='packed' is not a candidate"):
         tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
+    with pytest.raises(InputError, match="codec_dtype='bfloat16' is not a candidate"):
+        tune(fresh(), 2, 4, True, spec="codec_dtype=bfloat16", measure=never)
     packed = fresh()
     tune(packed, 2, 4, False, spec="fixed", measure=never)
     with pytest.raises(ValueError, match="unpacked"):  # once per model
@@ -178,7 +189,8 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4)
     try:
         t = tts.tuning
-        assert set(t.sources.values()) == {"measured"}
+        assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
+                             "threads": "measured", "codec_dtype": "fixed"}
         for name, options in (("flow_linears", ("packed", "default")),
                               ("codec_linears", ("packed", "default")),
                               ("threads", split_candidates(2))):
@@ -193,7 +205,8 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
         tts.close()
     again = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4)
     again.close()
-    assert set(again.tuning.sources.values()) == {"cache"}
+    assert set(again.tuning.sources.values()) == {"cache", "fixed"}
+    assert again.tuning.sources["codec_dtype"] == "fixed"
     assert again.tuning.choices == t.choices
 
 
@@ -226,3 +239,33 @@ def test_cli_reports_a_bad_tuning_in_one_line(checkpoints, tmp_path):
     lines = [x for x in out.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "threads='fast' is not a candidate" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_bfloat16_codec_is_opt_in_and_close_to_float32(checkpoints, cache):
+    """codec_dtype=bfloat16 runs the SEANet decoder in bfloat16 (weights and streaming
+    states): batched and streamed audio stays within bfloat16 rounding of float32."""
+    d = str(checkpoints.get(CONFIG))
+    voice = d + "/voice.wav"
+    fp32 = vocalis.load(d, threads=2, tuning="fixed")
+    texts = ["Choices change speed only.", "A second row beside it, a little longer."]
+    want = [fp32.synthesize(t, voice=voice, seed=5 + i, max_frames=15).samples
+            for i, t in enumerate(texts)]
+    fp32.close()
+    bf = vocalis.load(d, threads=2, tuning="fixed,codec_dtype=bfloat16")
+    try:
+        assert bf.tuning.choices["codec_dtype"] == "bfloat16"
+        assert bf.tuning.sources["codec_dtype"] == "forced"
+        assert next(bf.model.mimi.decoder.parameters()).dtype == torch.bfloat16
+        reqs = [bf.submit(t, voice=voice, seed=5 + i, max_frames=15) for i, t in enumerate(texts)]
+        for req, ref in zip(reqs, want):
+            got = np.concatenate([ev.samples for ev in req.events(timeout=120)
+                                  if hasattr(ev, "samples")])
+            assert got.dtype == np.float32 and got.shape == ref.shape
+            assert cosine(got, ref) > 0.999
+            assert not np.array_equal(got, ref)  # it is bfloat16 arithmetic, not float32
+    finally:
+        bf.close()

@@ -379,8 +379,9 @@ class StreamingConv1d(nn.Module):
         self.context = (kernel - 1) * dilation + 1 - stride
 
     def new_state(self, batch: int) -> list:
-        dev = self.conv.weight.device
-        return [torch.zeros(batch, self.conv.in_channels, self.context, device=dev), True]
+        w = self.conv.weight  # the state takes the weights' device and dtype
+        return [torch.zeros(batch, self.conv.in_channels, self.context, device=w.device,
+                            dtype=w.dtype), True]
 
     def forward(self, x: torch.Tensor, state: list | None) -> torch.Tensor:
         if self.context == 0:
@@ -410,8 +411,9 @@ class StreamingConvTranspose1d(nn.Module):
         self.tail = kernel - stride
 
     def new_state(self, batch: int) -> list:
-        return [torch.zeros(batch, self.convtr.out_channels, self.tail,
-                            device=self.convtr.weight.device)]
+        w = self.convtr.weight
+        return [torch.zeros(batch, self.convtr.out_channels, self.tail, device=w.device,
+                            dtype=w.dtype)]
 
     def _depthwise(self, x: torch.Tensor) -> torch.Tensor:
         """Depthwise transposed conv with ``kernel == 2 * stride`` as products and one

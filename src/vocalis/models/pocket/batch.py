@@ -203,10 +203,10 @@ class PocketBatch:
             for m in tail:
                 self.conv_state[m][fresh] = 0
         sub = {m: [self.conv_state[m][idx], False] for m in tail}
-        x = mimi.decoder(x, sub)
+        x = mimi.decoder(x.to(mimi.decoder_dtype()), sub)
         for m in tail:
             self.conv_state[m][idx] = sub[m][0]
-        pcm = x[:, 0]
+        pcm = x[:, 0].float()
         if any(first):
             f = torch.tensor(first, device=pcm.device)
             n = min(FADE_IN_SAMPLES, pcm.shape[-1])

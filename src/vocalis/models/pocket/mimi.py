@@ -196,6 +196,11 @@ class MimiCodec(nn.Module):
         x = self.quantizer.output_proj(latents.transpose(1, 2))
         x = self.upsample.convtr(x, state.convs[self.upsample.convtr])
         x = self.decoder_transformer(x, state.caches)
-        x = self.decoder(x, state.convs)
+        x = self.decoder(x.to(self.decoder_dtype()), state.convs).float()
         state.frames += latents.shape[1]
         return x
+
+    def decoder_dtype(self) -> torch.dtype:
+        """float32, or bfloat16 after the opt-in ``codec_dtype=bfloat16`` speed choice
+        (:mod:`vocalis.models.pocket.tuning`): the SEANet decoder's weights and states."""
+        return next(self.decoder.parameters()).dtype
