@@ -69,7 +69,7 @@ class Scores:
 
 FAST_DEFAULT_FLOW = {("flow_linears", "default"): 1.0, ("flow_linears", "packed"): 2.0,
                      ("codec_linears", "packed"): 1.0, ("codec_linears", "default"): 2.0,
-                     ("threads", "2:1"): 1.0}
+                     ("threads", "2:1"): 1.0, ("codec_pipeline", "off"): 1.0}
 
 
 def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
@@ -77,13 +77,15 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
     assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "2:1",
-                         "codec_dtype": "float32"}
+                         "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "threads": "measured", "codec_dtype": "fixed"}  # bf16 is opt-in
+                         "threads": "measured", "codec_pipeline": "measured",
+                         "codec_dtype": "fixed"}  # bf16 is opt-in
     # every candidate was timed, each with its own kernels in place
     assert sorted(scores.calls) == sorted(
         [("flow_linears", "packed"), ("flow_linears", "default"), ("codec_linears", "packed"),
-         ("codec_linears", "default")] + [("threads", s) for s in split_candidates(2)])
+         ("codec_linears", "default")] + [("threads", s) for s in split_candidates(2)]
+        + [("codec_pipeline", "on"), ("codec_pipeline", "off")])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
     assert scores.seen[("codec_linears", "packed")][1] == {PackedLinear}
@@ -110,7 +112,8 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
-                             "threads": "cache", "codec_dtype": "fixed"}
+                             "threads": "cache", "codec_pipeline": "cache",
+                             "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
     assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
 
@@ -130,7 +133,8 @@ def test_changed_key_measures_again(fresh, cache, monkeypatch):
     moved = Scores(model, {("flow_linears", "packed"): 0.1, ("codec_linears", "default"): 0.1})
     t = tune(model, 2, 4, False, measure=moved)
     assert t.choices["flow_linears"] == "packed" and t.choices["codec_linears"] == "default"
-    assert {t.sources[k] for k in ("flow_linears", "codec_linears", "threads")} == {"measured"}
+    assert {t.sources[k] for k in ("flow_linears", "codec_linears", "threads",
+                                   "codec_pipeline")} == {"measured"}
     assert len(json.loads(cache.read_text())) == 3  # three keys, three entries
 
 
@@ -140,9 +144,9 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     model = fresh()
     t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2", measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:2",
-                         "codec_dtype": "float32"}
+                         "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "threads": "forced",
-                         "codec_dtype": "fixed"}
+                         "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.mimi) == {torch.nn.Linear}
     # the environment variable forces the same way; "fixed" measures nothing
     monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
@@ -155,14 +159,14 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
     assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "threads": "1:1",
-                         "codec_dtype": "float32"}
+                         "codec_pipeline": "on", "codec_dtype": "float32"}
 
 
 def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1",
-                         "codec_dtype": "float32"}
+                         "codec_pipeline": "on", "codec_dtype": "float32"}
     with pytest.raises(InputError, match="flow_linears='packed' is not a candidate"):
         tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
     with pytest.raises(InputError, match="codec_dtype='bfloat16' is not a candidate"):
@@ -190,14 +194,16 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     try:
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                             "threads": "measured", "codec_dtype": "fixed"}
+                             "threads": "measured", "codec_pipeline": "measured",
+                             "codec_dtype": "fixed"}
         for name, options in (("flow_linears", ("packed", "default")),
                               ("codec_linears", ("packed", "default")),
-                              ("threads", split_candidates(2))):
+                              ("threads", split_candidates(2)), ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
             assert t.choices[name] == min(options, key=t.timings[name].get)
         assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
+        assert tts.family.codec_pipeline == (t.choices["codec_pipeline"] == "on")
         voice = str(checkpoints.get(CONFIG) / "voice.wav")
         audio = tts.synthesize("Hello there.", voice=voice, seed=1, max_frames=8)
         assert np.isfinite(audio.samples).all() and audio.samples.size == 8 * 1920
@@ -220,7 +226,7 @@ def test_every_choice_speaks_the_same(checkpoints, cache):
                           max_frames=12).samples
     ref.close()
     for spec in ("flow_linears=packed,codec_linears=default,threads=2:1",
-                 "flow_linears=default,codec_linears=packed,threads=1:2",
+                 "flow_linears=default,codec_linears=packed,threads=1:2,codec_pipeline=off",
                  "flow_linears=packed,codec_linears=packed,threads=2:2"):
         tts = vocalis.load(d, threads=2, tuning=spec)
         got = tts.synthesize("Choices change speed only.", voice=voice, seed=3,

@@ -528,7 +528,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
 
     chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
     tts = TTS(model, model_id, released, max_batch, max_queue, threads,
-              family=PocketFamily(model, parse_split(chosen.choices["threads"])))
+              family=PocketFamily(model, parse_split(chosen.choices["threads"]),
+                                  chosen.choices["codec_pipeline"] == "on"))
     tts.tuning = chosen
     return tts
 

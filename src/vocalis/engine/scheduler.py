@@ -67,6 +67,10 @@ class Engine:
         total = threads or torch.get_num_threads()
         flow, decoder = family.thread_split(total)
         self._threads = {"flow": flow, "decoder": decoder, "burst": total}
+        # few frames per step: the codec's two stages on two threads (pipelined), or both
+        # on the decoder thread (fewer threads than cores oversubscribe less); the family
+        # decides (measured: vocalis.models.pocket.tuning)
+        self.pipeline = bool(getattr(family, "codec_pipeline", True))
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)
@@ -399,7 +403,20 @@ class Engine:
         with torch.inference_mode():
             while (msg := self._decode_q.get()) is not None:
                 items, finishes, done = msg
-                if len(items) >= 4:  # split by rows
+                if len(items) < 4 and not self.pipeline:  # both stages on this thread
+                    if tails_queued:
+                        synced = threading.Event()
+                        self._helper_in.put(("sync", synced))
+                        synced.wait()
+                        tails_queued = False
+                    pcm, error = None, None
+                    if items:
+                        try:
+                            pcm = self._decode_full(items)
+                        except Exception as e:
+                            error = e
+                    self._emit(items, pcm, error, finishes, done)
+                elif len(items) >= 4:  # split by rows
                     if tails_queued:
                         synced = threading.Event()
                         self._helper_in.put(("sync", synced))

@@ -54,9 +54,11 @@ class PocketRow:
 class PocketFamily:
     """The FlowLM step, its EOS rule and the Mimi codec over a :class:`PocketBatch`."""
 
-    def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None):
+    def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None,
+                 codec_pipeline: bool = True):
         self.model = model
         self.split = split  # (FlowLM threads, codec threads), chosen by measurement
+        self.codec_pipeline = codec_pipeline  # few rows: two codec threads (else one)
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
 

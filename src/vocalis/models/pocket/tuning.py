@@ -18,6 +18,11 @@ Choices, decided in this order:
     the first codec stage and the helper thread the second (1 row), and the FlowLM stepping
     ``B`` rows while the two codec threads decode half the rows each (as its split mode).
 
+``codec_pipeline`` (``on`` | ``off``)
+    When a step decodes few frames (fewer than 4 rows), run the codec's two stages on two
+    threads as a pipeline (``on``) or both on the decoder thread (``off``: one thread
+    fewer beside the FlowLM, less oversubscription on few cores). Score: the wall time of
+    a few frames of one row with the chosen thread split, FlowLM beside the codec.
 ``codec_dtype`` (``float32`` | ``bfloat16``), opt-in only (never measured, never cached)
     The Mimi SEANet decoder (the codec's second stage, most of its cost) in bfloat16:
     faster at many rows on CPUs with AVX512-BF16 or AMX (measured 1.4x at 16 rows on a
@@ -179,8 +184,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
 
     ``threads``: the engine's thread budget; ``spec``: forced choices (see
     :func:`vocalis.engine.tuning.parse_spec`); ``measure``: replaces the timing (tests).
-    Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` is the
-    split for :class:`~vocalis.models.pocket.family.PocketFamily`.
+    Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` and
+    ``choices["codec_pipeline"]`` configure :class:`~vocalis.models.pocket.family.PocketFamily`.
 
     Raises:
         InputError: a malformed or impossible forced choice.
@@ -196,17 +201,17 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     kernels = ("packed", "default") if packable else ("default",)
     f0, c0 = default_split(total)
     candidates = {"flow_linears": kernels, "codec_linears": kernels,
-                  "threads": split_candidates(total),
+                  "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
-                "threads": f"{f0}:{c0}", "codec_dtype": "float32"}
+                "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     packed: dict[str, list | None] = {"flow_linears": None, "codec_linears": None}
     modules = {"flow_linears": model.flow_lm, "codec_linears": model.mimi}
-    split = {"value": defaults["threads"]}
+    split = {"threads": defaults["threads"], "codec_pipeline": "on"}
 
     def apply(name: str, value: str) -> None:
-        if name == "threads":
-            split["value"] = value
+        if name in ("threads", "codec_pipeline"):
+            split[name] = value
             return
         if name == "codec_dtype":  # decided once (forced or default), after the others
             if value == "bfloat16":
@@ -229,6 +234,14 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return sum(_timed(p.step_fn(n), f0) for n in sizes)
         if name == "codec_linears":
             return sum(_timed(p.decode_fn(list(range(n))), c0) for n in sizes)
+        if name == "codec_pipeline":
+            f, c = parse_split(split["threads"])
+            head, tail = p.head_tail_fns([0])
+            if value == "on":
+                return concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)),
+                                      (c, _repeat(head, STEPS)), (c, _repeat(tail, STEPS))])
+            return concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)),
+                                  (c, _repeat(p.decode_fn([0]), STEPS))])
         f, c = parse_split(value)
         head, tail = p.head_tail_fns([0])
         score = concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)), (c, _repeat(head, STEPS)),
@@ -245,7 +258,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = ("flow_linears", "codec_linears", "threads") if cpu and not exact else ()
+    measurable = (("flow_linears", "codec_linears", "threads", "codec_pipeline")
+                  if cpu and not exact else ())
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable)
     if probe:
