@@ -284,7 +284,9 @@ def test_bench_against_official_json(ckpt, tmp_path):
                                         "threads": "fixed", "codec_pipeline": "fixed",
                                         "codec_dtype": "fixed"}
     assert rep["tuning"]["choices"]["threads"] == "1:1"
-    assert "choices: flow_linears=packed (fixed)" in " ".join(table.split())
+    flat = " ".join(table.split())
+    assert "choices: flow_linears=packed (fixed)" in flat
+    assert "ISA: " in flat and all(flag in flat for flag in cpu["isa"])
     v = rep["vocalis"]
     for p in (v["warmup"], v["session"]):
         assert p["requests"] == p["ok"] == 2 and p["failed"] == 0

@@ -8,6 +8,7 @@ real), and the one test with the real clock checks only what was measured and st
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -169,7 +170,8 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
                          "codec_pipeline": "on", "codec_dtype": "float32"}
     with pytest.raises(InputError, match="flow_linears='packed' is not a candidate"):
         tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
-    with pytest.raises(InputError, match="codec_dtype='bfloat16' is not a candidate"):
+    with pytest.raises(InputError, match="codec_dtype='bfloat16' is not a candidate here "
+                                         r"\(an exact model stays float32\)"):
         tune(fresh(), 2, 4, True, spec="codec_dtype=bfloat16", measure=never)
     packed = fresh()
     tune(packed, 2, 4, False, spec="fixed", measure=never)
@@ -179,12 +181,16 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
 
 @pytest.mark.parametrize("spec, message", [
     ("flow_linears=fast", "use one of packed, default"),
+    ("flow_linears=packed,flow_linears=default", "flow_linears is given twice"),
+    ("auto,fixed", "give one of 'auto' or 'fixed', not both"),
+    ("threads=2:9", "threads='2:9' is not a candidate here (the splits follow the thread "
+                    "budget, 2)"),
     ("linears=packed", "unknown choice 'linears'; this model has: flow_linears, codec_linears"),
     ("threads=3:1", "threads='3:1' is not a candidate"),
     ("packed", "is not name=value"),
 ])
 def test_bad_forced_choices_name_the_fix(fresh, cache, spec, message):
-    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+    with pytest.raises(InputError, match=re.escape(message)):
         tune(fresh(), 2, 4, False, spec=spec, measure=never)
 
 
@@ -275,3 +281,40 @@ def test_bfloat16_codec_is_opt_in_and_close_to_float32(checkpoints, cache):
             assert not np.array_equal(got, ref)  # it is bfloat16 arithmetic, not float32
     finally:
         bf.close()
+
+
+def test_damaged_cache_entries_are_measured_again(fresh, cache):
+    """A cache edited by hand or cut short: malformed parts are ignored, the model loads."""
+    model = fresh()
+    tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
+    (key,) = json.loads(cache.read_text())
+    for timings in (None, "flow_linears", [1, 2], {"flow_linears": 3}):
+        entry = json.loads(cache.read_text())
+        entry[key]["timings"] = timings
+        cache.write_text(json.dumps(entry))
+        t = tune(fresh(), 2, 4, False, measure=never)  # the choices themselves are fine
+        assert t.sources["flow_linears"] == "cache"
+    entry = json.loads(cache.read_text())
+    entry[key]["choices"] = {"flow_linears": ["packed"], "codec_linears": None, "threads": 7}
+    cache.write_text(json.dumps(entry))
+    scores = Scores(model, FAST_DEFAULT_FLOW)
+    t = tune(fresh(), 2, 4, False, measure=scores)
+    assert t.sources["flow_linears"] == t.sources["threads"] == "measured"
+    for text in ("not json", "[1, 2, 3]"):
+        cache.write_text(text)
+        t = tune(fresh(), 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
+        assert t.sources["threads"] == "measured"
+    assert json.loads(cache.read_text())  # rewritten as a JSON object
+
+
+def test_forcing_the_opt_in_codec_dtype_still_caches_the_measured_choices(fresh, cache):
+    model = fresh()
+    t = tune(model, 2, 4, False, spec="codec_dtype=bfloat16",
+             measure=Scores(model, FAST_DEFAULT_FLOW))
+    assert t.sources["flow_linears"] == "measured" and t.sources["codec_dtype"] == "forced"
+    again = tune(fresh(), 2, 4, False, spec="codec_dtype=bfloat16", measure=never)
+    assert again.sources["flow_linears"] == "cache"
+    # a forced measurable choice makes the others' timings depend on it: nothing cached
+    cache.unlink()
+    tune(fresh(), 2, 4, False, spec="threads=1:1", measure=Scores(model, FAST_DEFAULT_FLOW))
+    assert not cache.exists()

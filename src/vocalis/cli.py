@@ -224,9 +224,11 @@ def _progress(total_chunks: int, quiet: bool):
 
 
 TUNING_HELP = ("Pocket TTS speed choices: auto (measured on this machine at the first "
-               "load, then cached), fixed (built-in, no measuring), or forced ones, e.g. "
-               "flow_linears=default,codec_linears=packed,threads=1:1. Default: "
-               "$VOCALIS_TUNING, else auto.")
+               "load, then cached), fixed (built-in, no measuring), or forced ones, "
+               "comma-separated: flow_linears and codec_linears = packed|default, "
+               "threads = MODEL:CODEC, codec_pipeline = on|off, codec_dtype = "
+               "float32|bfloat16; e.g. fixed,codec_dtype=bfloat16. Default: $VOCALIS_TUNING, "
+               "else auto.")
 
 
 @app.command(context_settings=_SETTINGS)
@@ -313,9 +315,8 @@ def generate(
         help="Dynamic int8 linears: Pocket FlowLM, Qwen3 talker and code predictor (CPU only, "
              "float32; faster, not bit-identical to fp32).")] = False,
     exact: Annotated[bool, typer.Option(
-        help="Keep PyTorch's default CPU kernels: bit-identical to the official package "
-             "(slower than the default oneDNN-packed linears, which agree to float "
-             "rounding).")] = False,
+        help="Keep PyTorch's default CPU kernels and measure no speed choices: bit-identical "
+             "to the official package (the measured choices agree to float rounding).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     normalize: Annotated[bool, typer.Option(
         "--normalize", help=NORMALIZE_HELP)] = False,

@@ -473,15 +473,17 @@ def render_table(report: dict):
                   f"{official_label(other, one_at_a_time=False)}: "
                   f"{fmt(s.get('request_x_real_time'))} / "
                   f"{fmt((s.get('ttfa_ms') or {}).get('mean'), '{:.1f}')}", "")
-    t.caption = machine_line(report)
+    from rich.markup import escape
+
+    t.caption = escape(machine_line(report))
     return t
 
 
 def machine_line(report: dict) -> str:
-    """``CPU model [ISA flags], N threads; choices: ...`` for the table's caption."""
+    """``CPU model (ISA: flags; torch capability), N thread(s); choices: ...``."""
     cpu = (report.get("host") or {}).get("cpu") or {}
-    line = (f"{cpu.get('model', '?')} [{' '.join(cpu.get('isa') or []) or '?'}; torch "
-            f"{cpu.get('capability', '?')}], {report.get('torch_threads')} thread(s)")
+    line = (f"{cpu.get('model', '?')} (ISA: {' '.join(cpu.get('isa') or []) or '?'}; torch "
+            f"{cpu.get('capability', '?')}), {report.get('torch_threads')} thread(s)")
     tun = report.get("tuning")
     if tun:
         line += "; choices: " + ", ".join(f"{k}={v} ({tun['sources'].get(k, '?')})"

@@ -103,12 +103,13 @@ class Tuning:
 
 
 def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuning",
-               ) -> tuple[str, dict[str, str]]:
+               notes: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
     """``spec`` (None, ``"auto"``, ``"fixed"``, ``"a=x,b=y"``, ``"fixed,a=x"`` or a dict)
     -> (mode, forced).
 
     ``mode`` is ``"auto"`` or ``"fixed"``; ``forced`` maps choice names to values, checked
-    against ``candidates`` (name -> allowed values).
+    against ``candidates`` (name -> allowed values); ``notes`` (name -> why its candidates
+    are what they are) complete the error message.
 
     Raises:
         InputError: an unknown choice name or value (the message lists the allowed ones).
@@ -124,12 +125,16 @@ def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuni
             if not part.strip():
                 continue
             if part.strip() in ("auto", "fixed"):  # e.g. "fixed,codec_dtype=bfloat16"
+                if {w.strip() for w in spec.split(",")} >= {"auto", "fixed"}:
+                    raise InputError(f"{origin}: give one of 'auto' or 'fixed', not both")
                 mode = part.strip()
                 continue
             name, eq, value = part.partition("=")
             if not eq:
                 raise InputError(f"{origin}: {part.strip()!r} is not name=value; use e.g. "
                                  f"{_example(candidates)}, 'auto' or 'fixed'")
+            if name.strip() in pairs:
+                raise InputError(f"{origin}: {name.strip()} is given twice; give it once")
             pairs[name.strip()] = value.strip()
     elif isinstance(spec, dict):
         pairs = {str(k): str(v) for k, v in spec.items()}
@@ -141,8 +146,9 @@ def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuni
             raise InputError(f"{origin}: unknown choice {name!r}; this model has: "
                              f"{', '.join(candidates) or 'none'}")
         if value not in candidates[name]:
-            raise InputError(f"{origin}: {name}={value!r} is not a candidate here; use one of "
-                             f"{', '.join(candidates[name])}")
+            why = f" ({notes[name]})" if notes and name in notes else ""
+            raise InputError(f"{origin}: {name}={value!r} is not a candidate here{why}; use "
+                             f"one of {', '.join(candidates[name])}")
     return mode, pairs
 
 
@@ -162,7 +168,9 @@ def _key_id(key: dict) -> str:
 
 
 def read_cache(key: dict) -> dict | None:
-    """The cached choices for ``key`` (name -> value, timings under ``"_timings"``), or None."""
+    """The cache entry for ``key``: ``{"choices": {name: value}, "timings": {name: {candidate:
+    score}}}`` (malformed parts dropped: a choice that is not a string, timings that are not
+    a mapping), or None."""
     path = cache_path()
     try:
         entries = json.loads(path.read_text())
@@ -171,16 +179,23 @@ def read_cache(key: dict) -> dict | None:
     except (OSError, ValueError) as e:
         log.warning("ignoring the unreadable tuning cache %s (%s); measuring again", path, e)
         return None
-    entry = entries.get(_key_id(key)) if isinstance(entries, dict) else None
+    if not isinstance(entries, dict):
+        log.warning("ignoring the tuning cache %s (not a JSON object); measuring again", path)
+        return None
+    entry = entries.get(_key_id(key))
     if not isinstance(entry, dict) or not isinstance(entry.get("choices"), dict):
         return None
-    return entry
+    timings = entry.get("timings")
+    return {"choices": {k: v for k, v in entry["choices"].items() if isinstance(v, str)},
+            "timings": {k: v for k, v in timings.items() if isinstance(v, dict)}
+            if isinstance(timings, dict) else {}}
 
 
-def write_cache(key: dict, choices: dict[str, str], timings: dict) -> None:
-    """Add or replace the entry for ``key`` (atomic rename; a failure is logged, not raised:
-    the model still runs with the measured choices)."""
+def write_cache(key: dict, choices: dict[str, str], timings: dict) -> bool:
+    """Add or replace the entry for ``key`` (atomic rename); returns whether it was written
+    (a failure is logged, not raised: the model still runs with the measured choices)."""
     path = cache_path()
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -195,8 +210,12 @@ def write_cache(key: dict, choices: dict[str, str], timings: dict) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(entries, f, indent=1, sort_keys=True)
         os.replace(tmp, path)
+        return True
     except OSError as e:
         log.warning("could not write the tuning cache %s: %s", path, e)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        return False
 
 
 def median_ms(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> float:
@@ -236,7 +255,8 @@ Measure = Callable[[str, str], float]
 
 def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[str, str],
             spec, measure: Measure, apply: Callable[[str, str], None],
-            measurable: tuple[str, ...] | None = None) -> Tuning:
+            measurable: tuple[str, ...] | None = None,
+            notes: dict[str, str] | None = None) -> Tuning:
     """Decide every choice in ``candidates`` (in order) and ``apply`` each decision.
 
     ``spec``: as in :func:`parse_spec`, or None to read ``$VOCALIS_TUNING``. For each
@@ -244,8 +264,8 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     ``measurable``) the default; else the cached value for ``key`` (when it is still a
     candidate); else every candidate is measured with ``measure`` (the candidates of later
     choices are measured with earlier decisions applied) and the fastest kept. Newly
-    measured choices are written to the cache together with the cached ones, unless some
-    choice was forced (the measurements then depend on it).
+    measured choices are written to the cache together with the cached ones, unless a
+    measurable choice was forced (the measurements then depend on it).
 
     Raises:
         InputError: a malformed spec (see :func:`parse_spec`).
@@ -253,7 +273,7 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     origin = "tuning"
     if spec is None and os.environ.get(ENV, "").strip():
         spec, origin = os.environ[ENV], f"${ENV}"
-    mode, forced = parse_spec(spec, candidates, origin)
+    mode, forced = parse_spec(spec, candidates, origin, notes)
     measurable = tuple(candidates) if measurable is None else measurable
     cached = read_cache(key) if mode == "auto" else None
     cached_choices = (cached or {}).get("choices", {})
@@ -267,7 +287,7 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             value, source = defaults[name], "fixed"
         elif cached_choices.get(name) in options:
             value, source = cached_choices[name], "cache"
-            if name in (cached or {}).get("timings", {}):
+            if name in cached["timings"]:
                 tuning.timings[name] = cached["timings"][name]
         else:
             scores = {}
@@ -281,12 +301,15 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
         tuning.choices[name], tuning.sources[name] = value, source
     if measured_any:
         tuning.calibration_ms = (time.perf_counter() - t_start) * 1000
-    if measured_any and not forced:  # timings taken beside forced choices are not cached
+    # timings taken beside a forced measurable choice depend on it: not cached
+    if measured_any and not set(forced) & set(measurable):
         keep = {n: v for n, v in tuning.choices.items()
                 if tuning.sources[n] in ("measured", "cache")}
-        write_cache(key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
-        log.info("tuning measured in %.1f s: %s (cached in %s)", tuning.calibration_ms / 1000,
-                 tuning.describe(), cache_path())
+        where = (f"cached in {cache_path()}" if write_cache(
+            key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
+            else "not cached")
+        log.info("tuning measured in %.1f s: %s (%s)", tuning.calibration_ms / 1000,
+                 tuning.describe(), where)
     elif measured_any:
         log.info("tuning measured in %.1f s: %s (not cached: some choices were forced)",
                  tuning.calibration_ms / 1000, tuning.describe())

@@ -260,8 +260,16 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     key = tuning_key(model, total, max_batch)
     measurable = (("flow_linears", "codec_linears", "threads", "codec_pipeline")
                   if cpu and not exact else ())
+    notes = {"threads": f"the splits follow the thread budget, {total}"}
+    if exact:
+        notes.update(flow_linears="an exact model keeps the default kernels",
+                     codec_linears="an exact model keeps the default kernels",
+                     codec_dtype="an exact model stays float32")
+    elif not cpu:
+        notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
+                     codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
-                                measurable)
+                                measurable, notes)
     if probe:
         probe.clear()
         tuning_mod.release_memory()
