@@ -479,10 +479,12 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     utterances in one causal pass instead of the official 300/25 chunks.
 
     ``tuning`` (Pocket TTS): the speed choices (packed or default linears for the FlowLM and
-    the codec, the thread split between them) are measured on this machine at the first
-    load and cached (:mod:`vocalis.models.pocket.tuning`); ``"fixed"`` uses the built-in
-    choices without measuring, and ``"flow_linears=default,threads=1:1"`` (or a dict) forces
-    choices. Default: ``$VOCALIS_TUNING``, else ``"auto"``. The result is ``TTS.tuning``.
+    the codec, the thread split between them, one or two codec threads at few rows) are
+    measured on this machine at the first load and cached (:mod:`vocalis.models.pocket.tuning`);
+    ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
+    threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
+    bfloat16 codec decoder (not float32-exact). Default: ``$VOCALIS_TUNING``, else ``"auto"``.
+    The result is ``TTS.tuning``.
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
