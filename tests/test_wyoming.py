@@ -49,9 +49,18 @@ def to_int16(x: np.ndarray) -> np.ndarray:
 
 
 def close(received: np.ndarray, ref_float: np.ndarray) -> None:
-    ref = to_int16(ref_float)
-    assert received.shape == ref.shape
-    assert np.abs(received.astype(np.float32) - ref.astype(np.float32)).max() / 32767 < 1e-4
+    """The seeded request's audio as the Python API gives it alone, in 16-bit. Rows batched
+    with others differ from a lone row by float rounding of the batched products, which the
+    model's feedback (each frame's latent feeds the next step) can grow to a few 1e-3 on
+    random weights (seen in CI with 8 clients): the criterion of the engine's
+    batched-equals-alone tests, plus a bound on every sample. Another seed gives a cosine
+    near 0.9975 here (6 frames of the tiny random model)."""
+    ref = to_int16(ref_float).astype(np.float64)
+    got = received.astype(np.float64)
+    assert got.shape == ref.shape
+    cos = float(np.dot(got, ref) / (np.linalg.norm(got) * np.linalg.norm(ref)))
+    assert cos >= 0.9999, cos
+    assert np.abs(got - ref).max() / 32767 < 1e-2
 
 
 class Loop:
