@@ -397,6 +397,12 @@ class Engine:
         if done is not None:
             done.set()
 
+    def _wait_for_helper(self) -> None:
+        """Block until the helper thread has finished every job queued before this call."""
+        synced = threading.Event()
+        self._helper_in.put(("sync", synced))
+        synced.wait()
+
     def _decode_loop(self) -> None:
         self._set_threads("decoder")
         tails_queued = False  # the helper may still be running second stages
@@ -405,9 +411,7 @@ class Engine:
                 items, finishes, done = msg
                 if len(items) < 4 and not self.pipeline:  # both stages on this thread
                     if tails_queued:
-                        synced = threading.Event()
-                        self._helper_in.put(("sync", synced))
-                        synced.wait()
+                        self._wait_for_helper()
                         tails_queued = False
                     pcm, error = None, None
                     if items:
@@ -418,9 +422,7 @@ class Engine:
                     self._emit(items, pcm, error, finishes, done)
                 elif len(items) >= 4:  # split by rows
                     if tails_queued:
-                        synced = threading.Event()
-                        self._helper_in.put(("sync", synced))
-                        synced.wait()
+                        self._wait_for_helper()
                         tails_queued = False
                     half = len(items) // 2
                     pcm, error = None, None

@@ -13,8 +13,7 @@ Choices, decided in this order:
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
-    frames, run on
-    real threads as the engine runs it: the FlowLM stepping while the decoder thread runs
+    frames, run on real threads as the engine runs it: the FlowLM stepping while the decoder thread runs
     the first codec stage and the helper thread the second (1 row), and the FlowLM stepping
     ``B`` rows while the two codec threads decode half the rows each (as its split mode).
 
@@ -108,7 +107,7 @@ class _Probe:
         self.batch = PocketBatch(model, rows)
         self.batch.ensure(rows, 64)
 
-    def step_fn(self, n: int, rows: list[int] | None = None) -> Callable[[], object]:
+    def step_fn(self, n: int) -> Callable[[], object]:
         dev = self.model.device
         lat = torch.zeros(n, self.latent_dim, device=dev)
         bos = torch.zeros(n, dtype=torch.bool, device=dev)
