@@ -498,11 +498,77 @@ def _to_roman(n: int) -> str:
 # ----------------------------------------------------------------------------- the pass
 
 
-class _Normalizer:
+class Rules:
+    """One language's rules as one left-to-right regular-expression pass: ``parts`` are
+    (name, pattern, handler); a handler gets the matched span, its own groups and the match,
+    and returns the reading, or None to leave the span as written. A span one rule read (or
+    refused) is not read again by another. ``skip``: rules left out (see :meth:`_fallback`).
+    Subclasses build ``parts`` in ``__init__`` and call :meth:`_compile`."""
+
     def __init__(self, lang: str, skip: frozenset = frozenset()):
         self.lang = lang
         self.skip = skip
-        self._fallbacks: dict[str, _Normalizer] = {}
+        self._fallbacks: dict[str, Rules] = {}
+
+    def may_change(self, text: str) -> bool:
+        """False when nothing in ``text`` can be read (a cheap test before the pass)."""
+        return True
+
+    def _compile(self, parts) -> None:
+        parts = [p for p in parts if p is not None and p[0] not in self.skip]
+        self.handlers = [h for _, _, h in parts]
+        self.names = [name for name, _, _ in parts]
+        self.rx = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in parts))
+        # group offsets: the handler sees its own groups only
+        self.groups = {name: re.compile(rx).groups for name, rx, _ in parts}
+
+    def __call__(self, text: str, pos: int = 0, endpos: int | None = None) -> str:
+        """``text[pos:endpos]`` normalized (the rules still see what is before ``pos``)."""
+        endpos = len(text) if endpos is None else endpos
+        out, at = [], pos
+        for m in self.rx.finditer(text, pos, endpos):
+            out.append(text[at:m.start()])
+            out.append(self._one(m))
+            at = m.end()
+        out.append(text[at:endpos])
+        return "".join(out)
+
+    def _one(self, m: re.Match) -> str:
+        name = m.lastgroup
+        start = m.re.groupindex[name]
+        k = self.groups[name]
+        sub = [m.group(start + 1 + i) for i in range(k)]
+        handler = self.handlers[self.names.index(name)]
+        try:
+            out = handler(m.group(name), sub, m)
+        except (ValueError, OverflowError, IndexError, KeyError, TypeError, NotImplementedError):
+            return m.group(0)
+        return m.group(0) if out is None else out
+
+    def _fallback(self, name: str, s: str, m: re.Match) -> str:
+        """The span of ``m`` read by the other rules (``name`` refused it), in its context."""
+        n = self._fallbacks.get(name)
+        if n is None:
+            n = self._fallbacks[name] = type(self)(self.lang, self.skip | {name})
+        return n(m.string, m.start(), m.end())
+
+    def _prev_word(self, m: re.Match) -> str:
+        before = m.string[:m.start()].rstrip()
+        w = re.findall(r"[\w'.]+$", before)
+        return w[0] if w else ""
+
+    def _next_text(self, m: re.Match) -> str:
+        return m.string[m.end():]
+
+    def _too_long(self, s: str) -> bool:
+        return sum(c.isdigit() for c in s) > MAX_DIGITS
+
+
+class _Normalizer(Rules):
+    """English, French, German, Spanish, Italian, Portuguese."""
+
+    def __init__(self, lang: str, skip: frozenset = frozenset()):
+        super().__init__(lang, skip)
         L = lang
         thou = r"," if L == "en" else r"[.\u00a0\u202f ]"
         dec = r"\." if L == "en" else r","
@@ -567,60 +633,15 @@ class _Normalizer:
                 parts.insert(names.index("unit"), parts.pop(names.index("ordinal")))
         if L == "de":
             parts.insert(-1, ("street_de", r"\b([A-ZÄÖÜ]\w+)str\.(?=\s|$)", self.street_de))
-        parts = [p for p in parts if p is not None and p[0] not in skip]
-        self.handlers = [h for _, _, h in parts]
-        self.names = [name for name, _, _ in parts]
-        pattern = "|".join(f"(?P<{name}>{rx})" for name, rx, _ in parts)
-        self.rx = re.compile(pattern)
-        # group offsets: the handler sees its own groups only
-        self.groups = {}
-        for name, rx, _ in parts:
-            self.groups[name] = re.compile(rx).groups
+        self._compile(parts)
 
-    def __call__(self, text: str, pos: int = 0, endpos: int | None = None) -> str:
-        """``text[pos:endpos]`` normalized (the rules still see what is before ``pos``)."""
-        endpos = len(text) if endpos is None else endpos
-        out, at = [], pos
-        for m in self.rx.finditer(text, pos, endpos):
-            out.append(text[at:m.start()])
-            out.append(self._one(m))
-            at = m.end()
-        out.append(text[at:endpos])
-        return "".join(out)
-
-    def _one(self, m: re.Match) -> str:
-        name = m.lastgroup
-        start = m.re.groupindex[name]
-        k = self.groups[name]
-        sub = [m.group(start + 1 + i) for i in range(k)]
-        handler = self.handlers[self.names.index(name)]
-        try:
-            out = handler(m.group(name), sub, m)
-        except (ValueError, OverflowError, IndexError, KeyError, TypeError, NotImplementedError):
-            return m.group(0)
-        return m.group(0) if out is None else out
+    def may_change(self, text: str) -> bool:
+        return any(c.isdigit() or c in "@$€£¥%°./" for c in text) \
+            or re.search(r"[A-Z][a-z]*\.|\b[IVXLC]+\b", text) is not None
 
     # --------------------------------------------------------------- helpers
-    def _fallback(self, name: str, s: str, m: re.Match) -> str:
-        """The span of ``m`` read by the other rules (``name`` refused it), in its context."""
-        n = self._fallbacks.get(name)
-        if n is None:
-            n = self._fallbacks[name] = _Normalizer(self.lang, self.skip | {name})
-        return n(m.string, m.start(), m.end())
-
     def street_de(self, s, g, m):
         return g[0] + "straße"
-
-    def _prev_word(self, m: re.Match) -> str:
-        before = m.string[:m.start()].rstrip()
-        w = re.findall(r"[\w'.]+$", before)
-        return w[0] if w else ""
-
-    def _next_text(self, m: re.Match) -> str:
-        return m.string[m.end():]
-
-    def _too_long(self, s: str) -> bool:
-        return sum(c.isdigit() for c in s) > MAX_DIGITS
 
     def _num(self, s: str) -> str:
         if self._too_long(s):
@@ -1110,7 +1131,12 @@ def _plural_year(w: str) -> str:
     return w + "s"
 
 
-_cache: dict[str, _Normalizer] = {}
+_cache: dict[str, Rules] = {}
+
+
+def _rules(lang: str) -> Rules:
+    """The rules of a supported language code."""
+    return _Normalizer(lang)
 
 
 def warm(languages=SUPPORTED) -> None:
@@ -1139,11 +1165,11 @@ def normalize(text: str, language: str | None = "en") -> str:
         if _other_script(text):
             return text
         lang = "en"
-    if not any(c.isdigit() or c in "@$€£¥%°./" for c in text) and not re.search(r"[A-Z][a-z]*\.|\b[IVXLC]+\b", text):
-        return text
     norm = _cache.get(lang)  # built once per language (a benign race builds it twice)
     if norm is None:
-        norm = _cache[lang] = _Normalizer(lang)
+        norm = _cache[lang] = _rules(lang)
+    if not norm.may_change(text):
+        return text
     # A reading can put words next to what is left (``9°@a.m`` -> ``nine degrees@a.m``),
     # which a second pass would read: repeat until nothing changes (normally one pass).
     out = norm(text)
