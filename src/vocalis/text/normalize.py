@@ -43,8 +43,9 @@ LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "
              "es": "es", "spanish": "es", "español": "es", "espanol": "es", "spa": "es", "es-es": "es",
              "es-mx": "es", "it": "it", "italian": "it", "italiano": "it", "ita": "it",
              "pt": "pt", "portuguese": "pt", "português": "pt", "portugues": "pt", "por": "pt",
-             "pt-pt": "pt", "pt-br": "pt"}
-SUPPORTED = ("en", "fr", "de", "es", "it", "pt")
+             "pt-pt": "pt", "pt-br": "pt",
+             "ru": "ru", "russian": "ru", "русский": "ru", "rus": "ru", "ru-ru": "ru"}
+SUPPORTED = ("en", "fr", "de", "es", "it", "pt", "ru")
 ROMANCE = ("es", "it", "pt")  # written like French: decimal comma, day/month/year, amount then currency
 MAX_DIGITS = 15  # longer digit runs pass through as written
 
@@ -63,7 +64,8 @@ def _num2words():
 
 
 def resolve_language(language: str | None) -> str | None:
-    """``en``/``fr``/``de``/``es``/``it``/``pt`` for a code or name (any case); ``None`` for ``auto``.
+    """``en``/``fr``/``de``/``es``/``it``/``pt``/``ru`` for a code or name (any case); ``None``
+    for ``auto``.
 
     Raises:
         InputError: a language normalization does not cover (names the supported ones).
@@ -79,7 +81,7 @@ def resolve_language(language: str | None) -> str | None:
         return LANGUAGES[key]
     raise InputError(f"text normalization does not cover language {language!r}; supported: "
                      "en (english), fr (french), de (german), es (spanish), it (italian), "
-                     "pt (portuguese), or auto", param="language")
+                     "pt (portuguese), ru (russian), or auto", param="language")
 
 
 def supports(language: str | None) -> bool:
@@ -1136,6 +1138,10 @@ _cache: dict[str, Rules] = {}
 
 def _rules(lang: str) -> Rules:
     """The rules of a supported language code."""
+    if lang == "ru":
+        from vocalis.text.normalize_ru import RussianRules
+
+        return RussianRules(lang)
     return _Normalizer(lang)
 
 
