@@ -593,7 +593,172 @@ RU = [
     ("Глава III называется так.", "Глава третья называется так."),
 ]
 
-TABLES = {"en": EN, "fr": FR, "de": DE, "es": ES, "it": IT, "pt": PT, "ru": RU}
+# Japanese: kanji numerals (千, 一万: no 一 before 十, 百, 千), digits one by one where a
+# number is not a quantity (phone numbers, leading zeros) with 〇 and の between groups;
+# decimals 三点一四; dates 年月日, times 時分, percent パーセント, a currency sign becomes
+# its word after the amount (¥ 円, $ ドル), units in katakana (km キロメートル), 60 km/h
+# 時速六十キロメートル; 3/4 is 四分の三, a date (三月四日) when a weekday follows
+JA = [
+    ("りんごが3個あります。", "りんごが三個あります。"),
+    ("参加者は1,000人です。", "参加者は千人です。"),
+    ("人口は12,345,678人。", "人口は千二百三十四万五千六百七十八人。"),
+    ("合計1,234,567円", "合計百二十三万四千五百六十七円"),
+    ("10000円です。", "一万円です。"),
+    ("3万5000円", "三万五千円"),
+    ("1.5億円", "一点五億円"),
+    ("１２３円", "百二十三円"),
+    ("2人で行く。", "二人で行く。"),
+    ("部屋番号は0123です。", "部屋番号は〇一二三です。"),
+    ("コードは12345678901234567890です。", "コードは12345678901234567890です。"),
+    ("円周率は3.14です。", "円周率は三点一四です。"),
+    ("0.5キロ", "零点五キロ"),
+    ("約3.5km", "約三点五キロメートル"),
+    # money: the sign's word after the amount
+    ("価格は¥1,500です。", "価格は千五百円です。"),
+    ("価格は1,500円です。", "価格は千五百円です。"),
+    ("￥1000です", "千円です"),
+    ("それは$5です。", "それは五ドルです。"),
+    ("それは$3.50です。", "それは三ドル五十セントです。"),
+    ("€20かかります。", "二十ユーロかかります。"),
+    ("£5でした。", "五ポンドでした。"),
+    # negative numbers, temperatures, percentages
+    ("気温は-5℃です。", "気温はマイナス五度です。"),
+    ("気温は25°Cです。", "気温は二十五度です。"),
+    ("-3℃まで下がる。", "マイナス三度まで下がる。"),
+    ("-10から始めます。", "マイナス十から始めます。"),
+    ("成長率は50%です。", "成長率は五十パーセントです。"),
+    ("金利は2.5％です。", "金利は二点五パーセントです。"),
+    # units
+    ("5kmを走った。", "五キロメートルを走った。"),
+    ("60km/hで走る。", "時速六十キロメートルで走る。"),
+    ("体重は70kgです。", "体重は七十キログラムです。"),
+    ("水を500ml入れる。", "水を五百ミリリットル入れる。"),
+    ("砂糖200g", "砂糖二百グラム"),
+    ("容量は16GBです。", "容量は十六ギガバイトです。"),
+    ("長さ30cmの棒", "長さ三十センチメートルの棒"),
+    ("100m走", "百メートル走"),
+    # dates and years
+    ("2026年5月12日に会いましょう。", "二千二十六年五月十二日に会いましょう。"),
+    ("締め切りは2026-03-15です。", "締め切りは二千二十六年三月十五日です。"),
+    ("2026/4/1から", "二千二十六年四月一日から"),
+    ("12月25日", "十二月二十五日"),
+    ("4月1日(水)", "四月一日(水)"),
+    ("3/4(金)に会議。", "三月四日(金)に会議。"),
+    ("1990年代の音楽", "千九百九十年代の音楽"),
+    ("令和8年", "令和八年"),
+    # times
+    ("会議は14:30からです。", "会議は十四時三十分からです。"),
+    ("9:00に集合。", "九時に集合。"),
+    ("7:05に起きた。", "七時五分に起きた。"),
+    ("午後3時に来て。", "午後三時に来て。"),
+    ("2時間30分", "二時間三十分"),
+    ("5分待って。", "五分待って。"),
+    ("10時間", "十時間"),
+    # fractions, ordinals, ranges
+    ("3/4カップの水", "四分の三カップの水"),
+    ("1/2を使う。", "二分の一を使う。"),
+    ("第1回大会", "第一回大会"),
+    ("1位になった。", "一位になった。"),
+    ("2番目の人", "二番目の人"),
+    ("10〜20人が来た。", "十から二十人が来た。"),
+    ("3～5日かかる。", "三から五日かかる。"),
+    ("バージョン2.0.1", "バージョン二点零点一"),
+    # phone numbers, postal codes, addresses
+    ("電話は03-1234-5678です。", "電話は〇三の一二三四の五六七八です。"),
+    ("携帯090-1234-5678", "携帯〇九〇の一二三四の五六七八"),
+    ("〒100-0001 東京都", "郵便番号一〇〇の〇〇〇一 東京都"),
+    ("メールはtaro@example.jpです。", "メールはtaro アット example ドット jpです。"),
+    ("詳細はhttps://example.jp/helpへ。", "詳細はexample ドット jp スラッシュ helpへ。"),
+    # abbreviations, Roman numerals
+    ("㈱山田商事", "株式会社山田商事"),
+    ("(株)山田商事", "株式会社山田商事"),
+    ("第Ⅱ章を読む。", "第二章を読む。"),
+    ("ルイⅩⅣ世", "ルイ十四世"),
+]
+
+# Korean: Sino-Korean numerals (천, 만: no 일 before 십, 백, 천, 만), grouped by 만 with a
+# space (한글 맞춤법 제44항); native numerals before counters of things, people, age and
+# hours (세 개, 스무 살, 열네 시) up to 99; 6월 유월, 10월 시월; spacing as written, a space
+# before a word that replaces a sign (오 달러, 오십 퍼센트); digits one by one with 공 for
+# zero; decimals 삼 점 일사; -5°C 영하 오 도; 3/4 사분의 삼, a date when a weekday follows
+KO = [
+    ("사과가 3개 있어요.", "사과가 세개 있어요."),
+    ("학생 25명이 왔다.", "학생 스물다섯명이 왔다."),
+    ("20살이에요.", "스무살이에요."),
+    ("21살이에요.", "스물한살이에요."),
+    ("고양이 2마리", "고양이 두마리"),
+    ("커피 1잔 주세요.", "커피 한잔 주세요."),
+    ("3시간 걸려요.", "세시간 걸려요."),
+    ("100명이 왔다.", "백명이 왔다."),
+    ("참가자는 1,000명입니다.", "참가자는 천명입니다."),
+    ("인구는 12,345,678명", "인구는 천이백삼십사만 오천육백칠십팔명"),
+    ("합계 1,234,567원", "합계 백이십삼만 사천오백육십칠원"),
+    ("10000원입니다.", "만원입니다."),
+    ("3만 5천원", "삼만 오천원"),
+    ("1.5억원", "일 점 오억원"),
+    ("방 번호는 0123입니다.", "방 번호는 공일이삼입니다."),
+    ("코드는 12345678901234567890입니다.", "코드는 12345678901234567890입니다."),
+    ("원주율은 3.14입니다.", "원주율은 삼 점 일사입니다."),
+    ("0.5킬로", "영 점 오킬로"),
+    # money
+    ("가격은 5,000원입니다.", "가격은 오천원입니다."),
+    ("가격은 ₩5,000입니다.", "가격은 오천 원입니다."),
+    ("$5예요.", "오 달러예요."),
+    ("$3.50입니다.", "삼 달러 오십 센트입니다."),
+    ("€20입니다.", "이십 유로입니다."),
+    ("¥1000", "천 엔"),
+    # negative numbers, temperatures, percentages
+    ("기온은 -5°C입니다.", "기온은 영하 오 도입니다."),
+    ("기온은 25℃입니다.", "기온은 이십오 도입니다."),
+    ("-3℃까지 내려간다.", "영하 삼 도까지 내려간다."),
+    ("-10부터 시작", "마이너스 십부터 시작"),
+    ("성장률은 50%입니다.", "성장률은 오십 퍼센트입니다."),
+    ("금리는 2.5%입니다.", "금리는 이 점 오 퍼센트입니다."),
+    # units
+    ("5km를 달렸다.", "오 킬로미터를 달렸다."),
+    ("60km/h로 달린다.", "시속 육십 킬로미터로 달린다."),
+    ("몸무게는 70kg입니다.", "몸무게는 칠십 킬로그램입니다."),
+    ("물 500ml", "물 오백 밀리리터"),
+    ("설탕 200g", "설탕 이백 그램"),
+    ("용량은 16GB입니다.", "용량은 십육 기가바이트입니다."),
+    ("100m 달리기", "백 미터 달리기"),
+    # dates and years
+    ("2026년 5월 12일에 만나요.", "이천이십육년 오월 십이일에 만나요."),
+    ("6월 6일은 현충일입니다.", "유월 육일은 현충일입니다."),
+    ("10월 9일은 한글날입니다.", "시월 구일은 한글날입니다."),
+    ("12월 25일", "십이월 이십오일"),
+    ("마감은 2026-03-15입니다.", "마감은 이천이십육년 삼월 십오일입니다."),
+    ("2026.4.1.부터", "이천이십육년 사월 일일부터"),
+    ("3/4(금)에 회의", "삼월 사일(금)에 회의"),
+    ("1990년대 음악", "천구백구십년대 음악"),
+    # times
+    ("회의는 14:30에 시작합니다.", "회의는 열네 시 삼십 분에 시작합니다."),
+    ("9:00에 모여요.", "아홉 시에 모여요."),
+    ("7:05에 일어났다.", "일곱 시 오 분에 일어났다."),
+    ("오후 3시에 와요.", "오후 세시에 와요."),
+    ("2시간 30분", "두시간 삼십분"),
+    ("5분 기다려요.", "오분 기다려요."),
+    # fractions, ordinals, ranges
+    ("3/4컵", "사분의 삼컵"),
+    ("1/2을 쓴다.", "이분의 일을 쓴다."),
+    ("제1회 대회", "제일회 대회"),
+    ("1위를 했다.", "일위를 했다."),
+    ("2번째 사람", "두번째 사람"),
+    ("1번째 줄", "첫번째 줄"),
+    ("10~20명이 왔다.", "열 명에서 스무 명이 왔다."),
+    ("3~5일 걸린다.", "삼에서 오일 걸린다."),
+    # phone numbers, emails, URLs
+    ("전화번호는 010-1234-5678입니다.", "전화번호는 공일공, 일이삼사, 오육칠팔입니다."),
+    ("02-123-4567로 전화하세요.", "공이, 일이삼, 사오육칠로 전화하세요."),
+    ("메일은 kim@example.kr입니다.", "메일은 kim 골뱅이 example 점 kr입니다."),
+    ("홈페이지는 www.example.kr/help입니다.", "홈페이지는 www 점 example 점 kr 슬래시 help입니다."),
+    # abbreviations, Roman numerals
+    ("㈜한국전자", "주식회사한국전자"),
+    ("(주)한국전자", "주식회사한국전자"),
+    ("제Ⅱ장", "제이장"),
+]
+
+TABLES = {"en": EN, "fr": FR, "de": DE, "es": ES, "it": IT, "pt": PT, "ru": RU, "ja": JA, "ko": KO}
 CASES = [(lang, src, want) for lang, rows in TABLES.items() for src, want in rows]
 IDS = [f"{lang}-{i}" for lang, rows in TABLES.items() for i in range(len(rows))]
 
@@ -609,6 +774,8 @@ ABBREVIATIONS = {
     "º", "ª", "g", "XIII", "XXI", "VI", "R", "lb",
     # Russian
     "C", "С", "XIX", "I", "км", "кг", "мл", "ГБ", "млн", "млрд",
+    # Japanese, Korean
+    "cm",
 }
 
 
@@ -621,23 +788,26 @@ def test_reading(lang, src, want):
     got = normalize(src, lang)
     assert got == want
     assert normalize(got, lang) == got  # idempotent on its own output
-    words = re.findall(r"[^\W\d_]+", src)
+    # words: runs of Latin letters, or of letters of other scripts (Japanese and Korean
+    # write units and names next to their words: 5kmを -> km, を); numerals (Ⅱ) are not words
+    words = re.findall(r"[A-Za-z\u00c0-\u024f]+|[^\W\d_A-Za-z\u00c0-\u024f\u2160-\u2188]+", src)
     missing = [w for w in words if w not in ABBREVIATIONS and w not in got]
     assert not missing, f"dropped {missing}"
 
 
-@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt", "ru"])
+@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt", "ru", "ja", "ko"])
 @pytest.mark.parametrize("text", [
     "Hello there, how are you?", "Plan B is fine.", "I think, therefore I am.",
     "Bonjour à tous, ça va ?", "Guten Tag, wie geht es?", "", "   ",
     "Hola, ¿qué tal?", "Ciao a tutti, come va?", "Olá, tudo bem?",
     "Привет, как дела? Всё хорошо.", "Это Иван и Мария.",
+    "こんにちは、元気ですか？", "東京は晴れです。", "안녕하세요, 잘 지내요?", "我们明天见。",
 ])
 def test_nothing_to_normalize_passes_through(lang, text):
     assert normalize(text, lang) == text
 
 
-@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt", "ru"])
+@pytest.mark.parametrize("lang", ["en", "fr", "de", "es", "it", "pt", "ru", "ja", "ko"])
 @pytest.mark.parametrize("text", [
     "12345678901234567890",  # too long to read: as written
     "31/02/2026",            # no such date
@@ -646,6 +816,8 @@ def test_nothing_to_normalize_passes_through(lang, text):
     "Hello 你好 мир",
     "# & * ~ | ^",
     "%", "$", "€", "/", "-", "°", ".", "@",
+    "％", "￥", "₩", "₽", "№", "〒", "()", "（）",
+    "1/0", "99:99", "2026-13-45",  # no such fraction, time or date
 ])
 def test_unreadable_passes_through(lang, text):
     assert normalize(text, lang) == text
@@ -667,6 +839,18 @@ def test_languages_and_auto():
     assert resolve_language("portuguese") == "pt" and resolve_language("pt-BR") == "pt"
     assert normalize("Tengo 2 gatos.", "spanish") == "Tengo dos gatos."
     assert supports("french") and supports("auto") and not supports("klingon")
+    # Qwen3-TTS language names and ISO codes select Russian, Japanese, Korean
+    assert resolve_language("russian") == "ru" and resolve_language("RU") == "ru"
+    assert resolve_language("Japanese") == "ja" and resolve_language("ja-JP") == "ja"
+    assert resolve_language("korean") == "ko" and resolve_language("ko_KR".replace("_", "-")) == "ko"
+    assert normalize("Это стоит 5 ₽.", "russian") == "Это стоит пять рублей."
+    assert normalize("5個", "japanese") == "五個" and normalize("5개", "korean") == "다섯개"
+    # Chinese is not covered (num2words has no Chinese): refused when asked, left as written by auto
+    assert not supports("chinese") and not supports("zh")
+    with pytest.raises(InputError, match="Chinese is not covered"):
+        normalize("我有 2 只猫", "chinese")
+    assert normalize("我有 2 只猫，价格是 3.5 元。", "auto") == "我有 2 只猫，价格是 3.5 元。"
+    assert normalize("Это стоит 5 ₽.", "auto") == "Это стоит 5 ₽."  # auto: English or nothing
     with pytest.raises(InputError, match="supported: en .english., fr .french., de .german., es .spanish., it .italian., pt .portuguese."):
         normalize("2 cats", "klingon")
     with pytest.raises(InputError, match="must be a string"):
@@ -682,6 +866,10 @@ def test_cli_text_normalize():
                         "Am 3. Mai kostet es 5 €."], check=False, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Am dritten Mai kostet es fünf Euro.\n"
+    r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "japanese", "-"],
+                       input="5個で¥1,500です。", check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "五個で千五百円です。\n"
     r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "--language", "xx", "2"],
                        check=False, capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("error: text normalization does not cover")

@@ -58,8 +58,7 @@ app.add_typer(models_app, name="models")
 
 NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first (the "
                   "model's language, Qwen3: --language; English, French, German, Spanish, Italian, "
-                  "Portuguese). Not with "
-                  "--exact.")
+                  "Portuguese, Russian, Japanese, Korean; not Chinese). Not with --exact.")
 MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
               "list`), a YAML config in the official format, a directory holding config.yaml, "
               "or an hf:// or https:// YAML; or Qwen3-TTS: qwen3-tts/0.6b-customvoice, "
@@ -1078,7 +1077,8 @@ def text_normalize(
                                         show_default=False)],
     language: Annotated[str, typer.Option(
         "--language", "-l", help="en/english, fr/french, de/german, es/spanish, it/italian, "
-                                 "pt/portuguese, or auto.")] = "en",
+                                 "pt/portuguese, ru/russian, ja/japanese, ko/korean, or auto "
+                                 "(English; text in another script is left as written).")] = "en",
 ) -> None:
     """Print TEXT with numbers, dates, money, units and abbreviations written as words (what
     `--normalize` and `vocalis serve` send to the model)."""

@@ -6,7 +6,10 @@ as written (long digit strings, malformed dates such as ``31/02/2026``, emoji, o
 scripts, lone symbols). It is idempotent on its own output and never drops a word.
 
 Languages: English (``en``), French (``fr``), German (``de``), Spanish (``es``), Italian
-(``it``), Portuguese (``pt``, European wording as num2words writes it: dezasseis). Number words come from
+(``it``), Portuguese (``pt``, European wording as num2words writes it: dezasseis), Russian
+(``ru``, :mod:`vocalis.text.normalize_ru`), Japanese (``ja``) and Korean (``ko``)
+(:mod:`vocalis.text.normalize_cjk`). Chinese is not covered (num2words 0.5.14 has no Chinese
+converter): asking for it is an error, ``auto`` leaves it as written. Number words come from
 ``num2words`` (0.5.14); the patterns (which digits are a date, a time, money...) are the
 rules below, one table per language. One left-to-right pass: a span that one rule read (or
 refused, such as an invalid date) is not read again by another.
@@ -44,8 +47,10 @@ LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "
              "es-mx": "es", "it": "it", "italian": "it", "italiano": "it", "ita": "it",
              "pt": "pt", "portuguese": "pt", "português": "pt", "portugues": "pt", "por": "pt",
              "pt-pt": "pt", "pt-br": "pt",
-             "ru": "ru", "russian": "ru", "русский": "ru", "rus": "ru", "ru-ru": "ru"}
-SUPPORTED = ("en", "fr", "de", "es", "it", "pt", "ru")
+             "ru": "ru", "russian": "ru", "русский": "ru", "rus": "ru", "ru-ru": "ru",
+             "ja": "ja", "japanese": "ja", "日本語": "ja", "jpn": "ja", "ja-jp": "ja",
+             "ko": "ko", "korean": "ko", "한국어": "ko", "kor": "ko", "ko-kr": "ko"}
+SUPPORTED = ("en", "fr", "de", "es", "it", "pt", "ru", "ja", "ko")
 ROMANCE = ("es", "it", "pt")  # written like French: decimal comma, day/month/year, amount then currency
 MAX_DIGITS = 15  # longer digit runs pass through as written
 
@@ -64,8 +69,8 @@ def _num2words():
 
 
 def resolve_language(language: str | None) -> str | None:
-    """``en``/``fr``/``de``/``es``/``it``/``pt``/``ru`` for a code or name (any case); ``None``
-    for ``auto``.
+    """``en``/``fr``/``de``/``es``/``it``/``pt``/``ru``/``ja``/``ko`` for a code or name (any
+    case); ``None`` for ``auto``.
 
     Raises:
         InputError: a language normalization does not cover (names the supported ones).
@@ -81,7 +86,8 @@ def resolve_language(language: str | None) -> str | None:
         return LANGUAGES[key]
     raise InputError(f"text normalization does not cover language {language!r}; supported: "
                      "en (english), fr (french), de (german), es (spanish), it (italian), "
-                     "pt (portuguese), ru (russian), or auto", param="language")
+                     "pt (portuguese), ru (russian), ja (japanese), ko (korean), or auto (Chinese is not "
+                     "covered)", param="language")
 
 
 def supports(language: str | None) -> bool:
@@ -1142,13 +1148,18 @@ def _rules(lang: str) -> Rules:
         from vocalis.text.normalize_ru import RussianRules
 
         return RussianRules(lang)
+    if lang in ("ja", "ko"):
+        from vocalis.text.normalize_cjk import CjkRules
+
+        return CjkRules(lang)
     return _Normalizer(lang)
 
 
 def warm(languages=SUPPORTED) -> None:
     """Build the rules of ``languages`` now (num2words import and regex compilation, about
-    150 ms for the six languages on a shared 2-core machine), so that no request pays for it;
-    ``vocalis serve`` calls it at start-up."""
+    150 ms for the six Latin-script languages, 220 ms for all nine, on a shared 2-core
+    machine), so that no request pays for it; ``vocalis serve`` and ``vocalis wyoming`` call
+    it at start-up."""
     for lang in languages:
         normalize("1", lang)
 
@@ -1157,8 +1168,10 @@ def normalize(text: str, language: str | None = "en") -> str:
     """``text`` with numbers, dates, times, money, units and abbreviations as words.
 
     ``language``: a code or name (``en``/``english``, ``fr``/``french``, ``de``/``german``,
-    ``es``/``spanish``, ``it``/``italian``, ``pt``/``portuguese``, any case) or ``auto`` (English, unless the text holds letters of a non-Latin script: then
-    it is returned unchanged). Spaces and everything not read are kept as written.
+    ``es``/``spanish``, ``it``/``italian``, ``pt``/``portuguese``, ``ru``/``russian``,
+    ``ja``/``japanese``, ``ko``/``korean``, any case) or ``auto`` (English, unless the text
+    holds letters of a non-Latin script: then it is returned unchanged). Spaces and
+    everything not read are kept as written.
 
     Raises:
         InputError: ``text`` is not a string, or the language is not covered (names the

@@ -45,7 +45,8 @@ with nouns) and the usual ways of saying dates, times and phone numbers:
   with тыс., млн, млрд, трлн (5 млн руб. = пять миллионов рублей).
 * Fractions: 3/4 = три четвёртых, 1/2 = одна вторая.
 * Ranges: 10-20 = десять-двадцать, as said for an approximate number (2–3 дня = два-три
-  дня); both sides take the gender the noun asks of the second.
+  дня, 10-20 км = десять-двадцать километров); both sides take the gender the noun asks of
+  the second.
 * Phone numbers: groups of up to three digits read as numbers (сорок пять), as Russians say
   them; a group with a leading zero or of four digits or more digit by digit.
 * Roman numerals: before век/съезд in that noun's case (в XIX веке = в девятнадцатом веке);
@@ -81,7 +82,6 @@ FUNCTION_WORDS = {"для", "или", "это", "она", "оно", "они", "�
                   "над", "без", "про", "ибо", "когда", "если", "разве", "почти", "более", "менее", "примерно"}
 
 # noun forms: (nominative singular, genitive singular, genitive plural), gender
-NounForms = tuple  # ((str, str, str), str)
 CURRENCIES = {
     "rub": (("рубль", "рубля", "рублей"), "m"), "kop": (("копейка", "копейки", "копеек"), "f"),
     "usd": (("доллар", "доллара", "долларов"), "m"), "eur": (("евро", "евро", "евро"), "m"),
@@ -220,8 +220,8 @@ class RussianRules(Rules):
             ("url", r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]", self.url),
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
             ("iso", rf"(?<![\w.,/-])(\d{{4}})-(\d{{1,2}})-(\d{{1,2}})(?![\w/-]|[.,]\d)", self.iso_date),
-            ("date", rf"(?<![\w.,/-])(\d{{1,2}})([./])(\d{{1,2}})([./])(\d{{4}})(?: ?(г\.|года)(?!\w))?(?![\w/]|[.,]\d)",
-             self.date),
+            ("date", rf"(?<![\w.,/-])(\d{{1,2}})([./])(\d{{1,2}})([./])(\d{{4}})(?: ?(г\.|года)(?!\w))?"
+                     rf"(?![\w/]|[.,]\d)", self.date),
             ("mdate", rf"(?<![\w.,])(\d{{1,2}}) ({months})(?: (\d{{4}})(?: ?(г\.|года)(?!\w))?)?(?!\w)",
              self.month_date),
             ("phone", r"(?<![\w.,+-])(?:\+\d{1,3}|\(\d{2,5}\)|\d{1,5})(?:[ -](?:\(\d{2,5}\)|\d{1,5})){2,5}"
@@ -236,7 +236,8 @@ class RussianRules(Rules):
             ("scale", rf"(?<![\w.,])({n}) ?({scales})(?!\w)", self.scale),
             ("ordinal", rf"(?<![\w.,])(\d{{1,6}})-({_alt(ORDINAL_ENDINGS)})(?![\w-])", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,3})/(\d{1,3})(?![\w/]|[.,]\d)", self.fraction),
-            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n}){end}", self.range),
+            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?: ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.)"
+                      rf"| ?(%)| ?({_alt(SIGNS_AFTER)})(?!\w)|{end})", self.range),
             ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)", self.version),
             ("roman", r"\b([IVXLC]+)\b(?!\.\w)", self.roman),
             ("numabbr", r"№ ?(?=\d)", lambda s, g, m: "номер "),
@@ -465,12 +466,19 @@ class RussianRules(Rules):
         return f"{cardinal(a, case, 'f')} {ordinal(b, 'g', 'pl')}"
 
     def range(self, s, g, m):
-        a, b = g
+        a, b, unit, pct, sign = g
         if self._too_long(a) or self._too_long(b):
             return None
         case = self._case(m)
-        word = self._next_word(m)
-        gender, case = self._agree(self._int(b.split(",")[0]), word, case) if "," not in b else ("f", case)
+        noun = after = ""
+        if unit or pct or sign:  # 10-20 км: десять-двадцать километров
+            forms, gender, after = UNITS[unit] if unit else (*PERCENT, "") if pct \
+                else (*CURRENCIES[SIGNS_AFTER[sign]], self._keep_dot(sign, m))
+            noun = " " + (forms[1] if "," in b else noun_form(self._int(b), forms, case))
+        elif "," in b:
+            gender = "f"
+        else:
+            gender, case = self._agree(self._int(b), self._next_word(m), case)
 
         def side(x: str) -> str:
             if "," in x:
@@ -480,7 +488,7 @@ class RussianRules(Rules):
                 return digits(x)
             return cardinal(self._int(x), case, gender)
 
-        return f"{side(a)}-{side(b)}"
+        return f"{side(a)}-{side(b)}{noun}{after}"
 
     def version(self, s, g, m):
         v = s.startswith("v")
