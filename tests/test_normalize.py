@@ -986,6 +986,11 @@ def test_qwen3_normalizes_in_the_request_language(tmp_path):
         de = _chunk_texts(t.submit("Es kostet 5 €.", speaker=speaker, language="german", normalize=True,
                                    max_frames=2))
         assert de == "Es kostet fünf Euro."
+        ru = _chunk_texts(t.submit("Это стоит 5 ₽.", speaker=speaker, language="russian", normalize=True,
+                                   max_frames=2))
+        assert ru == "Это стоит пять рублей."
+        ko = _chunk_texts(t.submit("사과 3개", speaker=speaker, language="Korean", normalize=True, max_frames=2))
+        assert ko == "사과 세개"
         auto = _chunk_texts(t.submit(RAW, speaker=speaker, normalize=True, max_frames=2))
         assert auto == READ  # language auto: English
         assert _chunk_texts(t.submit(RAW, speaker=speaker, max_frames=2)) == RAW
