@@ -306,12 +306,12 @@ def _limited(receive, limit: int, path: str):
     return wrapped
 
 
-def _normalize_request(state, tts, body, options: dict) -> bool:
-    """Whether this request's text is normalized: its ``normalize`` field, else the server's
-    default where the language is covered and the model is not exact."""
-    if body.normalize is not None:
-        return body.normalize
-    if not getattr(state, "normalize", False) or not hasattr(tts, "text_language"):
+def normalizes_by_default(tts, options: dict) -> bool:
+    """Whether a server that normalizes by default normalizes a request with these engine
+    ``options`` on ``tts``: where its language (:meth:`text_language`, e.g. Qwen3's
+    ``language``) is covered and the model is not exact; other text is left as written.
+    ``vocalis serve`` and ``vocalis wyoming`` both decide with it."""
+    if not hasattr(tts, "text_language"):
         return False
     from vocalis.text.normalize import supports
 
@@ -319,6 +319,14 @@ def _normalize_request(state, tts, body, options: dict) -> bool:
     if exact is None:
         exact = getattr(getattr(tts, "model", None), "exact", False)
     return not exact and supports(tts.text_language(options))
+
+
+def _normalize_request(state, tts, body, options: dict) -> bool:
+    """Whether this request's text is normalized: its ``normalize`` field, else the server's
+    default where the language is covered and the model is not exact."""
+    if body.normalize is not None:
+        return body.normalize
+    return bool(getattr(state, "normalize", False)) and normalizes_by_default(tts, options)
 
 
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
