@@ -1045,8 +1045,8 @@ def serve(
         show_default=False)] = None,
     normalize: Annotated[bool, typer.Option(
         "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
-        "words (English, French, German, Spanish, Italian, Portuguese) for requests without a "
-        "`normalize` field.")] = True,
+        "words (English, French, German, Spanish, Italian, Portuguese, Russian, Japanese, Korean) "
+        "for requests without a `normalize` field.")] = True,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
     _setup_logging(quiet)
@@ -1115,6 +1115,10 @@ def wyoming(
     max_input_chars: Annotated[int, typer.Option(help="Longest text per synthesize or "
                                                       "synthesize-chunk event.")] = 4096,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    normalize: Annotated[bool, typer.Option(
+        "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
+        "words first, in the voice's language where text normalization covers it (as `vocalis "
+        "serve` does).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
 ) -> None:
     """Serve a model to Home Assistant over the Wyoming protocol (no zeroconf)."""
@@ -1126,7 +1130,7 @@ def wyoming(
 
     run_wyoming(model, uri, voice=voice, voices_dir=voices_dir, max_batch=max_batch,
                 threads=threads, seed=seed, device=device, max_input_chars=max_input_chars,
-                on_ready=ready)
+                on_ready=ready, normalize=normalize)
 
 
 # --------------------------------------------------------------------------- reference

@@ -17,8 +17,16 @@ classes. Events answered:
   beside the one playing (no gap between sentences); their audio leaves in order; one
   ``audio-start`` / ``audio-stop`` per stream, then
   ``synthesize-stopped``. The plain ``synthesize`` a client sends inside a stream (for
-  backwards compatibility, as the protocol asks) is ignored.
+  backwards compatibility, as the protocol asks) is ignored. A full stop ends a sentence
+  only once the next character has arrived and does not continue it (see
+  :func:`split_sentences`: ``Dr. Smith``, ``e.g. bread``, ``am 3. Mai`` stay whole).
 * ``ping`` -> ``pong``.
+
+Text normalization (:mod:`vocalis.text.normalize`) is on by default, as in ``vocalis
+serve``: each request (each sentence of a stream, once complete) is read in the voice's
+language (Qwen3-TTS: the request's language, ``auto`` when none; Pocket TTS: its config's),
+where that language is covered and the model is not exact; other text is left as written.
+``normalize=False`` (``vocalis wyoming --no-normalize``) turns it off.
 
 Every connection submits its requests to the model's one engine, so concurrent clients
 share its batch. A client that disconnects mid-utterance has its engine request cancelled
@@ -93,16 +101,58 @@ _ATTRIBUTIONS = {
 }
 
 
+# Words whose dot does not end a sentence when a name or a number may follow: titles and
+# abbreviations of the languages text normalization covers (compared in lower case, without
+# the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks its
+# reading (Dr. | Smith, am 3. | Mai).
+_NO_END_AFTER = {
+    "dr", "mr", "mrs", "ms", "prof", "st", "mt", "capt", "sgt", "lt", "gen", "gov", "sen", "rep", "no", "nr",
+    "vs", "fig", "approx", "vol", "ch", "art", "hr", "fr", "ca", "vgl", "bzw", "evtl", "ggf", "inkl", "tel",
+    "sr", "sra", "srta", "dra", "profa", "lic", "ing", "ud", "uds", "dña", "av", "avda", "pág", "núm", "sto",
+    "sig", "dott", "avv", "arch", "pag", "eng",
+    "г", "ул", "д", "кв", "стр", "рис", "см", "проф", "акад", "доц", "им", "тел", "ок", "пер", "пл", "просп",
+    "табл", "напр", "т", "н", "е", "ч",
+}
+
+
+def _ends_sentence(buffer: str, m: re.Match) -> bool | None:
+    """Whether the boundary ``m`` ends a sentence; None: not known until more text comes.
+
+    ``!``, ``?``, ``…``, CJK full stops and line breaks always do. A ``.`` does when the next
+    character has arrived and is not a lower-case letter or a digit (``etc. and``, ``No. 7``),
+    and the word before it is not a title or abbreviation (``Dr. Smith``, ``г. Москва``), a
+    single letter (``J. Smith``, ``z. B.``) or a number of up to three digits (German and
+    Russian ordinals: ``am 3. Mai``).
+    """
+    if "." not in m.group(0) or re.search(r"[!?\u2026\u3002\uff01\uff1f\n]", m.group(0)):
+        return True
+    if m.end() >= len(buffer):
+        return None
+    nxt = buffer[m.end()]
+    if nxt.islower() or nxt.isdigit():
+        return False
+    word = re.search(r"[^\s\"'(\[\u201c\u2018«]*$", buffer[:m.start()]).group(0)
+    if word.lower() in _NO_END_AFTER or re.fullmatch(r"[^\W\d_]|\d{1,3}", word):
+        return False
+    return True
+
+
 def split_sentences(buffer: str, max_chars: int) -> tuple[list[str], str]:
     """Complete sentences of ``buffer`` and the unfinished rest.
 
-    A sentence ends at a boundary (see ``_BOUNDARY``); a rest longer than ``max_chars``
-    without one is cut at its last space before ``max_chars`` (else at ``max_chars``).
-    Sentences are stripped; empty ones are dropped.
+    A sentence ends at a boundary (see ``_BOUNDARY``) that :func:`_ends_sentence` accepts
+    (a full stop at the very end waits for the next character); a rest longer than
+    ``max_chars`` without one is cut at its last space before ``max_chars`` (else at
+    ``max_chars``). Sentences are stripped; empty ones are dropped.
     """
     out: list[str] = []
     start = 0
     for m in _BOUNDARY.finditer(buffer):
+        ends = _ends_sentence(buffer, m)
+        if ends is None:
+            break
+        if not ends:
+            continue
         piece = buffer[start:m.end()].strip()
         if piece:
             out.append(piece)
@@ -133,10 +183,12 @@ def _language_code(name: str) -> str:
 
 @dataclass
 class _Choice:
-    """What a request speaks with: the resolved voice and the engine options."""
+    """What a request speaks with: the resolved voice, the engine options and whether its
+    text is normalized."""
 
     voice: object
     options: dict = field(default_factory=dict)
+    normalize: bool = False
 
 
 class WyomingTTS:
@@ -152,6 +204,10 @@ class WyomingTTS:
             streamed sentence longer than this is cut at a space.
         options: engine options added to every request (e.g. ``max_frames``,
             ``max_new_tokens``; see ``tts.submit``).
+        normalize: read numbers, dates, money, units and abbreviations as words
+            (:mod:`vocalis.text.normalize`) in the request's language where it is covered
+            and the model is not exact (as ``vocalis serve`` does by default); False leaves
+            every text as written.
 
     Raises:
         InputError: a Qwen3-TTS VoiceDesign model (needs instructions, which the protocol
@@ -161,7 +217,7 @@ class WyomingTTS:
 
     def __init__(self, tts, voices_dir: str | Path, default_voice: str | None = None,
                  seed: int | None = None, max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
-                 options: dict | None = None):
+                 options: dict | None = None, normalize: bool = True):
         from vocalis.server.errors import APIError
         from vocalis.server.voices import VoiceStore
 
@@ -171,10 +227,17 @@ class WyomingTTS:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                                  or not 0 <= seed < 2**63):
             raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        if not isinstance(normalize, bool):
+            raise InputError(f"normalize must be true or false, got {normalize!r}")
         self.tts = tts
         self.seed = seed
         self.max_input_chars = max_input_chars
         self.options = dict(options or {})
+        self.normalize = normalize
+        if normalize:  # build the rules now, not on the first request
+            from vocalis.text.normalize import warm
+
+            warm()
         self.qwen3 = getattr(tts, "family_name", "") == "qwen3-tts"
         if self.qwen3 and tts.model.model_type == "voice_design":
             raise InputError(f"{tts.model.name} is a Qwen3-TTS VoiceDesign model: it needs a voice "
@@ -270,7 +333,13 @@ class WyomingTTS:
             raise WyomingError(e.message, "voice-not-found") from None
         except VocalisError as e:
             raise WyomingError(str(e), "voice-error") from None
-        return _Choice(voice, options)
+        return _Choice(voice, options, self.normalizes(options))
+
+    def normalizes(self, options: dict) -> bool:
+        """Whether a request with these engine options is normalized (see ``normalize``)."""
+        from vocalis.server.app import normalizes_by_default
+
+        return self.normalize and normalizes_by_default(self.tts, options)
 
     def _language_option(self, language: str) -> dict:
         code = language.strip().lower().replace("_", "-").split("-")[0]
@@ -533,8 +602,9 @@ class Handler(AsyncEventHandler):
             WyomingError: the engine refused it (``busy``: queue full; ``bad-request``)."""
         st = self.state
         loop = asyncio.get_running_loop()
+        norm = {"normalize": True} if choice.normalize else {}
         fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed,
-                                                 **choice.options))
+                                                 **norm, **choice.options))
         try:
             req = await asyncio.shield(fut)
         except asyncio.CancelledError:  # the client left while we submitted: free the row
@@ -625,8 +695,9 @@ def _parse(cls, event: Event):
 def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
         voices_dir: str | Path | None = None, max_batch: int = 16, threads: int | None = None,
         seed: int | None = None, device: str = "cpu",
-        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS, on_ready=None) -> None:
-    """Load ``model`` and serve it over the Wyoming protocol at ``uri`` until interrupted.
+        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS, on_ready=None, normalize: bool = True) -> None:
+    """Load ``model`` and serve it over the Wyoming protocol at ``uri`` until interrupted;
+    ``normalize``: see :class:`WyomingTTS`.
 
     Raises:
         InputError: a bad URI, seed or limit, or an address that cannot be listened on;
@@ -646,13 +717,14 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
         except OSError as e:
             raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
         state = WyomingTTS(tts, vdir, default_voice=voice, seed=seed,
-                           max_input_chars=max_input_chars)
+                           max_input_chars=max_input_chars, normalize=normalize)
 
         async def main() -> None:
             server = await state.start(uri)
             port = bound_port(server)
-            log.info("wyoming: serving %s at %s%s, voices in %s, max batch %d", state.model_name,
-                     uri, f" (port {port})" if port is not None else "", vdir, max_batch)
+            log.info("wyoming: serving %s at %s%s, voices in %s, max batch %d, text normalization %s",
+                     state.model_name, uri, f" (port {port})" if port is not None else "", vdir, max_batch,
+                     "on" if normalize else "off")
             if on_ready is not None:
                 on_ready(uri)
             stopping = asyncio.Event()
