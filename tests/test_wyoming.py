@@ -483,8 +483,8 @@ def test_qwen3_customvoice_speakers(loop, tmp_path_factory):
 def test_cli_bad_uri_exits_2_with_one_line():
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "vocalis", "wyoming", "--uri", "http://127.0.0.1:1",
-                        "--model", "pocket-tts", "--no-normalize"], check=False, capture_output=True, text=True, env=env,
-                       timeout=120)
+                        "--model", "pocket-tts", "--no-normalize"], check=False, capture_output=True, text=True,
+                       env=env, timeout=120)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: bad --uri") and "tcp://" in lines[0]

@@ -602,9 +602,8 @@ class Handler(AsyncEventHandler):
             WyomingError: the engine refused it (``busy``: queue full; ``bad-request``)."""
         st = self.state
         loop = asyncio.get_running_loop()
-        norm = {"normalize": True} if choice.normalize else {}
-        fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed,
-                                                 **norm, **choice.options))
+        kw = {"normalize": True, **choice.options} if choice.normalize else choice.options
+        fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed, **kw))
         try:
             req = await asyncio.shield(fut)
         except asyncio.CancelledError:  # the client left while we submitted: free the row

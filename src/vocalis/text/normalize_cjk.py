@@ -288,8 +288,8 @@ class CjkRules(Rules):
         return prefix + self._spaced(minus + self.num(amount), word)
 
     def month(self, s, g, m):
-        mo = int(g[0])
-        return (KO_MONTHS[mo - 1] if 1 <= mo <= 12 else f"{self.card(mo)}{g[1]}월")
+        mo = int(g[0])  # spacing as written: 6월 유월, 6 월 유 월
+        return f"{KO_MONTHS[mo - 1][:-1] if 1 <= mo <= 12 else self.card(mo)}{g[1]}월"
 
     def counter(self, s, g, m):
         n, space, c = int(g[0]), g[1], g[2]

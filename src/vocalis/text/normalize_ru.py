@@ -249,7 +249,8 @@ class RussianRules(Rules):
         self._compile(parts)
 
     def may_change(self, text: str) -> bool:
-        return any(c.isdigit() or c in "@$€£¥₽%°./№-" for c in text) or re.search(r"\b[IVXLC]+\b", text) is not None
+        return any(c.isdigit() or c in "@$€£¥₽%°./№-" for c in text) \
+            or re.search(r"\b[IVXLC]+\b", text) is not None
 
     # --------------------------------------------------------------- context
     def _case(self, m: re.Match) -> str:
