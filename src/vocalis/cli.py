@@ -1048,14 +1048,52 @@ def serve(
         "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
         "words (English, French, German, Spanish, Italian, Portuguese) for requests without a "
         "`normalize` field.")] = True,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Serve on Ray Serve: replicas that each load the model and its engine, "
+                      "behind Serve's HTTP proxy at --host/--port (needs pip install "
+                      "'vocalis[ray]'). --voices-dir must then be a folder every replica "
+                      "reaches (a shared filesystem on a cluster).")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --ray: the cluster's head, HOST:PORT (its GCS port, "
+                                   "6379 by default), or auto for the one `ray start --head` "
+                                   "started here. Default: $RAY_ADDRESS, else a private local "
+                                   "Ray instance on 127.0.0.1.", show_default=False)] = None,
+    replicas: Annotated[int | None, typer.Option(
+        help="With --ray: number of replicas. Default: 1.", show_default=False)] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        metavar="MIN-MAX[:TARGET]", help="With --ray, instead of --replicas: Serve autoscaling "
+        "between MIN and MAX replicas, aiming at TARGET ongoing requests per replica (Serve's "
+        "default: 2).", show_default=False)] = None,
+    replica_cpus: Annotated[float, typer.Option(
+        help="With --ray: CPUs reserved per replica (fractions allowed).")] = 1.0,
+    replica_gpus: Annotated[float, typer.Option(
+        help="With --ray: GPUs per replica (use with --device cuda).")] = 0.0,
+    ray_cpus: Annotated[int | None, typer.Option(
+        help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
+        show_default=False)] = None,
 ) -> None:
-    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
+    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn, or
+    Ray Serve replicas with --ray)."""
     _setup_logging(quiet)
+    models = model or [DEFAULT_MODEL]
+    if ray:
+        _serve_ray(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
+                   max_batch=max_batch, max_queue=max_queue, device=device, threads=threads,
+                   voice=voice, max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout,
+                   model_name=model_name, normalize=normalize, ray_address=ray_address,
+                   replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
+                   replica_gpus=replica_gpus, ray_cpus=ray_cpus)
+        return
+    ray_only = {"--ray-address": ray_address,
+                "--replicas": replicas, "--autoscale": autoscale,
+                "--replica-cpus": replica_cpus if replica_cpus != 1.0 else None,
+                "--replica-gpus": replica_gpus or None, "--ray-cpus": ray_cpus}
+    given = [k for k, v in ray_only.items() if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: option(s) of --ray; add --ray to serve on Ray")
     if not 0 <= port <= 65535:
         raise InputError(f"--port must be in 0..65535 (0 picks a free port), got {port}")
     from vocalis.server import run
-
-    models = model or [DEFAULT_MODEL]
 
     def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
         typer.echo(f"vocalis: serving {', '.join(models)} at {url}", err=True)
@@ -1064,6 +1102,25 @@ def serve(
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
         model_name=model_name or None, on_ready=ready, normalize=normalize)
+
+
+def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
+               autoscale: str | None, **kw) -> None:
+    """``vocalis serve --ray``: the same app on Ray Serve replicas."""
+    from vocalis.ray import require_ray
+
+    require_ray("--ray")
+    if replicas is not None and autoscale is not None:
+        raise InputError("give either --replicas N or --autoscale MIN-MAX, not both")
+    from vocalis.ray.serve import run as run_on_ray
+
+    def ready(url: str) -> None:
+        how = f"autoscaling {autoscale}" if autoscale else f"{replicas or 1} replica(s)"
+        typer.echo(f"vocalis: serving {', '.join(models)} on Ray Serve ({how}) at {url}",
+                   err=True)
+
+    run_on_ray(models, address=ray_address, replicas=None if autoscale else (replicas or 1),
+               autoscale=autoscale, on_ready=ready, **kw)
 
 
 # --------------------------------------------------------------------------- text
