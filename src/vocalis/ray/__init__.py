@@ -134,6 +134,17 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     return ray, local
 
 
+def last_error_line(message: str) -> str:
+    """The exception line at the end of a traceback that Ray reports (``pkg.mod.Error:
+    text`` becomes ``Error: text``), else the message's first line."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        head, sep, rest = ln.partition(": ")
+        if sep and head[:1].isalpha() and head.replace(".", "").replace("_", "").isalnum():
+            return f"{head.rsplit('.', 1)[-1]}: {rest}"
+    return lines[0] if lines else message
+
+
 def absolute(path: str | os.PathLike[str] | None) -> str | None:
     """A local path made absolute (Ray's workers do not run in the caller's folder);
     anything else (a model id, ``hf://``, a predefined voice name) unchanged."""
@@ -146,4 +157,5 @@ def absolute(path: str | os.PathLike[str] | None) -> str | None:
     return os.path.abspath(p) if os.path.exists(p) else text
 
 
-__all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "connect", "require_ray"]
+__all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "connect",
+           "last_error_line", "require_ray"]

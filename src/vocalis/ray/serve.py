@@ -47,7 +47,7 @@ from ray import serve
 
 import vocalis
 from vocalis.errors import InputError
-from vocalis.ray import ClusterError, absolute, connect
+from vocalis.ray import ClusterError, absolute, connect, last_error_line
 
 log = logging.getLogger("vocalis.ray")
 
@@ -280,19 +280,8 @@ def deployment_failure(app_name: str = APP_NAME) -> str | None:
     for d in st.deployments.values():
         if str(getattr(d.status, "value", d.status)) in ("DEPLOY_FAILED", "UNHEALTHY") \
                 and d.message:
-            return _last_error_line(d.message)
-    return _last_error_line(st.message or "deploy failed")
-
-
-def _last_error_line(message: str) -> str:
-    """The exception line at the end of a traceback Serve reports (``module.Error: text``
-    becomes ``Error: text``), else the message's first line."""
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        head, sep, rest = ln.partition(": ")
-        if sep and head.replace(".", "").replace("_", "").isalnum() and head[:1].isalpha():
-            return f"{head.rsplit('.', 1)[-1]}: {rest}"
-    return lines[0] if lines else message
+            return last_error_line(d.message)
+    return last_error_line(st.message or "deploy failed")
 
 
 def deploy(app, *, name: str = APP_NAME, route_prefix: str = "/",
@@ -373,6 +362,12 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
     ray, started = connect(address, num_cpus=ray_cpus)
     try:
         serve.start(http_options={"host": host, "port": port})
+        existing = serve.status().applications.get(APP_NAME)
+        if existing is not None:
+            raise ClusterError(f"a Serve application named {APP_NAME!r} already runs on this "
+                               f"cluster ({getattr(existing.status, 'value', existing.status)}): "
+                               "stop it first (Ctrl-C on its `vocalis serve --ray`, or `serve "
+                               f"delete {APP_NAME}`), or deploy another with a config file")
         app = application(args, replicas=None if autoscaling else replicas,
                           autoscaling=autoscaling, num_cpus=replica_cpus,
                           num_gpus=replica_gpus or None, shutdown_timeout=shutdown_timeout)
