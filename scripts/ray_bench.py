@@ -17,6 +17,11 @@ Configurations (``--configs``, comma-separated):
 T is ``--threads`` (default: the machine's CPU count). Each Ray configuration starts its
 own local Ray instance (its start-up is not measured). Loopback only, bounded like
 ``load_test.py``.
+
+Besides wall-clock figures, each level reports the CPU seconds that the server used per
+second of audio: every process of the server's session (for Ray: the driver, GCS, raylet,
+Serve's controller and proxy, the replicas), from ``/proc``. Unlike x real time, this
+figure hardly moves when other work shares the machine.
 """
 
 from __future__ import annotations
@@ -59,6 +64,23 @@ def start(cmd: list[str], timeout: float) -> tuple[subprocess.Popen, list[str]]:
             sys.exit("error: server did not start:\n" + "".join(log[-30:]))
         time.sleep(0.2)
     return proc, log
+
+
+def session_cpu_s(sid: int) -> float:
+    """User + system CPU seconds of the live processes of session ``sid`` (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
+            total += int(fields[11]) + int(fields[12])  # utime stime
+    return total / tick
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -105,27 +127,41 @@ def main(argv=None) -> int:
             cmd = base + ["--port", str(port), "--voices-dir", f"{tmp}/voices"] + configs[name]
             print(f"== {name}: {' '.join(cmd[2:])}", flush=True)
             proc, _ = start(cmd, 300)
-            out = Path(tmp) / f"{name}.json"
+            load = [sys.executable, str(HERE / "load_test.py"), "--url",
+                    f"http://127.0.0.1:{port}", "--requests-per-client",
+                    str(args.requests_per_client), "--max-frames", str(args.max_frames)]
+            levels = []
             try:
-                subprocess.run([sys.executable, str(HERE / "load_test.py"), "--url",
-                                f"http://127.0.0.1:{port}", "--concurrency", args.concurrency,
-                                "--requests-per-client", str(args.requests_per_client),
-                                "--max-frames", str(args.max_frames), "--out", str(out)],
-                               check=False)
+                # warm-up: the first requests of a fresh process (and replica) are slower
+                subprocess.run(load + ["--concurrency", "2", "--requests-per-client", "1"],
+                               check=False, stdout=subprocess.DEVNULL)
+                for level in args.concurrency.split(","):
+                    out = Path(tmp) / f"{name}-{level}.json"
+                    cpu0 = session_cpu_s(proc.pid)
+                    subprocess.run(load + ["--concurrency", level, "--no-warmup", "--out",
+                                           str(out)], check=False)
+                    cpu = session_cpu_s(proc.pid) - cpu0
+                    if out.exists():
+                        lv = json.loads(out.read_text())["levels"][0]
+                        lv["server_cpu_s"] = round(cpu, 2)
+                        lv["server_cpu_per_audio_s"] = (round(cpu / lv["audio_s"], 3)
+                                                        if lv["audio_s"] else None)
+                        levels.append(lv)
             finally:
                 stop(proc)
-            if out.exists():
-                report["results"][name] = json.loads(out.read_text())["levels"]
+            report["results"][name] = levels
     print()
     print(f"{'config':>7} {'clients':>7} {'err':>4} {'TTFA p50':>9} {'TTFA p95':>9} "
-          f"{'x real time':>11}")
+          f"{'x real time':>11} {'CPU s/audio s':>13}")
     for name, levels in report["results"].items():
         for lv in levels:
             def ms(v):
                 return f"{v:.0f}" if v is not None else "-"
 
+            cpu = lv["server_cpu_per_audio_s"]
             print(f"{name:>7} {lv['clients']:>7} {lv['errors']:>4} {ms(lv['ttfa_ms_p50']):>9} "
-                  f"{ms(lv['ttfa_ms_p95']):>9} {(lv['aggregate_x_real_time'] or 0):>11.2f}")
+                  f"{ms(lv['ttfa_ms_p95']):>9} {(lv['aggregate_x_real_time'] or 0):>11.2f} "
+                  f"{cpu if cpu is not None else '-':>13}")
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0

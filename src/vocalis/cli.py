@@ -1118,10 +1118,9 @@ def serve(
                       "'vocalis[ray]'). --voices-dir must then be a folder every replica "
                       "reaches (a shared filesystem on a cluster).")] = False,
     ray_address: Annotated[str | None, typer.Option(
-        help="With --ray: the cluster's head, HOST:PORT (its GCS port, "
-                                   "6379 by default), or auto for the one `ray start --head` "
-                                   "started here. Default: $RAY_ADDRESS, else a private local "
-                                   "Ray instance on 127.0.0.1.", show_default=False)] = None,
+        help="With --ray: the cluster's head, HOST:PORT (its GCS port, 6379 by default), or "
+             "auto for the one `ray start --head` started here. Default: $RAY_ADDRESS, else a "
+             "private local Ray instance on 127.0.0.1.", show_default=False)] = None,
     replicas: Annotated[int | None, typer.Option(
         help="With --ray: number of replicas. Default: 1.", show_default=False)] = None,
     autoscale: Annotated[str | None, typer.Option(
@@ -1183,7 +1182,8 @@ def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | No
         typer.echo(f"vocalis: serving {', '.join(models)} on Ray Serve ({how}) at {url}",
                    err=True)
 
-    run_on_ray(models, address=ray_address, replicas=None if autoscale else (replicas or 1),
+    run_on_ray(models, address=ray_address,
+               replicas=None if autoscale else (1 if replicas is None else replicas),
                autoscale=autoscale, on_ready=ready, **kw)
 
 

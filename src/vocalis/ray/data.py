@@ -155,7 +155,7 @@ def read_rows(path: str | os.PathLike[str], *, family: str = "pocket", model: st
     Raises:
         InputError: the file as a whole cannot be read (missing, not JSON, no rows).
     """
-    from vocalis.bench.requests import check_one, check_options
+    from vocalis.bench.requests import PATH_OPTIONS, check_one, check_options
 
     p = Path(path).expanduser()
     items = _raw_items(p)
@@ -183,6 +183,9 @@ def read_rows(path: str | os.PathLike[str], *, family: str = "pocket", model: st
                                  f"{seen_ids[rid]}")
             r = check_one(i, item, base, family)
             sampling = {**(default_sampling or {}), **r.sampling}
+            for k in PATH_OPTIONS:  # Qwen3 ref_audio: workers do not run in this folder
+                if isinstance(sampling.get(k), str):
+                    sampling[k] = absolute(sampling[k])
             check_options({**sampling, "seed": r.seed} if r.seed is not None else sampling,
                           f"request {i}", family)
             req = {"text": r.text, "voice": absolute(r.voice), "seed": r.seed,
@@ -225,10 +228,13 @@ def _read_manifest(out: Path) -> dict[str, dict]:
     return {r["key"]: r for r in records if isinstance(r.get("key"), str)}
 
 
-def _done(rec: dict | None, out: Path) -> bool:
-    if rec is None or rec.get("status") != "ok" or not rec.get("path"):
+def _done(rec: dict | None, out: Path, name: str) -> bool:
+    """Whether ``rec`` (an earlier run's record of the same request) is done and its file
+    is still ``name`` (the request kept its index: another request may now own the old
+    name)."""
+    if rec is None or rec.get("status") != "ok" or rec.get("path") != name:
         return False
-    f = out / str(rec["path"])
+    f = out / name
     return f.is_file() and f.stat().st_size > 44  # a WAV header alone is not audio
 
 
@@ -367,6 +373,7 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
     from vocalis.bench.batch import (
         DEFAULT_BATCH_SIZE,
         MAX_BATCH_SIZE,
+        _wav_name,
         model_family,
         parse_session_options,
     )
@@ -405,7 +412,7 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
             final[r.index] = {"id": r.id, "index": r.index, "path": None, "seconds": None,
                               "sample_rate": None, "status": "failed", "error": r.error,
                               "seed": None, "key": None}
-        elif _done(previous.get(r.key), out):
+        elif _done(previous.get(r.key), out, _wav_name(r.index, len(rows))):
             final[r.index] = {**previous[r.key], "id": r.id, "index": r.index}
         else:
             todo.append(r)

@@ -313,6 +313,10 @@ def deploy(app, *, name: str = APP_NAME, route_prefix: str = "/",
     why = deployment_failure(name)
     if why is None:
         why = " ".join(str(err).split())[:500]
+    try:  # no failed application left behind on the cluster
+        serve.delete(name, _blocking=False)
+    except Exception as e:  # noqa: BLE001 - the error to report is the deployment's
+        log.debug("deleting the failed application %r: %s", name, e)
     raise ClusterError(f"Ray Serve could not start the replicas of {name!r}: {why}") from None
 
 
@@ -359,35 +363,44 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
         from vocalis.server.run import _bind
 
         _bind(host, port).close()  # a busy port fails now, not inside Serve's proxy
+    stop = stop or threading.Event()
     ray, started = connect(address, num_cpus=ray_cpus)
     try:
-        serve.start(http_options={"host": host, "port": port})
-        existing = serve.status().applications.get(APP_NAME)
-        if existing is not None:
-            raise ClusterError(f"a Serve application named {APP_NAME!r} already runs on this "
-                               f"cluster ({getattr(existing.status, 'value', existing.status)}): "
-                               "stop it first (Ctrl-C on its `vocalis serve --ray`, or `serve "
-                               f"delete {APP_NAME}`), or deploy another with a config file")
-        app = application(args, replicas=None if autoscaling else replicas,
-                          autoscaling=autoscaling, num_cpus=replica_cpus,
-                          num_gpus=replica_gpus or None, shutdown_timeout=shutdown_timeout)
-        t0 = time.perf_counter()
-        deploy(app)
-        host, port = _proxy_address(host, port)
-        shown_host = f"[{host}]" if ":" in host else host
-        url = f"http://{shown_host}:{port}"
-        log.info("Ray Serve: %s at %s (%s), ready in %.1f s; voices in %s", APP_NAME, url,
-                 f"autoscaling {autoscaling}" if autoscaling else f"{replicas} replica(s)",
-                 time.perf_counter() - t0, args.voices_dir)
-        if on_ready is not None:
-            on_ready(url)
-        _wait(stop)
-        log.info("shutting down: in-flight requests get %.0f s to finish", shutdown_timeout)
-        _bounded(lambda: serve.delete(APP_NAME), shutdown_timeout + 30,
-                 f"deleting the Serve application {APP_NAME!r}")
+        with _Signals(stop):  # after ray.init, which installs its own SIGTERM handler
+            _run(args, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
+                 shutdown_timeout, on_ready, stop)
     finally:
         if started:  # stops Serve's controller, proxy and replicas with the instance
             ray.shutdown()
+
+
+def _run(args: ServeArgs, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
+         shutdown_timeout, on_ready, stop: threading.Event) -> None:
+    serve.start(http_options={"host": host, "port": port})
+    existing = serve.status().applications.get(APP_NAME)
+    if existing is not None:
+        raise ClusterError(f"a Serve application named {APP_NAME!r} already runs on this "
+                           f"cluster ({getattr(existing.status, 'value', existing.status)}): "
+                           "stop it first (Ctrl-C on its `vocalis serve --ray`, or `serve "
+                           f"delete {APP_NAME}`), or deploy another with a config file")
+    app = application(args, replicas=None if autoscaling else replicas,
+                      autoscaling=autoscaling, num_cpus=replica_cpus,
+                      num_gpus=replica_gpus or None, shutdown_timeout=shutdown_timeout)
+    t0 = time.perf_counter()
+    deploy(app)
+    host, port = _proxy_address(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}"
+    log.info("Ray Serve: %s at %s (%s), ready in %.1f s; voices in %s", APP_NAME, url,
+             f"autoscaling {autoscaling}" if autoscaling else f"{replicas} replica(s)",
+             time.perf_counter() - t0, args.voices_dir)
+    if on_ready is not None and not stop.is_set():
+        on_ready(url)
+    while not stop.wait(0.5):
+        pass
+    log.info("shutting down: in-flight requests get %.0f s to finish", shutdown_timeout)
+    _bounded(lambda: serve.delete(APP_NAME), shutdown_timeout + 30,
+             f"deleting the Serve application {APP_NAME!r}")
 
 
 def _bounded(fn: Callable[[], None], timeout_s: float, what: str) -> None:
@@ -422,19 +435,27 @@ def _proxy_address(host: str, port: int) -> tuple[str, int]:
         return host, port
 
 
-def _wait(stop: threading.Event | None) -> None:
-    """Until SIGINT/SIGTERM (main thread) or ``stop`` is set."""
-    event = stop or threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        def handler(signum, frame):
-            event.set()
+class _Signals:
+    """SIGINT/SIGTERM (in the main thread) set ``event``: the first stops the server once it
+    has started (a start-up in progress finishes, then everything is torn down); the second
+    interrupts at once (KeyboardInterrupt)."""
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    try:
-        while not event.wait(0.5):
-            pass
-    finally:
-        for sig, h in previous.items():
+    def __init__(self, event: threading.Event):
+        self.event = event
+        self.previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.event.is_set():
+            raise KeyboardInterrupt
+        self.event.set()
+        log.info("stopping (again to interrupt at once)")
+
+    def __exit__(self, *exc):
+        for sig, h in self.previous.items():
             signal.signal(sig, h)
