@@ -84,6 +84,7 @@ def cluster():
 
     from vocalis.ray import connect
 
+    os.environ.pop("RAY_ADDRESS", None)  # a private instance, whatever the environment says
     ray, started = connect(None, num_cpus=2)
     assert started, "another Ray instance was already connected in this process"
     port = free_port()
