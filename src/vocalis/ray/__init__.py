@@ -86,7 +86,7 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None,
-            num_gpus: int | None = None, quiet: bool = False):
+            num_gpus: int | None = None):
     """Connect to the Ray cluster at ``address``, or start a private local instance.
 
     ``address``: ``None`` = ``$RAY_ADDRESS`` if set, else a new local instance whose every
@@ -119,8 +119,8 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     if local:
         kwargs.update(_node_ip_address="127.0.0.1", num_cpus=num_cpus, num_gpus=num_gpus)
     elif num_cpus is not None or num_gpus is not None:
-        log.warning("--ray-cpus/--ray-gpus are for a local instance; the cluster at %s has "
-                    "its own", address)
+        log.warning("--ray-cpus is for a local Ray instance; ignored for the cluster at %s",
+                    address)
     try:
         ray.init(address=address, **kwargs)
     except (ConnectionError, TimeoutError, RuntimeError) as e:

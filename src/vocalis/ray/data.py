@@ -253,8 +253,7 @@ def _write_manifest(out: Path, records: list[dict], fmt: str) -> Path:
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(tmp))
     else:
         with open(tmp, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     os.replace(tmp, target)
     for other in MANIFEST_FORMATS:  # one manifest: the other format's is stale now
         if other != fmt:
