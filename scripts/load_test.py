@@ -197,6 +197,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-seconds", type=float, default=300.0,
                    help="per level: no new request after this")
     p.add_argument("--out", default=None, help="write the JSON report here")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the unmeasured warm-up request (the server is warm already)")
     args = p.parse_args(argv)
     if args.seed is not None and args.seed < 0:
         args.seed = None
@@ -208,9 +210,10 @@ def main(argv=None) -> int:
     if not levels or min(levels) < 1 or max(levels) > 64:
         sys.exit("error: --concurrency takes client counts between 1 and 64")
 
-    warm = one_request(args, 0)
-    if not warm.ok:
-        sys.exit(f"error: warm-up request failed: {warm.status} {warm.error}")
+    if not args.no_warmup:
+        warm = one_request(args, 0)
+        if not warm.ok:
+            sys.exit(f"error: warm-up request failed: {warm.status} {warm.error}")
     report = {"url": args.url, "api": args.api, "text": args.text,
               "requests_per_client": args.requests_per_client, "levels": []}
     print(f"{'clients':>7} {'reqs':>5} {'err':>4} {'TTFA p50':>9} {'TTFA p95':>9} "

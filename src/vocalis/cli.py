@@ -840,16 +840,50 @@ def batch(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     normalize: Annotated[bool, typer.Option(
         "--normalize", help=NORMALIZE_HELP)] = False,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Run on Ray Data instead: the requests (a JSON array, JSON Lines in a "
+                      ".jsonl file, or Parquet; each row may carry an \"id\") through an actor "
+                      "pool, one engine per actor; NNNN.wav per request and a manifest; a bad "
+                      "row is recorded and the rest run; a second run skips what is done. No "
+                      "warm-up pass and no report.json (needs pip install 'vocalis[ray]').")
+    ] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --ray: the cluster's head, HOST:PORT, or auto. Default: $RAY_ADDRESS, else "
+             "a private local Ray instance on 127.0.0.1.", show_default=False)] = None,
+    actors: Annotated[int, typer.Option(help="With --ray: actors in the pool (one model "
+                                             "and engine each).")] = 1,
+    actor_cpus: Annotated[float, typer.Option(help="With --ray: CPUs reserved per actor.")] = 1.0,
+    actor_gpus: Annotated[float, typer.Option(help="With --ray: GPUs per actor (with --device "
+                                                   "cuda).")] = 0.0,
+    manifest: Annotated[str, typer.Option(help="With --ray: manifest format, jsonl or "
+                                               "parquet.")] = "jsonl",
+    ray_cpus: Annotated[int | None, typer.Option(
+        help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
+        show_default=False)] = None,
 ) -> None:
     """Run a file of requests through one engine session: warm-up pass, measured pass, WAVs
-    and a JSON report.
+    and a JSON report (or, with --ray, through a Ray Data actor pool: WAVs and a manifest).
 
-    Everything is checked before anything runs. Prints the report's path. Exit 0 when every
-    request succeeded, 1 when some failed (the others still complete; see the report), 2 for
-    bad input.
+    Everything is checked before anything runs (with --ray: row by row, bad rows are
+    recorded). Prints the report's (manifest's) path. Exit 0 when every request succeeded,
+    1 when some failed (the others still complete; see the report), 2 for bad input.
     """
     _setup_logging(quiet)
     _log_to_file(log_file, quiet)
+    if ray:
+        _batch_ray(model, requests, out_dir, batch_size=batch_size, sequential=sequential,
+                   mode=mode, threads=threads, device=device, session_options=session_options,
+                   normalize=normalize, ray_address=ray_address, actors=actors,
+                   actor_cpus=actor_cpus, actor_gpus=actor_gpus, manifest=manifest,
+                   ray_cpus=ray_cpus, quiet=quiet)
+        return
+    ray_only = {"--ray-address": ray_address, "--actors": actors if actors != 1 else None,
+                "--actor-cpus": actor_cpus if actor_cpus != 1.0 else None,
+                "--actor-gpus": actor_gpus or None,
+                "--manifest": manifest if manifest != "jsonl" else None, "--ray-cpus": ray_cpus}
+    given = [k for k, v in ray_only.items() if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: option(s) of --ray; add --ray to run on Ray Data")
     from vocalis.bench.batch import REPORT_NAME, run_batch
 
     report, rc = run_batch(model, requests, out_dir, batch_size=batch_size,
@@ -877,6 +911,36 @@ def batch(
         _error(f"{len(report['failures'])} of {s['ok'] + s['failed']} request(s) failed; "
                + "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else "")
                + f" (see {path})")
+        raise typer.Exit(rc)
+
+
+def _batch_ray(model: str, requests: str, out_dir: str, *, batch_size: int | None,
+               sequential: bool, mode: str, quiet: bool, ray_address: str | None,
+               **kw) -> None:
+    """``vocalis batch --ray``: the requests through a Ray Data actor pool."""
+    from vocalis.ray import require_ray
+
+    require_ray("--ray")
+    if mode != "oneshot":
+        raise InputError(f"--mode {mode} is not available with --ray (each request is written "
+                         "whole; use vocalis batch without --ray for the streaming check)")
+    from vocalis.bench.batch import check_batch_size
+    from vocalis.ray.data import run_batch_ray
+
+    size = check_batch_size(batch_size, sequential)
+    summary, rc = run_batch_ray(model, requests, out_dir, address=ray_address, batch_size=size,
+                                progress=not quiet, **kw)
+    x = summary["x_real_time"]
+    log.info("%d request(s): %d written, %d skipped (done before), %d failed; %.2f s of audio "
+             "in %.2f s (%s x real time)", summary["requests"], summary["written"],
+             summary["skipped"], summary["failed"], summary["audio_s"], summary["wall_s"],
+             f"{x:.2f}" if x else "-")
+    typer.echo(summary["manifest"])
+    if rc:
+        shown_failures = "; ".join(f["error"] for f in summary["failures"][:3])
+        more = " ..." if summary["failed"] > 3 else ""
+        _error(f"{summary['failed']} of {summary['requests']} request(s) failed: "
+               f"{shown_failures}{more} (see {summary['manifest']})")
         raise typer.Exit(rc)
 
 
@@ -1047,14 +1111,51 @@ def serve(
         "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
         "words (English, French, German, Spanish, Italian, Portuguese, Russian, Japanese, Korean) "
         "for requests without a `normalize` field.")] = True,
+    ray: Annotated[bool, typer.Option(
+        "--ray", help="Serve on Ray Serve: replicas that each load the model and its engine, "
+                      "behind Serve's HTTP proxy at --host/--port (needs pip install "
+                      "'vocalis[ray]'). --voices-dir must then be a folder every replica "
+                      "reaches (a shared filesystem on a cluster).")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --ray: the cluster's head, HOST:PORT (its GCS port, 6379 by default), or "
+             "auto for the one `ray start --head` started here. Default: $RAY_ADDRESS, else a "
+             "private local Ray instance on 127.0.0.1.", show_default=False)] = None,
+    replicas: Annotated[int | None, typer.Option(
+        help="With --ray: number of replicas. Default: 1.", show_default=False)] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        metavar="MIN-MAX[:TARGET]", help="With --ray, instead of --replicas: Serve autoscaling "
+        "between MIN and MAX replicas, aiming at TARGET ongoing requests per replica (Serve's "
+        "default: 2).", show_default=False)] = None,
+    replica_cpus: Annotated[float, typer.Option(
+        help="With --ray: CPUs reserved per replica (fractions allowed).")] = 1.0,
+    replica_gpus: Annotated[float, typer.Option(
+        help="With --ray: GPUs per replica (use with --device cuda).")] = 0.0,
+    ray_cpus: Annotated[int | None, typer.Option(
+        help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
+        show_default=False)] = None,
 ) -> None:
-    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn)."""
+    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn, or
+    Ray Serve replicas with --ray)."""
     _setup_logging(quiet)
+    models = model or [DEFAULT_MODEL]
+    if ray:
+        _serve_ray(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
+                   max_batch=max_batch, max_queue=max_queue, device=device, threads=threads,
+                   voice=voice, max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout,
+                   model_name=model_name, normalize=normalize, ray_address=ray_address,
+                   replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
+                   replica_gpus=replica_gpus, ray_cpus=ray_cpus)
+        return
+    ray_only = {"--ray-address": ray_address,
+                "--replicas": replicas, "--autoscale": autoscale,
+                "--replica-cpus": replica_cpus if replica_cpus != 1.0 else None,
+                "--replica-gpus": replica_gpus or None, "--ray-cpus": ray_cpus}
+    given = [k for k, v in ray_only.items() if v is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: option(s) of --ray; add --ray to serve on Ray")
     if not 0 <= port <= 65535:
         raise InputError(f"--port must be in 0..65535 (0 picks a free port), got {port}")
     from vocalis.server import run
-
-    models = model or [DEFAULT_MODEL]
 
     def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
         typer.echo(f"vocalis: serving {', '.join(models)} at {url}", err=True)
@@ -1063,6 +1164,26 @@ def serve(
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
         model_name=model_name or None, on_ready=ready, normalize=normalize)
+
+
+def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
+               autoscale: str | None, **kw) -> None:
+    """``vocalis serve --ray``: the same app on Ray Serve replicas."""
+    from vocalis.ray import require_ray
+
+    require_ray("--ray")
+    if replicas is not None and autoscale is not None:
+        raise InputError("give either --replicas N or --autoscale MIN-MAX, not both")
+    from vocalis.ray.serve import run as run_on_ray
+
+    def ready(url: str) -> None:
+        how = f"autoscaling {autoscale}" if autoscale else f"{replicas or 1} replica(s)"
+        typer.echo(f"vocalis: serving {', '.join(models)} on Ray Serve ({how}) at {url}",
+                   err=True)
+
+    run_on_ray(models, address=ray_address,
+               replicas=None if autoscale else (1 if replicas is None else replicas),
+               autoscale=autoscale, on_ready=ready, **kw)
 
 
 # --------------------------------------------------------------------------- text

@@ -110,7 +110,12 @@ def _anchor(path: str, base: Path | None) -> str:
     return path
 
 
-def _check_one(i: int, item, base: Path | None, family: str = "pocket") -> BatchRequest:
+def check_one(i: int, item, base: Path | None, family: str = "pocket") -> BatchRequest:
+    """Check request ``i`` (an object of the file); ``base`` anchors relative paths.
+
+    Raises:
+        InputError: ``request i: ...`` naming the problem.
+    """
     where = f"request {i}"
     if not isinstance(item, dict):
         raise InputError(f"{where}: must be an object like {{\"text\": ...}}, got {_type_name(item)}")
@@ -163,7 +168,7 @@ def parse_requests(data, base: Path | None = None, family: str = "pocket") -> li
     out, problems = [], []
     for i, item in enumerate(data):
         try:
-            out.append(_check_one(i, item, base, family))
+            out.append(check_one(i, item, base, family))
         except InputError as e:
             problems.append(str(e))
     if problems:

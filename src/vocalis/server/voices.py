@@ -18,6 +18,11 @@ place, which fails when the name is taken, even by another process.
 
 OpenAI's voice names (``alloy``, ``ash``, ... ``cedar``) are aliases of the server's
 default voice, so clients with a hard-coded list work.
+
+The directory may be shared by several processes (Ray Serve replicas, servers on a shared
+filesystem): the listing re-reads it, an id not known here is looked up on disk before it is
+called unknown, and a custom voice deleted by another process is forgotten when its file is
+gone.
 """
 
 from __future__ import annotations
@@ -99,32 +104,61 @@ class VoiceStore:
     def _fingerprint(self) -> str | None:
         return getattr(self.tts.model, "weights_fingerprint", None)
 
-    def _scan(self) -> None:
+    def _read_dir(self) -> tuple[dict[str, dict], int]:
+        """The custom voices on disk made for this model: ({id: metadata}, how many were
+        skipped as made for other weights or another model)."""
         fp = self._fingerprint()
+        found: dict[str, dict] = {}
         skipped = 0
         for meta_path in sorted(self.root.glob("*.json")):
             vid = meta_path.stem
             if not NAME_RE.fullmatch(vid) or not (self.root / f"{vid}.safetensors").is_file():
                 continue
+            with self._lock:
+                known = self._custom.get(vid)
+            if known is not None:  # metadata is written once: no need to read it again
+                found[vid] = known
+                continue
             try:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as e:
-                log.warning("voices: ignoring %s (%s)", meta_path, e)
+                if meta_path.exists():  # not a file another process is deleting right now
+                    log.warning("voices: ignoring %s (%s)", meta_path, e)
                 continue
-            if (fp and meta.get("weights") and meta["weights"] != fp) or not self._fits(meta):
+            if not isinstance(meta, dict) or (fp and meta.get("weights") and meta["weights"] != fp) \
+                    or not self._fits(meta):
                 skipped += 1
                 continue
-            self._custom[vid] = meta
+            found[vid] = meta
+        return found, skipped
+
+    def _scan(self) -> None:
+        found, skipped = self._read_dir()
+        with self._lock:
+            self._custom = found
         if skipped:
             log.warning("voices: %d voice(s) in %s were made with other weights or another "
                         "model and are not offered with this model", skipped, self.root)
         log.info("voices: %d custom voice(s) in %s", len(self._custom), self.root)
+
+    def refresh(self) -> None:
+        """Re-read the directory: voices another process created or deleted meanwhile
+        (quietly; :meth:`list` and lookups of unknown ids call it)."""
+        found, _ = self._read_dir()
+        with self._lock:
+            for vid in set(self._custom) - set(found):
+                self._cache.pop(vid, None)
+            self._custom = found
 
     def _reserved(self) -> set[str]:
         return {DEFAULT_ID, *self.predefined, *OPENAI_VOICES}
 
     def holds(self, voice_id: str) -> bool:
         """Whether ``voice_id`` is one of this model's custom voices."""
+        with self._lock:
+            if voice_id in self._custom:
+                return True
+        self.refresh()
         with self._lock:
             return voice_id in self._custom
 
@@ -143,6 +177,7 @@ class VoiceStore:
                         "type": "default", "source": Path(str(self.default_source)).name})
         for name in self.predefined:
             out.append({"id": name, "name": name, "object": "audio.voice", "type": "predefined"})
+        self.refresh()
         with self._lock:
             custom = sorted(self._custom.values(), key=lambda m: m.get("created_at", 0))
         for meta in custom:
@@ -176,6 +211,11 @@ class VoiceStore:
             vid = DEFAULT_ID
         with self._lock:
             cached = self._cache.get(vid)
+            custom = vid in self._custom
+        if cached is not None and custom \
+                and not (self.root / f"{vid}.safetensors").is_file():
+            self.refresh()  # deleted by another process sharing the directory
+            cached = None
         if cached is not None:
             return cached
         if vid == DEFAULT_ID:
@@ -183,8 +223,13 @@ class VoiceStore:
         elif vid in self.predefined:
             voice = self.tts.voice(vid)
         else:
+            path = self.root / f"{vid}.safetensors"
             with self._lock:
                 known = vid in self._custom
+            if not known or not path.is_file():  # created or deleted by another process
+                self.refresh()                     # sharing the directory?
+                with self._lock:
+                    known = vid in self._custom
             if not known:
                 speakers = (f" (its speakers: {', '.join(self.predefined)}; or a custom voice)"
                             if self.qwen3 and self.predefined else "")
@@ -192,8 +237,13 @@ class VoiceStore:
                                     f"{self._listing()} lists the voices" + ("" if self.served_as
                                                                              else " of this server"),
                                param="voice", code="voice_not_found")
-            path = self.root / f"{vid}.safetensors"
-            voice = self.tts.voice(str(path) if self.qwen3 else load_voice_state(path))
+            try:
+                voice = self.tts.voice(str(path) if self.qwen3 else load_voice_state(path))
+            except (FileNotFoundError, VoiceError):
+                if path.is_file():
+                    raise
+                self.refresh()  # deleted meanwhile by another process
+                return self.resolve(voice_id)
             voice.name = vid
         with self._lock:
             self._cache[vid] = voice
@@ -298,6 +348,7 @@ class VoiceStore:
         if voice_id in self._reserved():
             raise APIError(400, f"voice {voice_id!r} is built in and cannot be deleted",
                            param="voice_id", code="voice_not_deletable")
+        self.holds(voice_id)  # re-reads the directory when the id is not known here
         with self._lock:
             if voice_id not in self._custom:
                 raise APIError(404, f"no custom voice {voice_id!r}: GET /v1/audio/voices lists "

@@ -1,0 +1,161 @@
+"""Scale out on Ray: a Ray Serve deployment of the server and a Ray Data batch pipeline.
+
+Needs the optional extra ``pip install 'vocalis[ray]'`` (``ray[serve,data]``).
+
+- :mod:`vocalis.ray.serve`: each replica loads the model(s) with their continuous-batching
+  engine and serves the very app of ``vocalis serve`` (:func:`vocalis.server.create_app`)
+  behind Serve's HTTP proxy (``vocalis serve --ray``, or ``serve run`` with a config file
+  whose ``import_path`` is ``vocalis.ray.serve:build``).
+- :mod:`vocalis.ray.data`: ``vocalis batch --ray``, a requests file as a Ray Dataset through
+  an actor pool (one engine per actor), one audio file per request and a manifest,
+  resumable.
+
+This module only knows how to find Ray and a cluster; it imports Ray when asked to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from urllib.parse import urlsplit
+
+from vocalis.errors import InputError, VocalisError
+
+log = logging.getLogger("vocalis.ray")
+
+#: what to install when Ray is missing
+INSTALL_HINT = "pip install 'vocalis[ray]'"
+#: Ray reads this at import: when it is 0, a node started here takes 127.0.0.1 as its address
+#: (the name speaks of Windows and macOS; it works on Linux too)
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+class ClusterError(VocalisError):
+    """A Ray cluster problem the user fixes: no cluster at the address, an application whose
+    replicas cannot start (the model is missing on a node, a bad argument). The CLI exits 2."""
+
+    code = "cluster_error"
+
+
+def require_ray(what: str = "--ray"):
+    """Import and return the ``ray`` module.
+
+    Raises:
+        InputError: Ray is not installed (the message names :data:`INSTALL_HINT`).
+    """
+    try:
+        import ray
+    except ImportError as e:
+        missing = getattr(e, "name", None) or "ray"
+        raise InputError(f"{what} needs Ray, which is not installed here (no module "
+                         f"{missing!r}): {INSTALL_HINT}") from None
+    return ray
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def check_address(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (instead of Ray's minute of retries) when nothing listens at a
+    ``HOST:PORT`` (or ``ray://HOST:PORT``) cluster address. ``auto`` and ``local`` are left
+    to Ray.
+
+    Raises:
+        InputError: a malformed address, or no answer at it.
+    """
+    if address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise InputError(f"--ray-address {address!r} is not HOST:PORT (the head node's GCS "
+                         "address, e.g. 10.0.0.5:6379), ray://HOST:PORT or auto")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise InputError(f"no Ray cluster reachable at {address} ({why}): start one with "
+                         "`ray start --head` on that machine, or check the address "
+                         "(`ray status` on the head prints it)") from None
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None,
+            num_gpus: int | None = None):
+    """Connect to the Ray cluster at ``address``, or start a private local instance.
+
+    ``address``: ``None`` = ``$RAY_ADDRESS`` if set, else a new local instance whose every
+    port listens on 127.0.0.1 only (no dashboard); ``auto`` = the cluster started on this
+    machine with ``ray start --head``; ``HOST:PORT`` = that head node. A driver that is
+    already connected (``ray.is_initialized()``) is kept as it is.
+
+    Returns (ray module, whether this call started a local instance).
+
+    Raises:
+        InputError: Ray missing, a bad address, nothing listening there.
+        ClusterError: Ray could not connect or start.
+    """
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    local = address is None
+    if local:
+        os.environ.setdefault(_LOOPBACK_ENV, "0")  # read by Ray at import, and by its processes
+    else:
+        check_address(address)
+    ray = require_ray()
+    if ray.is_initialized():
+        return ray, False
+    if local:
+        from ray._private import ray_constants
+
+        if os.environ.get(_LOOPBACK_ENV) == "0":  # imported before we could set it
+            ray_constants.ENABLE_RAY_CLUSTER = False
+    kwargs: dict = {"include_dashboard": False, "logging_level": logging.WARNING,
+                    "log_to_driver": True}
+    if local:
+        kwargs.update(_node_ip_address="127.0.0.1", num_cpus=num_cpus, num_gpus=num_gpus)
+    elif num_cpus is not None or num_gpus is not None:
+        log.warning("--ray-cpus is for a local Ray instance; ignored for the cluster at %s",
+                    address)
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, TimeoutError, RuntimeError) as e:
+        where = "start a local Ray instance" if local else f"connect to the Ray cluster at {address}"
+        raise ClusterError(f"could not {where}: {' '.join(str(e).split())[:400]}") from None
+    if local:
+        log.info("started a local Ray instance on 127.0.0.1 (%s CPU)",
+                 ray.cluster_resources().get("CPU", "?"))
+    else:
+        log.info("connected to the Ray cluster at %s", address)
+    return ray, local
+
+
+def last_error_line(message: str) -> str:
+    """The exception line at the end of a traceback that Ray reports (``pkg.mod.Error:
+    text`` becomes ``Error: text``), else the message's first line."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        head, sep, rest = ln.partition(": ")
+        if sep and head[:1].isalpha() and head.replace(".", "").replace("_", "").isalnum():
+            return f"{head.rsplit('.', 1)[-1]}: {rest}"
+    return lines[0] if lines else message
+
+
+def absolute(path: str | os.PathLike[str] | None) -> str | None:
+    """A local path made absolute (Ray's workers do not run in the caller's folder);
+    anything else (a model id, ``hf://``, a predefined voice name) unchanged."""
+    if path is None:
+        return None
+    text = os.fspath(path)
+    if "://" in text:
+        return text
+    p = os.path.expanduser(text)
+    return os.path.abspath(p) if os.path.exists(p) else text
+
+
+__all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "connect",
+           "last_error_line", "require_ray"]

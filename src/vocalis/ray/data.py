@@ -1,0 +1,503 @@
+"""``vocalis batch --ray``: a requests file through a Ray Data actor pool, resumable.
+
+Steps:
+
+1. The requests file is read and every row checked on the driver, as ``vocalis batch``
+   checks it (:func:`vocalis.bench.requests.check_one`), but row by row: a bad row is
+   recorded as failed in the manifest (``request N: ...``, and ``line L`` for JSON Lines)
+   and the others run. Formats, by extension: ``.jsonl``/``.ndjson`` (JSON Lines),
+   ``.parquet`` (columns ``text``, ``voice``, ``options`` as a struct, a map or a JSON
+   string, optional ``id``), anything else a JSON array (the ``vocalis batch`` format).
+   Each row may carry an ``id`` (a string or an integer, unique; default: its index).
+2. Requests already done (in the manifest as ``ok``, with the same text, voice, options and
+   model, and their file on disk) are skipped.
+3. The others become a Ray Dataset (one JSON string per row, so that options of any shape
+   survive Arrow) and go through ``map_batches`` on an actor pool: each actor loads the
+   model once and runs each batch of rows (``batch_size``, the engine's ``max_batch``)
+   through its continuous-batching engine at once; it writes one 16-bit WAV per request,
+   ``NNNN.wav`` by index as ``vocalis batch`` names them (Qwen3-TTS: ``NNNN.npy``, the
+   codes), and returns one manifest record per row. A request that fails is a record with
+   its error; the job goes on.
+4. The driver appends each record to ``manifest.partial.jsonl`` as it arrives (so an
+   interrupted job resumes from there) and writes the manifest, one record per request in
+   file order, at the end: ``manifest.jsonl`` or ``manifest.parquet``.
+
+Manifest record: ``id``, ``index``, ``path`` (file name in the output folder, or null),
+``seconds`` (audio), ``sample_rate``, ``status`` (``ok`` / ``failed``), ``error``, ``seed``,
+``key`` (a hash of what the audio depends on: text, voice, options, model, normalize).
+
+Everything the actors read (the model, voice files) and write (the output folder) must be
+at the same path on every node: a shared filesystem on a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vocalis.errors import InputError, VocalisError
+from vocalis.ray import ClusterError, absolute, connect, last_error_line
+
+log = logging.getLogger("vocalis.ray")
+
+MANIFEST_FORMATS = ("jsonl", "parquet")
+PARTIAL_NAME = "manifest.partial.jsonl"
+_MAX_ID_CHARS = 256
+
+
+@dataclass
+class Row:
+    """One request of the file: checked (``request`` set) or bad (``error`` set)."""
+
+    index: int
+    id: str
+    request: dict | None = None  # {"text", "voice", "seed", "sampling"}
+    error: str | None = None
+    key: str | None = None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _file_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    return "json"
+
+
+def _raw_items(path: Path) -> list[tuple[object, str | None]]:
+    """(decoded item, a problem that makes it unreadable) per row of the file.
+
+    Raises InputError when the file as a whole cannot be read."""
+    from vocalis.text.files import read_utf8
+
+    fmt = _file_format(path)
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError("reading Parquet needs pyarrow: pip install 'vocalis[ray]'") from None
+        if not path.is_file():
+            raise InputError(f"requests file {path} does not exist")
+        try:
+            table = pq.read_table(str(path))
+        except Exception as e:  # noqa: BLE001 - pyarrow's errors are many
+            raise InputError(f"requests file {path} is not a readable Parquet file: "
+                             f"{' '.join(str(e).split())[:300]}") from None
+        return [(_from_parquet(rec), None) for rec in table.to_pylist()]
+    raw = read_utf8(path, "requests file")
+    if fmt == "jsonl":
+        out: list[tuple[object, str | None]] = []
+        for lineno, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                out.append((json.loads(line), None))
+            except json.JSONDecodeError as e:
+                out.append((None, f"line {lineno}: not valid JSON: {e.msg} at column {e.colno}"))
+        if not out:
+            raise InputError(f"requests file {path} has no requests (no non-empty line)")
+        return out
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(f"requests file {path} is not valid JSON: {e.msg} at line {e.lineno} "
+                         f"column {e.colno} (JSON Lines files: name them .jsonl)") from None
+    if not isinstance(data, list):
+        raise InputError(f"requests file {path}: requests must be a JSON array of objects like "
+                         '[{"text": ...}] (or JSON Lines in a .jsonl file)')
+    if not data:
+        raise InputError(f"requests file {path}: requests array is empty")
+    return [(item, None) for item in data]
+
+
+def _from_parquet(rec: dict) -> dict:
+    """A Parquet row as a request object: null columns are absent; ``options`` may be a
+    struct (null fields absent), a map (pairs) or a JSON string."""
+    out = {k: v for k, v in rec.items() if v is not None}
+    opts = out.get("options")
+    if isinstance(opts, str):
+        try:
+            out["options"] = json.loads(opts)
+        except json.JSONDecodeError as e:
+            out["options"] = _BadOptions(f"'options' is a string but not JSON: {e.msg}")
+    elif isinstance(opts, list) and all(isinstance(p, tuple) and len(p) == 2 for p in opts):
+        out["options"] = {k: v for k, v in opts if v is not None}
+    elif isinstance(opts, dict):
+        out["options"] = {k: v for k, v in opts.items() if v is not None}
+    return out
+
+
+class _BadOptions:
+    def __init__(self, why: str):
+        self.why = why
+
+
+def _request_key(req: dict, model: str, normalize: bool) -> str:
+    blob = json.dumps({"text": req["text"], "voice": req["voice"], "seed": req["seed"],
+                       "sampling": req["sampling"], "model": model, "normalize": normalize},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def read_rows(path: str | os.PathLike[str], *, family: str = "pocket", model: str = "",
+              default_sampling: dict | None = None, normalize: bool = False) -> list[Row]:
+    """Every row of a requests file, checked one by one (see the module doc).
+
+    Raises:
+        InputError: the file as a whole cannot be read (missing, not JSON, no rows).
+    """
+    from vocalis.bench.requests import PATH_OPTIONS, check_one, check_options
+
+    p = Path(path).expanduser()
+    items = _raw_items(p)
+    base = p.resolve().parent
+    rows: list[Row] = []
+    seen_ids: dict[str, int] = {}
+    for i, (item, problem) in enumerate(items):
+        rid = str(i)
+        if problem is not None:
+            rows.append(Row(i, rid, error=f"request {i}: {problem}"))
+            continue
+        try:
+            if isinstance(item, dict) and "id" in item:
+                item = dict(item)
+                raw_id = item.pop("id")
+                if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) \
+                        or not str(raw_id).strip() or len(str(raw_id)) > _MAX_ID_CHARS:
+                    raise InputError(f"request {i}: 'id' must be a non-empty string (at most "
+                                     f"{_MAX_ID_CHARS} characters) or an integer, got {raw_id!r:.60}")
+                rid = str(raw_id)
+            if isinstance(item, dict) and isinstance(item.get("options"), _BadOptions):
+                raise InputError(f"request {i}: {item['options'].why}")
+            if rid in seen_ids:
+                raise InputError(f"request {i}: id {rid!r:.60} is already used by request "
+                                 f"{seen_ids[rid]}")
+            r = check_one(i, item, base, family)
+            sampling = {**(default_sampling or {}), **r.sampling}
+            for k in PATH_OPTIONS:  # Qwen3 ref_audio: workers do not run in this folder
+                if isinstance(sampling.get(k), str):
+                    sampling[k] = absolute(sampling[k])
+            check_options({**sampling, "seed": r.seed} if r.seed is not None else sampling,
+                          f"request {i}", family)
+            req = {"text": r.text, "voice": absolute(r.voice), "seed": r.seed,
+                   "sampling": sampling}
+            json.dumps(req)  # a value JSON cannot carry is the row's problem
+        except (InputError, TypeError, ValueError) as e:
+            rows.append(Row(i, rid, error=str(e)))
+            continue
+        seen_ids[rid] = i
+        rows.append(Row(i, rid, request=req, key=_request_key(req, model, normalize)))
+    return rows
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _read_manifest(out: Path) -> dict[str, dict]:
+    """Records already written (the final manifest, then the journal of an interrupted
+    run, later ones winning), by key."""
+    records: list[dict] = []
+    parquet = out / "manifest.parquet"
+    if parquet.is_file():
+        try:
+            import pyarrow.parquet as pq
+
+            records += pq.read_table(str(parquet)).to_pylist()
+        except Exception as e:  # noqa: BLE001
+            log.warning("cannot read %s (%s): its requests run again", parquet, e)
+    for name in ("manifest.jsonl", PARTIAL_NAME):
+        f = out / name
+        if not f.is_file():
+            continue
+        for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if isinstance(rec, dict):
+                records.append(rec)
+    return {r["key"]: r for r in records if isinstance(r.get("key"), str)}
+
+
+def _done(rec: dict | None, out: Path, name: str) -> bool:
+    """Whether ``rec`` (an earlier run's record of the same request) is done and its file
+    is still ``name`` (the request kept its index: another request may now own the old
+    name)."""
+    if rec is None or rec.get("status") != "ok" or rec.get("path") != name:
+        return False
+    f = out / name
+    return f.is_file() and f.stat().st_size > 44  # a WAV header alone is not audio
+
+
+def _write_manifest(out: Path, records: list[dict], fmt: str) -> Path:
+    target = out / f"manifest.{fmt}"
+    tmp = out / f".manifest.{fmt}.tmp"
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pa.schema([("id", pa.string()), ("index", pa.int64()), ("path", pa.string()),
+                            ("seconds", pa.float64()), ("sample_rate", pa.int64()),
+                            ("status", pa.string()), ("error", pa.string()),
+                            ("seed", pa.int64()), ("key", pa.string())])
+        rows = [{k: r.get(k) for k in schema.names} for r in records]
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(tmp))
+    else:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    os.replace(tmp, target)
+    for other in MANIFEST_FORMATS:  # one manifest: the other format's is stale now
+        if other != fmt:
+            (out / f"manifest.{other}").unlink(missing_ok=True)
+    return target
+
+
+# --------------------------------------------------------------------------- the actor
+
+
+class Synthesizer:
+    """A Ray Data actor: one loaded model, each batch of rows run through its engine at
+    once, files written, one manifest record (a JSON string) per row."""
+
+    def __init__(self, model: str, load_kw: dict, out_dir: str, total: int,
+                 device: str = "cpu", threads: int | None = None, normalize: bool = False):
+        logging.getLogger("vocalis").setLevel(logging.INFO)
+        from vocalis.bench.batch import load_session, model_family
+
+        self.tts = load_session(model, device, threads, **load_kw)
+        self.qwen3 = model_family(model, self.tts) == "qwen3"
+        self.out = Path(out_dir)
+        self.total = total
+        self.normalize = normalize
+        self.voices: dict = {}
+        self.in_flight = int(load_kw.get("max_batch", 16))
+
+    def _voice(self, voice):
+        if voice not in self.voices:
+            self.voices[voice] = self.tts.voice(voice)
+        return self.voices[voice]
+
+    def _job(self, index: int, req: dict):
+        """The engine job of a row (voice loaded, text checked), or raises its error."""
+        from vocalis.bench.batch import prepare_qwen3
+        from vocalis.bench.requests import BatchRequest
+        from vocalis.bench.session import Job
+
+        text = req["text"]
+        if self.normalize:
+            text = self.tts.normalized_text(text, True, req["sampling"])
+        r = BatchRequest(index, text, req["voice"], req["seed"], dict(req["sampling"]))
+        if self.qwen3:
+            voice, opts = prepare_qwen3(self.tts, [r])[index]
+            return Job(index, text, voice, r.seed, dict(opts))
+        chunk_text = getattr(getattr(self.tts, "model", None), "chunk_text", None)
+        if chunk_text is not None:
+            chunk_text(text, r.sampling.get("max_tokens", 50))
+        return Job(index, text, self._voice(r.voice), r.seed, dict(r.sampling))
+
+    def __call__(self, batch: dict) -> dict:
+        import numpy as np
+
+        from vocalis.audio import write_wav
+        from vocalis.bench.batch import _wav_name
+        from vocalis.bench.session import run_pass
+
+        records: dict[int, dict] = {}
+        jobs = []
+        rate = self.tts.sample_rate
+        for payload in batch["payload"]:
+            row = json.loads(payload)
+            rec = {"id": row["id"], "index": row["index"], "path": None, "seconds": None,
+                   "sample_rate": rate, "status": "failed", "error": None,
+                   "seed": row["request"]["seed"], "key": row["key"]}
+            records[row["index"]] = rec
+            try:
+                jobs.append(self._job(row["index"], row["request"]))
+            except VocalisError as e:
+                rec["error"] = f"request {row['index']}: {e}"
+            except Exception as e:  # noqa: BLE001 - an unreadable voice file, say: this row only
+                rec["error"] = f"request {row['index']}: {type(e).__name__}: {e}"
+        outcomes, _ = run_pass(self.tts, jobs, self.in_flight) if jobs else ([], 0.0)
+        for o in outcomes:
+            rec = records[o.index]
+            if not o.ok:
+                rec["error"] = f"request {o.index}: {o.error}"
+                continue
+            name = _wav_name(o.index, self.total)
+            try:
+                tmp = self.out / f".{name}.tmp"
+                write_wav(tmp, o.samples, rate)
+                os.replace(tmp, self.out / name)  # never a half-written file under its name
+                if self.qwen3 and o.codes is not None:
+                    npy = self.out / Path(name).with_suffix(".npy")
+                    np.save(self.out / f".{npy.name}.tmp.npy", o.codes)
+                    os.replace(self.out / f".{npy.name}.tmp.npy", npy)
+            except (OSError, VocalisError) as e:
+                rec["error"] = f"request {o.index}: cannot write {name}: {e}"
+                continue
+            rec.update(path=name, seconds=round(o.audio_s, 4), status="ok")
+        return {"record": [json.dumps(records[i]) for i in sorted(records)]}
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
+                  out_dir: str | os.PathLike[str], *, address: str | None = None,
+                  actors: int = 1, actor_cpus: float = 1.0, actor_gpus: float = 0.0,
+                  batch_size: int | None = None, threads: int | None = None,
+                  device: str = "cpu", session_options: str | dict | None = None,
+                  manifest: str = "jsonl", normalize: bool = False, ray_cpus: int | None = None,
+                  progress: bool = True) -> tuple[dict, int]:
+    """Run a requests file on Ray Data (see the module doc); returns (summary, exit status:
+    0 when every request is done, 1 when some failed).
+
+    Summary: ``requests``, ``written``, ``skipped`` (done by an earlier run), ``failed``,
+    ``failures`` (the first 20 ``{index, id, error}``), ``manifest`` (its path),
+    ``wall_s``, ``audio_s`` (written this run), ``x_real_time`` (their aggregate).
+
+    Raises:
+        InputError: a bad option, an unreadable requests file, an unreachable cluster.
+        ClusterError: the actors could not start (e.g. the model does not load on a node).
+    """
+    from vocalis.bench.batch import (
+        DEFAULT_BATCH_SIZE,
+        MAX_BATCH_SIZE,
+        _wav_name,
+        model_family,
+        parse_session_options,
+    )
+
+    if manifest not in MANIFEST_FORMATS:
+        raise InputError(f"--manifest {manifest!r}: use {' or '.join(MANIFEST_FORMATS)}")
+    if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
+        raise InputError(f"--actors must be an integer >= 1, got {actors!r}")
+    if actor_cpus < 0 or actor_gpus < 0:
+        raise InputError("--actor-cpus and --actor-gpus must be >= 0")
+    in_flight = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) \
+            or not 1 <= in_flight <= MAX_BATCH_SIZE:
+        raise InputError(f"batch size must be an integer from 1 to {MAX_BATCH_SIZE}, got "
+                         f"{batch_size!r}")
+    family = model_family(model)
+    load_kw, default_sampling = parse_session_options(session_options, family)
+    load_kw.setdefault("max_batch", in_flight)
+    load_kw.setdefault("max_queue", max(256, in_flight))
+    model_ref = absolute(model) or model
+    rows = read_rows(requests_file, family=family, model=model_ref,
+                     default_sampling=default_sampling, normalize=normalize)
+    out = Path(out_dir).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out-dir {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create --out-dir {out}: {e.strerror or e}") from None
+
+    previous = _read_manifest(out)
+    final: dict[int, dict] = {}
+    todo: list[Row] = []
+    for r in rows:
+        if r.error is not None:
+            final[r.index] = {"id": r.id, "index": r.index, "path": None, "seconds": None,
+                              "sample_rate": None, "status": "failed", "error": r.error,
+                              "seed": None, "key": None}
+        elif _done(previous.get(r.key), out, _wav_name(r.index, len(rows))):
+            final[r.index] = {**previous[r.key], "id": r.id, "index": r.index}
+        else:
+            todo.append(r)
+    skipped = sum(1 for r in rows if r.error is None) - len(todo)
+    bad = len(rows) - skipped - len(todo)
+    log.info("%d request(s): %d to run, %d done by an earlier run, %d bad", len(rows),
+             len(todo), skipped, bad)
+    for r in rows:
+        if r.error is not None:
+            log.warning("%s", r.error)
+
+    t0 = time.perf_counter()
+    written = 0
+    audio_s = 0.0
+    if todo:
+        ray, started = connect(address, num_cpus=ray_cpus)
+        try:
+            records = _run_dataset(todo, model_ref, load_kw, out, len(rows), device,
+                                   threads, normalize, actors, actor_cpus, actor_gpus,
+                                   in_flight, progress)
+        finally:
+            if started:
+                ray.shutdown()
+        for rec in records:
+            final[rec["index"]] = rec
+            if rec["status"] == "ok":
+                written += 1
+                audio_s += rec["seconds"] or 0.0
+    wall_s = time.perf_counter() - t0
+    ordered = [final[r.index] for r in rows]
+    path = _write_manifest(out, ordered, manifest)
+    (out / PARTIAL_NAME).unlink(missing_ok=True)
+    failures = [{"index": r["index"], "id": r["id"], "error": r["error"]}
+                for r in ordered if r["status"] != "ok"]
+    summary = {"requests": len(rows), "written": written, "skipped": skipped,
+               "failed": len(failures), "failures": failures[:20], "manifest": str(path),
+               "wall_s": round(wall_s, 3), "audio_s": round(audio_s, 4),
+               "x_real_time": round(audio_s / wall_s, 3) if written and wall_s > 0 else None}
+    return summary, 1 if failures else 0
+
+
+def _run_dataset(todo: list[Row], model: str, load_kw: dict, out: Path, total: int,
+                 device: str, threads: int | None, normalize: bool, actors: int,
+                 actor_cpus: float, actor_gpus: float, batch_size: int,
+                 progress: bool) -> list[dict]:
+    """``todo`` through the actor pool; the records as they come, journaled."""
+    import ray.data
+    from ray.data import ActorPoolStrategy, DataContext
+
+    ctx = DataContext.get_current()
+    ctx.enable_progress_bars = progress
+    payloads = [{"payload": json.dumps({"index": r.index, "id": r.id, "key": r.key,
+                                        "request": r.request})} for r in todo]
+    blocks = max(1, min(len(payloads), actors * 4))
+    ds = ray.data.from_items(payloads, override_num_blocks=blocks)
+    remote: dict = {"num_cpus": actor_cpus}
+    if actor_gpus:
+        remote["num_gpus"] = actor_gpus
+    ds = ds.map_batches(Synthesizer, batch_size=batch_size, batch_format="numpy",
+                        compute=ActorPoolStrategy(size=actors),
+                        fn_constructor_args=(model, load_kw, str(out), total),
+                        fn_constructor_kwargs={"device": device, "threads": threads,
+                                               "normalize": normalize},
+                        **remote)
+    records: list[dict] = []
+    last_log = time.monotonic()
+    ok = failed = 0
+    try:
+        with open(out / PARTIAL_NAME, "a", encoding="utf-8") as journal:
+            for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+                for blob in batch["record"]:
+                    rec = json.loads(blob)
+                    records.append(rec)
+                    journal.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    ok += rec["status"] == "ok"
+                    failed += rec["status"] != "ok"
+                journal.flush()
+                if time.monotonic() - last_log > 5 or ok + failed == len(todo):
+                    last_log = time.monotonic()
+                    log.info("progress: %d/%d request(s) done (%d ok, %d failed)", ok + failed,
+                             len(todo), ok, failed)
+    except Exception as e:
+        if isinstance(e, VocalisError):
+            raise
+        why = last_error_line(str(e))
+        raise ClusterError(f"the Ray Data job stopped after {len(records)} of {len(todo)} "
+                           f"request(s): {why[:500]} (done requests are kept: run again to "
+                           "resume)") from None
+    return records
