@@ -37,6 +37,7 @@ httpx = pytest.importorskip("httpx")
 
 import vocalis
 from vocalis import cli
+from test_server import sse_events  # noqa: E402
 
 SMALL = "english_2m_2026-10"
 TEXT = "Hello from the cluster, this is a streaming test."
@@ -190,19 +191,6 @@ def wav_samples(data: bytes) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- Serve
-
-
-def sse_events(resp) -> list[dict]:
-    events, buf = [], ""
-    for text in resp.iter_text():
-        buf += text
-        while "\n\n" in buf:
-            block, buf = buf.split("\n\n", 1)
-            data = "".join(line[5:].strip() for line in block.splitlines()
-                           if line.startswith("data:"))
-            if data:
-                events.append(json.loads(data))
-    return events
 
 
 def test_openai_speech_and_streams_through_two_replicas(app):

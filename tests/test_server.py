@@ -163,6 +163,21 @@ def reference_pcm(server) -> np.ndarray:
     return pcm_of(data)
 
 
+def sse_events(resp) -> list[dict]:
+    """The JSON payloads of a server-sent-event stream (``data:`` lines of each block), in
+    order, read as the text arrives."""
+    events, buf = [], ""
+    for text in resp.iter_text():
+        buf += text
+        while "\n\n" in buf:
+            block, buf = buf.split("\n\n", 1)
+            data = "".join(line[5:].strip() for line in block.splitlines()
+                           if line.startswith("data:"))
+            if data:
+                events.append(json.loads(data))
+    return events
+
+
 @pytest.mark.parametrize("fmt", ["wav", "pcm", "flac", "mp3", "opus", "aac"])
 def test_openai_client_every_format(server, reference_pcm, fmt):
     client = server.client()
@@ -219,20 +234,11 @@ def test_audio_leaves_as_it_is_generated(server):
 
 def test_sse_stream(server, reference_pcm):
     client = server.client()
-    events = []
     with client.audio.speech.with_streaming_response.create(
             model="gpt-4o-mini-tts", voice="alloy", input=TEXT, response_format="pcm",
             stream_format="sse", extra_body={"seed": 7}) as resp:
         assert resp.headers["content-type"].startswith("text/event-stream")
-        buf = ""
-        for text in resp.iter_text():
-            buf += text
-            while "\n\n" in buf:
-                block, buf = buf.split("\n\n", 1)
-                data = "".join(line[5:].strip() for line in block.splitlines()
-                               if line.startswith("data:"))
-                if data:
-                    events.append(json.loads(data))
+        events = sse_events(resp)
     assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)
     assert len(events) > 2
     done = events[-1]
