@@ -688,13 +688,152 @@ def test_ray_data_batch_writes_resumes_and_equals_vocalis_batch(cluster, ckpt, t
         assert cos >= 0.9999, (i, cos)
 
 
-def test_ray_data_actor_that_cannot_load_the_model_fails_the_job_in_one_line(cluster, tmp_path):
-    from vocalis.ray import ClusterError
-    from vocalis.ray.data import run_batch_ray
+def test_ray_data_actor_that_cannot_load_the_model_fails_the_job_in_one_line(cluster, ckpt,
+                                                                            tmp_path):
+    """A model that passes the driver's check (its config is there) but whose weights the
+    actors cannot read: one ClusterError with the actor's own error, no traceback."""
+    import shutil
 
+    from vocalis.ray import ClusterError
+    from vocalis.ray.data import PARTIAL_NAME, run_batch_ray
+
+    broken = tmp_path / "broken-model"
+    shutil.copytree(ckpt, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    cfg = broken / "config.yaml"  # its paths may be absolute: point them at the copy
+    cfg.write_text(cfg.read_text().replace(str(ckpt), str(broken)))
     reqs = tmp_path / "r.json"
-    reqs.write_text(json.dumps([{"text": "Hi.", "voice": "x.wav"}]))
+    reqs.write_text(json.dumps([{"text": "Hi.", "voice": str(ckpt / "voice.wav")}]))
     with pytest.raises(ClusterError) as e:
-        run_batch_ray(str(tmp_path / "no-model"), reqs, tmp_path / "o", actor_cpus=0.5,
-                      progress=False)
-    assert "ModelNotFound" in str(e.value) and "run again to resume" in str(e.value)
+        run_batch_ray(str(broken), reqs, tmp_path / "o", actor_cpus=0.5, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and "run again to resume" in msg
+    assert "CheckpointError" in msg or "safetensors" in msg, msg
+    assert not (tmp_path / "o" / PARTIAL_NAME).exists()  # nothing done: no empty journal
+
+
+def test_unknown_model_is_refused_before_any_actor_or_replica_starts(capsys, tmp_path):
+    reqs = tmp_path / "r.json"
+    reqs.write_text(json.dumps([{"text": "Hi."}]))
+    t0 = time.monotonic()
+    rc, lines = _main(capsys, "batch", "--ray", "--model", "nosuch", "--requests", str(reqs),
+                      "--out-dir", str(tmp_path / "o"))
+    assert rc == 2 and len(lines) == 1 and "unknown model 'nosuch'" in lines[0], lines
+    assert not (tmp_path / "o").exists()
+    rc, lines = _main(capsys, "serve", "--ray", "--model", str(tmp_path / "no-model"))
+    assert rc == 2 and len(lines) == 1 and "no-model" in lines[0], lines
+    assert time.monotonic() - t0 < 20  # no Ray instance was started for them
+
+
+def test_what_the_cluster_cannot_place_is_refused_up_front(cluster, ckpt, capsys, tmp_path):
+    """Ray waits for ever for resources no node has: refused at once, naming what the
+    cluster has (the module's instance: 2 CPU, no GPU)."""
+    addr = ["--ray-address", cluster["address"]]
+    reqs = tmp_path / "r.json"
+    reqs.write_text(json.dumps([{"text": "Hi.", "voice": str(ckpt / "voice.wav")}]))
+    batch = ["batch", "--ray", *addr, "--model", str(ckpt), "--requests", str(reqs),
+             "--out-dir", str(tmp_path / "o")]
+    cases = [
+        (["serve", "--ray", *addr, "--model", str(ckpt), "--replica-gpus", "1"],
+         "--replica-gpus 1: no node has 1 GPU (the cluster has 2 CPU and 0 GPU"),
+        ([*batch, "--actor-gpus", "1"], "--actor-gpus 1: no node has 1 GPU"),
+        ([*batch, "--actor-cpus", "4"], "--actor-cpus 4: no node has 4 CPU"),
+        (["serve", "--ray", *addr, "--model", str(ckpt), "--replicas", "3"],
+         "3 replicas of 1 CPU and 0 GPU do not fit"),
+        (["serve", "--ray", "--ray-cpus", "0", "--model", str(ckpt)],
+         "--ray-cpus must be an integer >= 1"),
+    ]
+    for argv, expected in cases:
+        t0 = time.monotonic()
+        rc, lines = _main(capsys, *argv)
+        assert rc == 2 and len(lines) == 1 and expected in lines[0], (argv, lines)
+        assert time.monotonic() - t0 < 30, argv
+    assert not list((tmp_path / "o").glob("*.wav"))
+
+
+def test_a_running_serve_keeps_its_port_and_says_so(cluster, ckpt, capsys):
+    """Serve on a cluster keeps the HTTP options it was started with: another --port is an
+    error naming the port it listens on (not a server silently elsewhere)."""
+    other = free_port()
+    rc, lines = _main(capsys, "serve", "--ray", "--ray-address", cluster["address"],
+                      "--port", str(other), "--model", str(ckpt), "--replica-cpus", "0.1")
+    assert rc == 2 and len(lines) == 1, lines
+    assert f"HTTP proxy on port {cluster['port']}" in lines[0]
+    assert f"--port {cluster['port']}" in lines[0]
+
+
+def test_a_cluster_started_with_ray_start_is_left_alone(ckpt, tmp_path):
+    """With `ray start --head` running on this machine: no --ray-address still means a
+    private instance (--ray-cpus applies, the job runs); `--ray-address auto` joins that
+    cluster, where a taken HTTP port is refused at once instead of Serve's proxy retrying
+    for ever."""
+    gcs_port = free_port()
+    head = subprocess.Popen(
+        [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start",
+         "--head", "--block", "--port", str(gcs_port), "--num-cpus", "1",
+         "--include-dashboard=false", "--disable-usage-stats"],
+        env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        until(lambda: _listening(gcs_port) or head.poll() is not None, 60, "ray start")
+        assert head.poll() is None, head.stderr.read().decode()[-2000:]
+        reqs = tmp_path / "r.json"
+        reqs.write_text(json.dumps([{"text": "Hi.", "voice": str(ckpt / "voice.wav"),
+                                     "options": {"seed": 1, "max_frames": 3}}]))
+        run_env = {k: v for k, v in env().items() if k != "RAY_ADDRESS"}
+        proc = subprocess.run([sys.executable, "-m", "vocalis.cli", "batch", "--ray",
+                               "--ray-cpus", "1", "--model", str(ckpt), "--requests", str(reqs),
+                               "--out-dir", str(tmp_path / "o"), "--quiet"],
+                              env=run_env, capture_output=True, timeout=240, check=False)
+        assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+        assert (tmp_path / "o" / "0000.wav").exists()
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            t0 = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "vocalis.cli", "serve", "--ray",
+                                   "--ray-address", f"127.0.0.1:{gcs_port}", "--port", str(port),
+                                   "--model", str(ckpt)],
+                                  env=run_env, capture_output=True, timeout=120, check=False)
+        lines = [ln for ln in proc.stderr.decode().splitlines() if ln.startswith("error:")]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr.decode()[-3000:]
+        assert f"cannot listen on 127.0.0.1:{port}" in lines[0]
+        assert time.monotonic() - t0 < 60
+    finally:
+        head.terminate()  # --block: stopping it stops the cluster's processes
+        head.wait(60)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_sigterm_to_the_process_group_stops_a_local_instance_quickly(ckpt, tmp_path):
+    """A service manager or a terminal signals the whole process group, so the local Ray
+    instance's own processes die with the CLI: it must not then wait for them to answer."""
+    port = free_port()
+    run_env = {k: v for k, v in env().items() if k != "RAY_ADDRESS"}
+    p = subprocess.Popen([sys.executable, "-m", "vocalis.cli", "serve", "--ray", "--ray-cpus",
+                          "1", "--replica-cpus", "0.5", "--port", str(port), "--model", str(ckpt),
+                          "--voices-dir", str(tmp_path / "voices")],
+                         env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(
+        ln.decode("utf-8", "replace") for ln in p.stderr), daemon=True)
+    reader.start()
+    try:
+        until(lambda: "vocalis: serving" in "".join(err) or p.poll() is not None, 180,
+              "the local Serve app")
+        assert p.poll() is None, "".join(err)[-3000:]
+        t0 = time.monotonic()
+        os.killpg(p.pid, signal.SIGTERM)
+        rc = p.wait(60)
+        took = time.monotonic() - t0
+        assert rc == 0, "".join(err)[-3000:]
+        assert took < 25, f"stopping took {took:.1f} s"
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)

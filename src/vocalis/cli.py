@@ -845,7 +845,7 @@ def batch(
                       ".jsonl file, or Parquet; each row may carry an \"id\") through an actor "
                       "pool, one engine per actor; NNNN.wav per request and a manifest; a bad "
                       "row is recorded and the rest run; a second run skips what is done. No "
-                      "warm-up pass and no report.json (needs pip install 'vocalis[ray]').")
+                      "warm-up pass and no report.json (needs pip install 'vocalis\\[ray]').")
     ] = False,
     ray_address: Annotated[str | None, typer.Option(
         help="With --ray: the cluster's head, HOST:PORT, or auto. Default: $RAY_ADDRESS, else "
@@ -1114,7 +1114,7 @@ def serve(
     ray: Annotated[bool, typer.Option(
         "--ray", help="Serve on Ray Serve: replicas that each load the model and its engine, "
                       "behind Serve's HTTP proxy at --host/--port (needs pip install "
-                      "'vocalis[ray]'). --voices-dir must then be a folder every replica "
+                      "'vocalis\\[ray]'). --voices-dir must then be a folder every replica "
                       "reaches (a shared filesystem on a cluster).")] = False,
     ray_address: Annotated[str | None, typer.Option(
         help="With --ray: the cluster's head, HOST:PORT (its GCS port, 6379 by default), or "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from vocalis.errors import InputError, VocalisError
@@ -90,18 +91,24 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     """Connect to the Ray cluster at ``address``, or start a private local instance.
 
     ``address``: ``None`` = ``$RAY_ADDRESS`` if set, else a new local instance whose every
-    port listens on 127.0.0.1 only (no dashboard); ``auto`` = the cluster started on this
+    port listens on 127.0.0.1 only (no dashboard), even when a cluster started with ``ray
+    start`` runs on this machine (Ray's own default would join that one: pass ``auto`` for
+    it); ``local`` = the same private instance; ``auto`` = the cluster started on this
     machine with ``ray start --head``; ``HOST:PORT`` = that head node. A driver that is
-    already connected (``ray.is_initialized()``) is kept as it is.
+    already connected (``ray.is_initialized()``) is kept as it is. ``num_cpus`` /
+    ``num_gpus`` size a private instance (a cluster has its own).
 
     Returns (ray module, whether this call started a local instance).
 
     Raises:
-        InputError: Ray missing, a bad address, nothing listening there.
+        InputError: Ray missing, a bad address, nothing listening there, ``num_cpus`` < 1.
         ClusterError: Ray could not connect or start.
     """
     address = address or os.environ.get("RAY_ADDRESS") or None
-    local = address is None
+    local = address in (None, "local")
+    if num_cpus is not None and (isinstance(num_cpus, bool) or num_cpus < 1):
+        raise InputError(f"--ray-cpus must be an integer >= 1 (CPUs of the local Ray instance), "
+                         f"got {num_cpus}")
     if local:
         os.environ.setdefault(_LOOPBACK_ENV, "0")  # read by Ray at import, and by its processes
     else:
@@ -117,13 +124,20 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     kwargs: dict = {"include_dashboard": False, "logging_level": logging.WARNING,
                     "log_to_driver": True}
     if local:
+        others = _clusters_here()
+        if others:
+            log.info("a Ray cluster already runs on this machine (%s); starting a private "
+                     "instance anyway (--ray-address auto joins that cluster)",
+                     ", ".join(sorted(others)))
+        # "local": a new instance even when `ray start` left one running here
         kwargs.update(_node_ip_address="127.0.0.1", num_cpus=num_cpus, num_gpus=num_gpus)
+        address = "local"
     elif num_cpus is not None or num_gpus is not None:
         log.warning("--ray-cpus is for a local Ray instance; ignored for the cluster at %s",
                     address)
     try:
         ray.init(address=address, **kwargs)
-    except (ConnectionError, TimeoutError, RuntimeError) as e:
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
         where = "start a local Ray instance" if local else f"connect to the Ray cluster at {address}"
         raise ClusterError(f"could not {where}: {' '.join(str(e).split())[:400]}") from None
     if local:
@@ -132,6 +146,67 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     else:
         log.info("connected to the Ray cluster at %s", address)
     return ray, local
+
+
+def _clusters_here() -> set[str]:
+    """GCS addresses of Ray clusters running on this machine (Ray's own process scan)."""
+    try:
+        from ray._private.services import find_gcs_addresses
+
+        return set(find_gcs_addresses())
+    except Exception:  # noqa: BLE001 - a private helper: only used for a log line
+        return set()
+
+
+def check_resources(ray, what: str, count: int, cpus: float, gpus: float) -> None:
+    """Refuse up front what the cluster can never place (Ray would wait for it forever):
+    ``count`` actors (replicas, pool actors) of ``cpus`` CPUs and ``gpus`` GPUs each.
+
+    Raises:
+        ClusterError: no node has ``cpus``/``gpus`` free in total, or the cluster as a
+        whole has fewer than ``count`` times them.
+    """
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if not nodes:
+        return
+    total_cpu = sum(n.get("CPU", 0.0) for n in nodes)
+    total_gpu = sum(n.get("GPU", 0.0) for n in nodes)
+    have = f"the cluster has {total_cpu:g} CPU and {total_gpu:g} GPU on {len(nodes)} node(s)"
+    flag = "--replica" if what == "replica" else "--actor"
+    if gpus > 0 and not any(n.get("GPU", 0.0) >= gpus for n in nodes):
+        raise ClusterError(f"{flag}-gpus {gpus:g}: no node has {gpus:g} GPU ({have}); drop "
+                           f"{flag}-gpus, or run on a cluster with GPU nodes")
+    if not any(n.get("CPU", 0.0) >= cpus for n in nodes):
+        raise ClusterError(f"{flag}-cpus {cpus:g}: no node has {cpus:g} CPU ({have}); ask "
+                           f"for fewer {flag}-cpus")
+    if count * cpus > total_cpu + 1e-9 or count * gpus > total_gpu + 1e-9:
+        raise ClusterError(f"{count} {what}s of {cpus:g} CPU and {gpus:g} GPU do not fit: "
+                           f"{have}; use fewer {what}s or fewer {flag}-cpus/-gpus each")
+
+
+def check_model(model: str) -> None:
+    """Check on the driver, before any actor starts, that ``model`` names a model: a
+    released id, or a checkpoint that exists here (paths must be the same on every node).
+    Weights are not read.
+
+    Raises:
+        ModelNotFound: unknown id or missing path (the message lists the known ids).
+        CheckpointError: a folder that is not a checkpoint.
+    """
+    from vocalis.api import is_qwen3, resolve_model_id
+
+    if is_qwen3(model):
+        from vocalis.models.qwen3.checkpoint import check_checkpoint_dir, find_release
+
+        local = Path(os.path.expanduser(model))
+        if local.is_dir():
+            check_checkpoint_dir(local)
+        elif find_release(model) is None:
+            from vocalis.models.qwen3.checkpoint import resolve_checkpoint
+
+            resolve_checkpoint(model, download=False)  # raises its own clear error
+        return
+    resolve_model_id(model)
 
 
 def last_error_line(message: str) -> str:
@@ -157,5 +232,5 @@ def absolute(path: str | os.PathLike[str] | None) -> str | None:
     return os.path.abspath(p) if os.path.exists(p) else text
 
 
-__all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "connect",
-           "last_error_line", "require_ray"]
+__all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "check_model",
+           "check_resources", "connect", "last_error_line", "require_ray"]

@@ -41,7 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vocalis.errors import InputError, VocalisError
-from vocalis.ray import ClusterError, absolute, connect, last_error_line
+from vocalis.ray import (
+    ClusterError,
+    absolute,
+    check_model,
+    check_resources,
+    connect,
+    last_error_line,
+)
 
 log = logging.getLogger("vocalis.ray")
 
@@ -393,6 +400,7 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
     load_kw.setdefault("max_batch", in_flight)
     load_kw.setdefault("max_queue", max(256, in_flight))
     model_ref = absolute(model) or model
+    check_model(model_ref)  # here, not as a pool of actors that die one after another
     rows = read_rows(requests_file, family=family, model=model_ref,
                      default_sampling=default_sampling, normalize=normalize)
     out = Path(out_dir).expanduser().resolve()
@@ -429,6 +437,7 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
     if todo:
         ray, started = connect(address, num_cpus=ray_cpus)
         try:
+            check_resources(ray, "actor", actors, actor_cpus, actor_gpus)
             records = _run_dataset(todo, model_ref, load_kw, out, len(rows), device,
                                    threads, normalize, actors, actor_cpus, actor_gpus,
                                    in_flight, progress)
@@ -479,8 +488,10 @@ def _run_dataset(todo: list[Row], model: str, load_kw: dict, out: Path, total: i
     records: list[dict] = []
     last_log = time.monotonic()
     ok = failed = 0
+    journal_path = out / PARTIAL_NAME
+    had_journal = journal_path.exists()
     try:
-        with open(out / PARTIAL_NAME, "a", encoding="utf-8") as journal:
+        with open(journal_path, "a", encoding="utf-8") as journal:
             for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 for blob in batch["record"]:
                     rec = json.loads(blob)
@@ -493,8 +504,14 @@ def _run_dataset(todo: list[Row], model: str, load_kw: dict, out: Path, total: i
                     last_log = time.monotonic()
                     log.info("progress: %d/%d request(s) done (%d ok, %d failed)", ok + failed,
                              len(todo), ok, failed)
-    except Exception as e:
-        if isinstance(e, VocalisError):
+    except BaseException as e:
+        if not records and not had_journal:  # nothing to resume from: leave no empty journal
+            journal_path.unlink(missing_ok=True)
+        if isinstance(e, KeyboardInterrupt):
+            log.warning("interrupted after %d of %d request(s)%s", len(records), len(todo),
+                        f"; they are kept in {journal_path.name}: run the same command again "
+                        "to resume" if records else "")
+        if isinstance(e, VocalisError) or not isinstance(e, Exception):  # Ctrl-C, exit
             raise
         why = last_error_line(str(e))
         raise ClusterError(f"the Ray Data job stopped after {len(records)} of {len(todo)} "

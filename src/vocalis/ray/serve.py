@@ -47,7 +47,14 @@ from ray import serve
 
 import vocalis
 from vocalis.errors import InputError
-from vocalis.ray import ClusterError, absolute, connect, last_error_line
+from vocalis.ray import (
+    ClusterError,
+    absolute,
+    check_model,
+    check_resources,
+    connect,
+    last_error_line,
+)
 
 log = logging.getLogger("vocalis.ray")
 
@@ -349,6 +356,8 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
     if replica_cpus < 0 or replica_gpus < 0:
         raise InputError("--replica-cpus and --replica-gpus must be >= 0")
     model_list = [models] if isinstance(models, str) else list(models)
+    for m in model_list:  # here, not as replicas that fail one after another
+        check_model(absolute(m) or m)
     args = parse_args({
         "model": [absolute(m) for m in model_list], "model_name": model_name or None,
         "voices_dir": absolute(voices_dir) if voices_dir else None,
@@ -359,7 +368,7 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
         from vocalis.server.run import default_voices_dir
 
         args.voices_dir = str(default_voices_dir())
-    if address is None and not os.environ.get("RAY_ADDRESS"):
+    if address in (None, "local") and not os.environ.get("RAY_ADDRESS"):
         from vocalis.server.run import _bind
 
         _bind(host, port).close()  # a busy port fails now, not inside Serve's proxy
@@ -367,16 +376,88 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
     ray, started = connect(address, num_cpus=ray_cpus)
     try:
         with _Signals(stop):  # after ray.init, which installs its own SIGTERM handler
-            _run(args, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
-                 shutdown_timeout, on_ready, stop)
+            _run(ray, args, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
+                 shutdown_timeout, on_ready, stop, started)
     finally:
         if started:  # stops Serve's controller, proxy and replicas with the instance
+            if _local_instance_gone():
+                # its GCS is gone: ray.shutdown would wait seconds for it; end what is left
+                _kill_local_instance()
             ray.shutdown()
 
 
-def _run(args: ServeArgs, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
-         shutdown_timeout, on_ready, stop: threading.Event) -> None:
-    serve.start(http_options={"host": host, "port": port})
+def _start_serve(ray, host: str, port: int) -> None:
+    """Start Serve (its controller and HTTP proxies) with its proxy at ``host:port``, or
+    join the Serve instance that already runs on the cluster, which keeps its own address.
+
+    Raises:
+        InputError: the port is taken on this machine, where a proxy would listen.
+        ClusterError: Serve already listens on another port, or its proxy cannot start.
+    """
+    from ray.serve.context import _get_global_client
+
+    try:
+        client = _get_global_client(raise_if_no_controller_running=False)
+    except Exception:  # noqa: BLE001 - a private accessor: then serve.start decides
+        client = None
+    if client is not None:
+        have_host, have_port = _proxy_address(host, port)
+        if have_port != port:
+            raise ClusterError(f"Ray Serve already runs on this cluster with its HTTP proxy on "
+                               f"port {have_port}, and keeps it: run with --port {have_port}, "
+                               "or stop that Serve instance first (`serve shutdown`)")
+        if have_host != host:
+            log.warning("Ray Serve already runs on this cluster, its proxy listening on %s "
+                        "(not --host %s)", have_host, host)
+        states = _proxy_states(timeout_s=15.0)
+        if states and "HEALTHY" not in states:
+            raise ClusterError(f"Ray Serve already runs on this cluster, but its HTTP proxy on "
+                               f"port {have_port} is {'/'.join(sorted(set(states)))} (a port "
+                               "taken on a node?): stop that Serve instance (`serve shutdown`, "
+                               "or `ray stop` on a cluster of its own) and try again")
+        return
+    if _on_a_node(ray):  # Serve puts a proxy on every node: this one's port must be free
+        from vocalis.server.run import _bind
+
+        _bind(host, port).close()
+    try:
+        serve.start(http_options={"host": host, "port": port})
+    except Exception as e:  # noqa: BLE001 - Ray wraps the proxy's error in its own types
+        why = last_error_line(str(e))
+        # a controller left behind would restart the failing proxy for ever
+        _bounded(serve.shutdown, 30, "stopping Serve after its failed start")
+        raise ClusterError(f"Ray Serve's HTTP proxy could not start on {host}:{port}: {why} "
+                           "(a port taken on a node of the cluster? pick another --port)") from None
+
+
+def _proxy_states(timeout_s: float) -> list[str]:
+    """The states of Serve's HTTP proxies (``HEALTHY``, ``STARTING``, ``UNHEALTHY``...),
+    waiting up to ``timeout_s`` for one to become healthy; empty when Serve does not say."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            states = [str(getattr(v, "value", v)) for v in serve.status().proxies.values()]
+        except Exception:  # noqa: BLE001 - no answer: let the deployment speak
+            return []
+        if "HEALTHY" in states or time.monotonic() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def _on_a_node(ray) -> bool:
+    """Whether this machine is a node of the connected cluster."""
+    try:
+        here = ray.util.get_node_ip_address()
+        return any(n.get("Alive") and n.get("NodeManagerAddress") == here for n in ray.nodes())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _run(ray, args: ServeArgs, host, port, replicas, autoscaling, replica_cpus, replica_gpus,
+         shutdown_timeout, on_ready, stop: threading.Event, started: bool) -> None:
+    check_resources(ray, "replica", autoscaling["min_replicas"] if autoscaling else replicas,
+                    replica_cpus, replica_gpus)
+    _start_serve(ray, host, port)
     existing = serve.status().applications.get(APP_NAME)
     if existing is not None:
         raise ClusterError(f"a Serve application named {APP_NAME!r} already runs on this "
@@ -400,12 +481,39 @@ def _run(args: ServeArgs, host, port, replicas, autoscaling, replica_cpus, repli
         pass
     log.info("shutting down: in-flight requests get %.0f s to finish", shutdown_timeout)
     _bounded(lambda: serve.delete(APP_NAME), shutdown_timeout + 30,
-             f"deleting the Serve application {APP_NAME!r}")
+             f"deleting the Serve application {APP_NAME!r}",
+             gone=_local_instance_gone if started else None)
 
 
-def _bounded(fn: Callable[[], None], timeout_s: float, what: str) -> None:
+def _local_instance_gone() -> bool:
+    """Whether the Ray instance this process started has lost a process (a signal sent to
+    the whole process group, as a terminal's Ctrl-C or a service manager's stop does, also
+    reaches its GCS server and raylet): then nothing on it answers any more."""
+    try:
+        import ray
+
+        node = ray._private.worker._global_node
+        return node is not None and not node.remaining_processes_alive()
+    except Exception:  # noqa: BLE001 - a private accessor: assume it lives
+        return False
+
+
+def _kill_local_instance() -> None:
+    """Kill at once what is left of the Ray instance this process started."""
+    try:
+        import ray
+
+        node = ray._private.worker._global_node
+        if node is not None:
+            node.kill_all_processes(check_alive=False, allow_graceful=False)
+    except Exception as e:  # noqa: BLE001 - a private accessor: ray.shutdown still runs
+        log.debug("killing the local Ray instance: %s", e)
+
+
+def _bounded(fn: Callable[[], None], timeout_s: float, what: str,
+             gone: Callable[[], bool] | None = None) -> None:
     """``fn()`` in a thread, waiting at most ``timeout_s`` (a cluster whose processes
-    were killed under it never answers)."""
+    were killed under it never answers), or until ``gone()`` says that the cluster is."""
     errors: list[BaseException] = []
 
     def call() -> None:
@@ -416,7 +524,13 @@ def _bounded(fn: Callable[[], None], timeout_s: float, what: str) -> None:
 
     t = threading.Thread(target=call, name="vocalis-ray-teardown", daemon=True)
     t.start()
-    t.join(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while t.is_alive() and time.monotonic() < deadline:
+        t.join(0.2)
+        if gone is not None and t.is_alive() and gone():
+            log.info("%s: the local Ray instance has stopped (the signal reached it too); "
+                     "nothing left to drain", what)
+            return
     if t.is_alive():
         log.warning("%s: no answer from the cluster within %.0f s; giving up", what, timeout_s)
     elif errors:
