@@ -19,7 +19,13 @@ Conventions (the tests write the expected readings from them):
 * English: ``1,000`` = one thousand, ``1.5`` = one point five (digits one by one after the
   point); dates are month/day(/year) (US); ``3/4`` is a fraction unless a date word
   (``on``, ``since``, ``until``, ``by``, ``from``) precedes it; 4-digit numbers 1100-2099
-  are years after ``in``/``since``/month names..., else cardinals.
+  are years after ``in``/``since``/month names..., else cardinals. ``24/7`` is twenty-four
+  seven (in every language: not a fraction), ``9/11`` nine eleven, ``5'11"`` five foot eleven,
+  ``911``/``999``/``112`` after ``call``/``dial`` digit by digit (nine one one), ``Q3 2025``
+  Q three twenty twenty-five, ``p. 5``/``pp.`` page(s) five, ``no. 5`` number five.
+* Every language of this module: ``+5`` plus five, ``3..5`` a range (three to five); a dot
+  after a unit (``5 min. then``) is the abbreviation's: read with it, kept only where it
+  ends the sentence (the end of the text, or a capital letter next).
 * French and German: ``1.000`` (and French ``1 000``) = a thousand, ``1,5`` = one comma five;
   dates are day/month/year (German ``12.05.2026``); German ordinals ``3.`` are read only
   after an article or before a month name (``am 3. Mai`` = am dritten Mai).
@@ -131,6 +137,7 @@ DIGIT = {"en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "
 POINT = {"en": "point", "fr": "virgule", "de": "Komma", "es": "coma", "it": "virgola", "pt": "vírgula"}
 DOT = {"en": "point", "fr": "point", "de": "Punkt", "es": "punto", "it": "punto", "pt": "ponto"}
 MINUS = {"en": "minus", "fr": "moins", "de": "minus", "es": "menos", "it": "meno", "pt": "menos"}
+PLUS = {"en": "plus", "fr": "plus", "de": "plus", "es": "más", "it": "più", "pt": "mais"}
 TO = {"en": "to", "fr": "à", "de": "bis", "es": "a", "it": "a", "pt": "a"}
 
 
@@ -315,6 +322,9 @@ UNITS = {
            "de": ("Grad Fahrenheit", "Grad Fahrenheit")},
     "°": {"en": ("degree", "degrees"), "fr": ("degré", "degrés"), "de": ("Grad", "Grad")},
     "min": {"en": ("minute", "minutes"), "fr": ("minute", "minutes"), "de": ("Minute", "Minuten")},
+    "sec": {"en": ("second", "seconds"), "fr": ("seconde", "secondes"), "de": ("Sekunde", "Sekunden")},
+    "hrs": {"en": ("hour", "hours"), "fr": ("heure", "heures"), "de": ("Stunde", "Stunden")},
+    "hr": {"en": ("hour", "hours"), "fr": ("heure", "heures"), "de": ("Stunde", "Stunden")},
     "ms": {"en": ("millisecond", "milliseconds"), "fr": ("milliseconde", "millisecondes"),
            "de": ("Millisekunde", "Millisekunden")},
     "GB": {"en": ("gigabyte", "gigabytes"), "fr": ("gigaoctet", "gigaoctets"), "de": ("Gigabyte", "Gigabyte")},
@@ -358,6 +368,9 @@ _ROMANCE_UNITS = {
            ("grau Fahrenheit", "graus Fahrenheit")),
     "°": (("grado", "grados"), ("grado", "gradi"), ("grau", "graus")),
     "min": (("minuto", "minutos"), ("minuto", "minuti"), ("minuto", "minutos")),
+    "sec": (("segundo", "segundos"), ("secondo", "secondi"), ("segundo", "segundos")),
+    "hrs": (("hora", "horas"), ("ora", "ore"), ("hora", "horas")),
+    "hr": (("hora", "horas"), ("ora", "ore"), ("hora", "horas")),
     "ms": (("milisegundo", "milisegundos"), ("millisecondo", "millisecondi"), ("milissegundo", "milissegundos")),
     "GB": (("gigabyte", "gigabytes"), ("gigabyte", "gigabyte"), ("gigabyte", "gigabytes")),
     "MB": (("megabyte", "megabytes"), ("megabyte", "megabyte"), ("megabyte", "megabytes")),
@@ -377,7 +390,7 @@ _ROMANCE_UNITS = {
 for _u, _rows in _ROMANCE_UNITS.items():
     for _lang, _row in zip(ROMANCE, _rows):
         UNITS[_u][_lang] = _row
-ROMANCE_FEMININE = {"milla", "libra", "onza", "milha", "onça", "libbra", "oncia"}
+ROMANCE_FEMININE = {"milla", "libra", "onza", "milha", "onça", "libbra", "oncia", "hora", "ora"}
 _UNIT_RE = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 
 # currency symbol/code -> (singular, plural, cent singular, cent plural)
@@ -424,7 +437,7 @@ PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent", "es": "por cient
 ABBREV = {
     "en": {"Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
            "Sr.": "Senior", "vs.": "versus", "etc.": "et cetera", "e.g.": "for example", "i.e.": "that is",
-           "approx.": "approximately", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard",
+           "approx.": "approximately", "incl.": "including", "excl.": "excluding", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard",
            "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant", "Lt.": "Lieutenant", "Gen.": "General",
            "Gov.": "Governor", "Sen.": "Senator", "Rep.": "Representative", "Inc.": "Incorporated",
            "Ltd.": "Limited", "Corp.": "Corporation", "Dept.": "Department", "Fig.": "Figure",
@@ -454,7 +467,16 @@ ABBREV = {
 }
 NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer"), "es": ("n.º", "número"),
                  "it": ("n.", "numero"), "pt": ("n.º", "número")}
-NUMBER_ABBREV_RX = {"es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
+NUMBER_ABBREV_RX = {"en": r"[Nn]o\.", "es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
+# page abbreviations, read only before a number (p. 5 = page five)
+PAGE_ABBREV = {"en": {"p.": "page", "pp.": "pages"}, "fr": {"p.": "page"}, "de": {"S.": "Seite"}}
+# a written pair that is not a fraction (24/7 = twenty-four seven, every hour of every day)
+NOT_FRACTIONS = {(24, 7)}
+EN_NOT_FRACTIONS = {(9, 11): "nine eleven"}
+# emergency numbers read digit by digit after these words (call 911 = nine one one)
+EMERGENCY_NUMBERS = {"911", "999", "112"}
+EMERGENCY_CUES = {"call", "calls", "called", "calling", "dial", "dials", "dialed", "dialled", "dialing", "dialling",
+                  "phone", "phoned", "ring", "rang", "text", "texted"}
 YEAR_CUES = {"in", "since", "by", "until", "till", "from", "year", "before", "after", "around", "circa", "during",
              "early", "late", "mid", "spring", "summer", "autumn", "fall", "winter"}
 DATE_CUES_EN = {"on", "since", "until", "by", "from", "till", "before", "after", "due"}
@@ -595,6 +617,9 @@ class _Normalizer(Rules):
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
         ]
         if L == "en":
+            # feet and inches: 5'11" = five foot eleven
+            parts.append(("feet", r"(?<![\w.,'\u2019\u2032])(\d{1,2}) ?['\u2019\u2032] ?(\d{1,2}) ?(?:\"|''|\u201d|\u2033)(?!\w)",
+                          self.feet))
             parts.append(("time", (r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
                                    r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
         elif L == "fr":
@@ -612,25 +637,30 @@ class _Normalizer(Rules):
              else rf"(?<![\w.,])(\d{{1,2}})(?:\.?º|°)? (?:de )?({months})\b(?: de (\d{{4}}))?" if L in ("es", "pt")
              else rf"(?<![\w.,])(\d{{1,2}})(?:°|º)? ({months})\b(?: (\d{{4}}))?" if L == "it"
              else rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:(,?) (\d{{4}})\b)?", self.month_date),
+            # a quarter of a year: Q3 2025 = Q three twenty twenty-five
+            ("quarter", r"(?<![\w.])Q([1-4])(?!\w)(?: ((?:1[1-9]|20)\d\d)(?!\w|[.,]\d))?", self.quarter),
             ("phone", r"(?<![\w.,/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{2,8}(?:[ .-]\d{2,8}){0,3}(?![\w.,/-]*\d)", self.phone),
             ("money", (rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
                        rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?![\w]))? ?({money_syms})(?![\w])"), self.money),
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
-            ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
+            # a dot after the unit (5 min. then) is the abbreviation's: read, it ends the sentence or goes
+            ("unit", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?({_UNIT_RE})(?![\w/])(\.(?![\w.]))?", self.unit),
             ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
              r"(?<![\w.,])(\d+)(\.?º|\.?ª|er\b)" if L in ("es", "pt") else
              r"(?<![\w.,])(\d+)(\.?º|\.?ª|°)(?![CF]\b)" if L == "it" else
              r"(?<![\w.,])(\d+)(ers|er|ères|ère|res|re|es|e|ème|èmes|nd|nde)\b" if L == "fr" else
              r"(?<![\w.,])(\d{1,4})\.(?= \w)", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self.fraction),
-            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?![\w]|[.,]\d)", self.range),
+            ("range", rf"(?<![\w.,-])({n})(?: ?[-\u2013] ?|\.\.(?!\.))({n})(?![\w]|[.,]\d)", self.range),
             ("roman", r"\b([IVXLC]{2,}|[IVX])(?:(er|e|ème)\b|\b(\.?))", self.roman),
             ("numabbr", rf"(?<!\w){NUMBER_ABBREV_RX.get(L) or re.escape(NUMBER_ABBREV[L][0])} ?(?=\d)",
              self.numabbr),
+            ("page", rf"(?<![\w.])(?:{'|'.join(re.escape(k) for k in sorted(PAGE_ABBREV[L], key=len, reverse=True))})"
+                     r" ?(?=\d)", self.page) if L in PAGE_ABBREV else None,
             ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
              self.abbr),
             ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
-            ("number", rf"(?<![\w.,])(-|\u2212)?({n})(s)?(?![\w]|[.,]\d)", self.number),
+            ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n})(s)?(?![\w]|[.,]\d)", self.number),
         ]
         if L in ROMANCE:
             # money before phone (25.000 € is money, not a phone number); Italian 1° before units
@@ -927,12 +957,19 @@ class _Normalizer(Rules):
 
     def unit(self, s, g, m):
         L = self.lang
-        neg, amount, u = g
-        if u in ("m", "l", "g", "mi", "V", "W", "ft") and m.group(0)[len(m.group(0)) - len(u) - 1:][0:1] != " " \
-                and not re.search(r"\d$", s[: -len(u)]):
+        neg, amount, u, dot = g
+        body = s[:-1] if dot else s
+        if u in ("m", "l", "g", "mi", "V", "W", "ft") and body[len(body) - len(u) - 1:][0:1] != " " \
+                and not re.search(r"\d$", body[: -len(u)]):
             return None
+        # the abbreviation's dot: kept where it ends the sentence (5 min. Then), else read with it
+        end = "." if dot and self._sentence_end(m) else ""
+        return self._unit_words(neg, amount, u) + end
+
+    def _unit_words(self, neg, amount, u) -> str:
+        L = self.lang
         one, many = UNITS[u][L]
-        sign = MINUS[L] + " " if neg else ""
+        sign = (PLUS[L] if neg == "+" else MINUS[L]) + " " if neg else ""
         if L in ROMANCE:
             fem = one.split()[0] in ROMANCE_FEMININE
             if self._is_one(amount):
@@ -1004,6 +1041,10 @@ class _Normalizer(Rules):
             if not _valid_date(d, mo, None):
                 return None
             return date_words(d, mo, None, L, self._de_case(m))
+        if (a, b) in NOT_FRACTIONS:  # 24/7: twenty-four seven
+            return f"{card(a, L)} {card(b, L)}"
+        if L == "en" and (a, b) in EN_NOT_FRACTIONS:
+            return EN_NOT_FRACTIONS[a, b]
         if b < 2 or a == 0:
             return None
         return fraction(a, b, L)
@@ -1060,9 +1101,31 @@ class _Normalizer(Rules):
         """Keep the numeral's dot when it ends the text (German ``Ludwig XIV.``)."""
         return "." if not self._next_text(m).strip() else ""
 
+    def _sentence_start(self, m) -> bool:
+        before = m.string[:m.start()].rstrip()
+        return not before or re.search(r"[.!?:\n][\"'\u201d\u2019)\]]*$", before) is not None
+
+    def _cap(self, w: str, s: str, m) -> str:
+        """``w`` capitalized where the abbreviation ``s`` it reads was, at the start of a sentence
+        (German nouns always are)."""
+        return w[0].upper() + w[1:] if s[0].isupper() and self._sentence_start(m) else w
+
     def numabbr(self, s, g, m):
-        w = NUMBER_ABBREV[self.lang][1]
-        return (w[0].upper() + w[1:] if s[0].isupper() else w) + " "
+        return self._cap(NUMBER_ABBREV[self.lang][1], s, m) + " "
+
+    def page(self, s, g, m):
+        return self._cap(PAGE_ABBREV[self.lang][s.rstrip()], s, m) + " "
+
+    def quarter(self, s, g, m):
+        return f"Q {card(int(g[0]), self.lang)}" + (f" {year(int(g[1]), self.lang)}" if g[1] else "")
+
+    def feet(self, s, g, m):
+        ft, inch = int(g[0]), int(g[1])
+        if inch > 11:
+            return None
+        if inch == 0:
+            return "one foot" if ft == 1 else f"{card(ft, 'en')} feet"
+        return f"{card(ft, 'en')} foot {card(inch, 'en')}"
 
     def abbr(self, s, g, m):
         L = self.lang
@@ -1107,7 +1170,7 @@ class _Normalizer(Rules):
         neg, n, plural_s = g
         if self._too_long(n):
             return None
-        sign = MINUS[L] + " " if neg else ""
+        sign = (PLUS[L] if neg == "+" else MINUS[L]) + " " if neg else ""
         if L == "de" and n == "1" and not neg and re.match(r" [A-ZÄÖÜ][a-zäöüß]", m.string[m.end():]):
             return "ein"
         if neg:
@@ -1115,6 +1178,8 @@ class _Normalizer(Rules):
             if before and not before[-1].isspace() and before[-1] not in "([{\"'":
                 return None
         p = self._prev_word(m)
+        if L == "en" and n in EMERGENCY_NUMBERS and not neg and plural_s is None and p.lower() in EMERGENCY_CUES:
+            return digits(n, "en")  # call 911: nine one one
         if re.fullmatch(r"\d{4}", n) and 1100 <= int(n) <= 2099 and not neg:
             is_year = (L == "en" and (p.lower() in YEAR_CUES or p in MONTHS["en"] or plural_s is not None
                                       or re.match(r"\s*(AD|BC|BCE|CE)\b", self._next_text(m)) is not None)) \
