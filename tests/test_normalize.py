@@ -131,6 +131,8 @@ EN = [
     ("No. 5 is here.", "Number five is here."),
     ("It is approx. 5 km.", "It is approximately five kilometers."),
     ("It costs $5 incl. tax.", "It costs five dollars including tax."),
+    ("The flat is 80 m².", "The flat is eighty square meters."),
+    ("It holds 1 m³.", "It holds one cubic meter."),
     # the example
     ("Dr. Smith paid $3.50 on 12/05 at 9:30 a.m.",
      "Doctor Smith paid three dollars and fifty cents on December fifth at nine thirty AM."),
@@ -169,6 +171,8 @@ FR = [
     ("Courez 5 km.", "Courez cinq kilomètres."),
     ("Il a attendu 30 min.", "Il a attendu trente minutes."),
     ("Attendez 5 min. puis partez.", "Attendez cinq minutes puis partez."),
+    ("L'appartement fait 80 m².", "L'appartement fait quatre-vingts mètres carrés."),
+    ("Il faut 1 m³.", "Il faut un mètre cube."),
     ("Il est arrivé 2e.", "Il est arrivé deuxième."),
     ("Elle est 1re.", "Elle est première."),
     ("Le 1er janvier.", "Le premier janvier."),
@@ -231,6 +235,29 @@ DE = [
     ("Es dauert ca. 5 min.", "Es dauert circa fünf Minuten."),
     ("Warte 5 min. und geh.", "Warte fünf Minuten und geh."),
     ("Siehe S. 5 unten.", "Siehe Seite fünf unten."),
+    # years outside "im Jahr": before or after a year word, after seit/bis/von/um..., a lifespan
+    ("Goethe wurde 1749 geboren.", "Goethe wurde siebzehnhundertneunundvierzig geboren."),
+    ("1749 geboren, 1832 gestorben.", "siebzehnhundertneunundvierzig geboren, achtzehnhundertzweiunddreißig gestorben."),
+    ("Er wurde 1749 in Frankfurt geboren.", "Er wurde siebzehnhundertneunundvierzig in Frankfurt geboren."),
+    ("Er starb 1832 in Weimar.", "Er starb achtzehnhundertzweiunddreißig in Weimar."),
+    ("Von 1749 bis 1832 lebte er.", "Von siebzehnhundertneunundvierzig bis achtzehnhundertzweiunddreißig lebte er."),
+    ("Um 1800 war das anders.", "Um achtzehnhundert war das anders."),
+    ("Goethe (1749–1832) war Dichter.",
+     "Goethe (siebzehnhundertneunundvierzig bis achtzehnhundertzweiunddreißig) war Dichter."),
+    # ... but a number before a noun or a currency stays a cardinal
+    ("Es kostet 1749 Euro.", "Es kostet eintausendsiebenhundertneunundvierzig Euro."),
+    ("Es kamen 1749 Menschen.", "Es kamen eintausendsiebenhundertneunundvierzig Menschen."),
+    ("Bis 1999 Autos.", "Bis eintausendneunhundertneunundneunzig Autos."),
+    # one before a feminine noun: eine
+    ("Ich sehe 1 Person.", "Ich sehe eine Person."),
+    ("Es dauert 1 Stunde.", "Es dauert eine Stunde."),
+    ("Das ist 1 Zeitung.", "Das ist eine Zeitung."),
+    ("Das ist 1 Tag.", "Das ist ein Tag."),
+    ("Es wiegt 1 Tonne.", "Es wiegt eine Tonne."),
+    # square and cubic units
+    ("Die Wohnung hat 80 m².", "Die Wohnung hat achtzig Quadratmeter."),
+    ("Der See misst 5 km².", "Der See misst fünf Quadratkilometer."),
+    ("Es sind 3 m³ Wasser.", "Es sind drei Kubikmeter Wasser."),
     ("Er ist d. h. krank.", "Er ist das heißt krank."),
     ("Er wohnt in Nr. 5.", "Er wohnt in Nummer fünf."),
     ("Nehmen Sie 3/4 Liter.", "Nehmen Sie drei Viertel Liter."),
@@ -353,6 +380,8 @@ ES = [
     ("Tiene 16 GB.", "Tiene dieciséis gigabytes."),
     ("Pesa 21 lb.", "Pesa veintiuna libras."),
     ("Tardó 3 h.", "Tardó tres horas."),
+    ("El piso tiene 80 m².", "El piso tiene ochenta metros cuadrados."),
+    ("Mide 5 km².", "Mide cinco kilómetros cuadrados."),
 ]
 
 # Italian: decimal comma, thousands dot, numbers written as one word; il 1° maggio = primo
@@ -365,6 +394,7 @@ IT = [
     ("Ha 25 anni.", "Ha venticinque anni."),
     ("Ci sono 16 sedie.", "Ci sono sedici sedie."),
     ("Ha 21 anni.", "Ha ventuno anni."),
+    ("L'appartamento ha 80 m².", "L'appartamento ha ottanta metri quadrati."),
     ("Ci sono 100 libri.", "Ci sono cento libri."),
     ("Costa 2.500 franchi.", "Costa duemilacinquecento franchi."),
     ("Ci sono 999 atleti.", "Ci sono novecentonovantanove atleti."),
@@ -504,6 +534,8 @@ PT = [
     ("João VI reinou.", "João sexto reinou."),
     ("Leia o capítulo III.", "Leia o capítulo três."),
     ("Estamos no século XXI.", "Estamos no século vinte e um."),
+    ("O apartamento tem 80 m².", "O apartamento tem oitenta metros quadrados."),
+    ("Mede 1 km².", "Mede um quilómetro quadrado."),
     ("Tem 16 GB.", "Tem dezasseis gigabytes."),
 ]
 
@@ -621,6 +653,12 @@ RU = [
     ("В XIX веке.", "В девятнадцатом веке."),
     ("Пётр I основал город.", "Пётр Первый основал город."),
     ("Глава III называется так.", "Глава третья называется так."),
+    # square and cubic units: an adjective before the noun (два квадратных метра)
+    ("Площадь 80 м².", "Площадь восемьдесят квадратных метров."),
+    ("Комната 2 м².", "Комната два квадратных метра."),
+    ("Это 2,5 м².", "Это две целых пять десятых квадратного метра."),
+    ("Объём 3 м³.", "Объём три кубических метра."),
+    ("Около 5 км².", "Около пяти квадратных километров."),
 ]
 
 # Japanese: kanji numerals (千, 一万: no 一 before 十, 百, 千), digits one by one where a
@@ -704,6 +742,8 @@ JA = [
     ("(株)山田商事", "株式会社山田商事"),
     ("第Ⅱ章を読む。", "第二章を読む。"),
     ("ルイⅩⅣ世", "ルイ十四世"),
+    ("面積は80m²です。", "面積は八十平方メートルです。"),
+    ("体積は3m³です。", "体積は三立方メートルです。"),
 ]
 
 # Korean: Sino-Korean numerals (천, 만: no 일 before 십, 백, 천, 만), grouped by 만 with a
@@ -786,6 +826,7 @@ KO = [
     ("㈜한국전자", "주식회사한국전자"),
     ("(주)한국전자", "주식회사한국전자"),
     ("제Ⅱ장", "제이장"),
+    ("면적은 80m²입니다.", "면적은 팔십 제곱미터입니다."),
 ]
 
 TABLES = {"en": EN, "fr": FR, "de": DE, "es": ES, "it": IT, "pt": PT, "ru": RU, "ja": JA, "ko": KO}
@@ -819,8 +860,9 @@ def test_reading(lang, src, want):
     assert got == want
     assert normalize(got, lang) == got  # idempotent on its own output
     # words: runs of Latin letters, or of letters of other scripts (Japanese and Korean
-    # write units and names next to their words: 5kmを -> km, を); numerals (Ⅱ) are not words
-    words = re.findall(r"[A-Za-z\u00c0-\u024f]+|[^\W\d_A-Za-z\u00c0-\u024f\u2160-\u2188]+", src)
+    # write units and names next to their words: 5kmを -> km, を); numerals (Ⅱ) and
+    # superscripts (m²) are not words
+    words = re.findall(r"[A-Za-z\u00c0-\u024f]+|[^\W\d_A-Za-z\u00c0-\u024f\u00b2\u00b3\u2160-\u2188]+", src)
     missing = [w for w in words if w not in ABBREVIATIONS and w not in got]
     assert not missing, f"dropped {missing}"
 

@@ -29,6 +29,16 @@ Conventions (the tests write the expected readings from them):
 * French and German: ``1.000`` (and French ``1 000``) = a thousand, ``1,5`` = one comma five;
   dates are day/month/year (German ``12.05.2026``); German ordinals ``3.`` are read only
   after an article or before a month name (``am 3. Mai`` = am dritten Mai).
+* German years 1100-1999 are read as years (siebzehnhundertneunundvierzig) after ``im``,
+  ``Jahr``, a month...; after ``seit``, ``bis``, ``von``, ``ab``, ``um``, ``vor``, ``nach``..., next
+  to a year word (``1749 geboren``, ``starb 1832``, ``1749 in Frankfurt geboren``: the word
+  later in the clause) and in brackets (``Goethe (1749–1832)``), unless a noun follows the
+  number (``1749 Euro``, ``1749 Menschen``: cardinals). ``1`` before a noun is ``eine`` when
+  the noun is feminine (a list of common nouns and units, compounds ending in one of them,
+  the suffixes -ung, -heit, -keit, -schaft, -ion, -tät, -ik, -ur...), else ``ein``; the case
+  is not inflected (mit 1 Person = mit eine Person).
+* Square and cubic units: ``m²``, ``km²``, ``cm²``, ``m³``, ``cm³`` (square meters,
+  Quadratmeter, mètres carrés, metros cuadrados...).
 * Spanish, Italian, Portuguese: written like French (``1.000`` = mil/mille, ``3,5`` = tres coma
   cinco); dates ``21 de mayo de 2026`` / ``21 maggio 2026`` / ``21 de maio de 2026`` (day 1:
   es uno, but 1.º primero; it primo; pt primeiro); ``14:30`` = catorce y treinta / quattordici e
@@ -303,6 +313,15 @@ UNITS = {
             "de": ("Meile pro Stunde", "Meilen pro Stunde")},
     "m/s": {"en": ("meter per second", "meters per second"), "fr": ("mètre par seconde", "mètres par seconde"),
             "de": ("Meter pro Sekunde", "Meter pro Sekunde")},
+    "km²": {"en": ("square kilometer", "square kilometers"), "fr": ("kilomètre carré", "kilomètres carrés"),
+            "de": ("Quadratkilometer", "Quadratkilometer")},
+    "cm²": {"en": ("square centimeter", "square centimeters"), "fr": ("centimètre carré", "centimètres carrés"),
+            "de": ("Quadratzentimeter", "Quadratzentimeter")},
+    "m²": {"en": ("square meter", "square meters"), "fr": ("mètre carré", "mètres carrés"),
+           "de": ("Quadratmeter", "Quadratmeter")},
+    "cm³": {"en": ("cubic centimeter", "cubic centimeters"), "fr": ("centimètre cube", "centimètres cubes"),
+            "de": ("Kubikzentimeter", "Kubikzentimeter")},
+    "m³": {"en": ("cubic meter", "cubic meters"), "fr": ("mètre cube", "mètres cubes"), "de": ("Kubikmeter", "Kubikmeter")},
     "km": {"en": ("kilometer", "kilometers"), "fr": ("kilomètre", "kilomètres"), "de": ("Kilometer", "Kilometer")},
     "cm": {"en": ("centimeter", "centimeters"), "fr": ("centimètre", "centimètres"), "de": ("Zentimeter", "Zentimeter")},
     "mm": {"en": ("millimeter", "millimeters"), "fr": ("millimètre", "millimètres"), "de": ("Millimeter", "Millimeter")},
@@ -350,6 +369,15 @@ _ROMANCE_UNITS = {
             ("milha por hora", "milhas por hora")),
     "m/s": (("metro por segundo", "metros por segundo"), ("metro al secondo", "metri al secondo"),
             ("metro por segundo", "metros por segundo")),
+    "km²": (("kilómetro cuadrado", "kilómetros cuadrados"), ("chilometro quadrato", "chilometri quadrati"),
+            ("quilómetro quadrado", "quilómetros quadrados")),
+    "cm²": (("centímetro cuadrado", "centímetros cuadrados"), ("centimetro quadrato", "centimetri quadrati"),
+            ("centímetro quadrado", "centímetros quadrados")),
+    "m²": (("metro cuadrado", "metros cuadrados"), ("metro quadrato", "metri quadrati"),
+           ("metro quadrado", "metros quadrados")),
+    "cm³": (("centímetro cúbico", "centímetros cúbicos"), ("centimetro cubo", "centimetri cubi"),
+            ("centímetro cúbico", "centímetros cúbicos")),
+    "m³": (("metro cúbico", "metros cúbicos"), ("metro cubo", "metri cubi"), ("metro cúbico", "metros cúbicos")),
     "km": (("kilómetro", "kilómetros"), ("chilometro", "chilometri"), ("quilómetro", "quilómetros")),
     "cm": (("centímetro", "centímetros"), ("centimetro", "centimetri"), ("centímetro", "centímetros")),
     "mm": (("milímetro", "milímetros"), ("millimetro", "millimetri"), ("milímetro", "milímetros")),
@@ -488,6 +516,47 @@ DATE_CUES_ROMANCE = {"es": {"el", "del", "al", "desde", "hasta", "hoy", "fecha",
 IT_ORDINAL_CUES = {"il", "lo", "la", "l'", "al", "allo", "alla", "del", "dello", "della", "nel", "nello", "nella",
                    "dal", "dallo", "dalla", "sul", "sullo", "sulla", "un", "una", "i", "gli", "le"}
 DE_ARTICLES_TE = {"der", "die", "das"}
+# German feminine nouns (1 Person = eine Person): common nouns and units, and (as the end of a
+# compound of at least five letters: Kaffeetasse, Arbeitsstunde) the longer ones; suffixes
+DE_FEMININE = {
+    "Person", "Frau", "Stunde", "Minute", "Sekunde", "Woche", "Tonne", "Meile", "Unze", "Million", "Milliarde",
+    "Billion", "Sache", "Stadt", "Nacht", "Tasse", "Flasche", "Seite", "Zeile", "Frage", "Antwort", "Idee", "Katze",
+    "Kuh", "Hand", "Tür", "Liste", "Straße", "Familie", "Firma", "Schule", "Klasse", "Gruppe", "Aufgabe", "Stimme",
+    "Sprache", "Reise", "Runde", "Portion", "Scheibe", "Tablette", "Dose", "Nummer", "Zahl", "Welt", "Zeit", "Form",
+    "Farbe", "Rolle", "Chance", "Pause", "Regel", "Tochter", "Mutter", "Schwester", "Tante", "Kiste", "Tüte",
+    "Stufe", "Etage", "Birne", "Banane", "Zitrone", "Tomate", "Kartoffel", "Gurke", "Brücke", "Kirche", "Insel",
+    "Wand", "Kugel", "Sorte", "Karte", "Maus", "Wurst", "Bank", "Kraft", "Luft", "Wahl", "Ecke", "Kerze", "Lampe",
+    "Jacke", "Hose", "Tasche", "Münze", "Note", "Folge", "Staffel", "Episode", "Datei", "Nachricht", "Blume",
+    "Pflanze", "Biene", "Fliege", "Schlange", "Ente", "Ziege", "Tafel", "Packung", "Kanne", "Schüssel", "Prise",
+    "Messerspitze", "Zehe", "Knolle", "Schachtel", "Fahrt", "Tat", "Art", "Mark", "Last",
+}
+DE_FEMININE_SUFFIXES = ("ung", "heit", "keit", "schaft", "ion", "tät", "ik", "ur", "zeit", "erin", "istin", "ei",
+                        "ie", "enz", "anz")
+DE_NOT_FEMININE = {"Abitur", "Ei", "Papagei", "Brei", "Schrei", "Knie", "Genie", "Start", "Gewand", "Applaus",
+                   "Katholik", "Plastik", "Purpur", "Lei"}
+# German years (1749 = siebzehnhundertneunundvierzig): after these words always; after the
+# free cues, before a year word, or with a year word later in the clause (1749 in Frankfurt
+# geboren), unless a noun follows the number (1749 Menschen, bis 1999 Autos)
+DE_YEAR_CUES = {"im", "jahr", "jahre", "jahres", "anno", "baujahr", "jahrgang", "sommer", "winter", "frühjahr",
+                "herbst", "frühling"}
+DE_YEAR_CUES_FREE = {"seit", "bis", "von", "ab", "um", "vor", "nach", "zwischen", "anfang", "mitte", "ende",
+                     "spätestens", "frühestens"}
+DE_YEAR_WORDS = {"geboren", "geb", "gestorben", "gest", "verstorben", "starb", "gegründet", "gegr", "erbaut",
+                 "gebaut", "errichtet", "eröffnet", "veröffentlicht", "erschienen", "entdeckt", "erfunden",
+                 "komponiert", "uraufgeführt", "gemalt", "geheiratet", "heiratete", "zerstört", "eingeweiht",
+                 "gekrönt", "unterzeichnet", "eingeführt", "fertiggestellt", "abgerissen", "gewählt", "entstanden"}
+
+
+def de_feminine(noun: str) -> bool:
+    """Whether the German noun ``noun`` is feminine (see ``DE_FEMININE``): for eine/ein."""
+    if noun in DE_NOT_FEMININE:
+        return False
+    if noun in DE_FEMININE:
+        return True
+    low = noun.lower()
+    if any(low.endswith(w.lower()) for w in DE_FEMININE if len(w) >= 5):
+        return True
+    return any(low.endswith(suf) and len(low) > len(suf) + 1 for suf in DE_FEMININE_SUFFIXES)
 DE_ARTICLES_TEN = {"den", "dem", "des", "am", "im", "zum", "zur", "vom", "beim", "ab", "seit", "bis", "einem", "einen"}
 ROMAN_CUES = {
     "en": {"chapter", "part", "volume", "book", "war", "act", "scene", "section", "article", "phase",
@@ -982,7 +1051,7 @@ class _Normalizer(Rules):
             word = {"en": "one", "fr": "un", "de": "ein"}[L]
             if L == "fr" and one.split()[0] in ("minute", "seconde", "milliseconde", "livre", "once", "heure"):
                 word = "une"
-            if L == "de" and one.split()[0] in ("Minute", "Millisekunde", "Meile", "Unze", "Kilowattstunde"):
+            if L == "de" and de_feminine(one.split()[0]):
                 word = "eine"
             return f"{sign}{word} {one}"
         return f"{sign}{self._num(amount)} {many}"
@@ -1056,9 +1125,13 @@ class _Normalizer(Rules):
             return None
         p = self._prev_word(m).lower()
 
+        # German years in brackets, a lifespan: Goethe (1749–1832)
+        bracket = L == "de" and m.string[:m.start()].endswith("(") and self._next_text(m).startswith(")")
+
         def side(x):
             if re.fullmatch(r"\d{4}", x) and 1100 <= int(x) <= 2099 and (
-                    L == "en" or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
+                    L == "en" or bracket
+                    or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
                 return year(int(x), L)
             return number(x, L)
 
@@ -1171,8 +1244,9 @@ class _Normalizer(Rules):
         if self._too_long(n):
             return None
         sign = (PLUS[L] if neg == "+" else MINUS[L]) + " " if neg else ""
-        if L == "de" and n == "1" and not neg and re.match(r" [A-ZÄÖÜ][a-zäöüß]", m.string[m.end():]):
-            return "ein"
+        noun = re.match(r" ([A-ZÄÖÜ][a-zäöüß][\w-]*)", m.string[m.end():]) if L == "de" else None
+        if noun and n == "1" and not neg:
+            return "eine" if de_feminine(noun.group(1)) else "ein"
         if neg:
             before = m.string[:m.start()]
             if before and not before[-1].isspace() and before[-1] not in "([{\"'":
@@ -1183,8 +1257,8 @@ class _Normalizer(Rules):
         if re.fullmatch(r"\d{4}", n) and 1100 <= int(n) <= 2099 and not neg:
             is_year = (L == "en" and (p.lower() in YEAR_CUES or p in MONTHS["en"] or plural_s is not None
                                       or re.match(r"\s*(AD|BC|BCE|CE)\b", self._next_text(m)) is not None)) \
-                or (L == "de" and (p.lower() in ("im", "jahr", "jahre", "seit", "bis", "von", "ab", "anno")
-                                   or p in MONTHS["de"]))
+                or (L == "de" and (p.lower() in DE_YEAR_CUES or p in MONTHS["de"]
+                                   or (noun is None and self._de_year_context(p, m))))
             if is_year:
                 w = year(int(n), L)
                 if plural_s:
@@ -1195,6 +1269,16 @@ class _Normalizer(Rules):
                 return _plural_year(year(int(n), L) if len(n) == 4 else self._num(n))
             return None
         return sign + self._num(n)
+
+
+    def _de_year_context(self, p: str, m) -> bool:
+        """A German number (no noun after it) is a year after a free cue (seit, bis, um...) or
+        a year word (geboren 1749), or with a year word later in its clause (1749 geboren,
+        1749 in Frankfurt geboren)."""
+        if p.lower() in DE_YEAR_CUES_FREE or p.lower().rstrip(".") in DE_YEAR_WORDS:
+            return True
+        clause = re.split(r"[,;:!?()\n]|\.(?=\s|$)", self._next_text(m), maxsplit=1)[0]
+        return any(w.lower() in DE_YEAR_WORDS for w in re.findall(r"\w+", clause)[:8])
 
 
 def _plural_year(w: str) -> str:

@@ -55,7 +55,8 @@ with nouns) and the usual ways of saying dates, times and phone numbers:
   (Екатерина II and the genitive Петра I look alike); a lone numeral too.
 * Abbreviations: т. е., т. д., т. п., т. к., т. н., т. ч., и др., г. (город, before a name),
   ул., пр-т, пер., пл., д./кв./стр. (before a number), рис., см., табл., им., напр., ок.,
-  тел., проф., акад., доц., г-н, г-жа, д-р, №; unit symbols of ГОСТ 8.417 (км, кг, мл, км/ч...).
+  тел., проф., акад., доц., г-н, г-жа, д-р, №; unit symbols of ГОСТ 8.417 (км, кг, мл, км/ч...;
+  м², км², м³ with their adjective: два квадратных метра, 2,5 квадратного метра).
 * Emails and URLs spelled: @ собака, . точка, / слэш.
 """
 
@@ -99,12 +100,22 @@ SCALES = {"тыс.": (("тысяча", "тысячи", "тысяч"), "f"), "м�
 PERCENT = (("процент", "процента", "процентов"), "m")
 HOURS = (("час", "часа", "часов"), "m")
 
-# unit symbol -> (noun forms, gender, words after the noun)
+# unit symbol -> (noun forms, gender, words after the noun); an adjective before the noun
+# (квадратный метр) needs a fourth form, the genitive singular (two квадратных метра, but
+# 2,5 квадратного метра)
 _KM = ("километр", "километра", "километров")
 _M = ("метр", "метра", "метров")
 _DEG = ("градус", "градуса", "градусов")
 UNITS = {
     "км/ч": (_KM, "m", " в час"), "м/с": (_M, "m", " в секунду"),
+    "км²": (("квадратный километр", "квадратных километра", "квадратных километров", "квадратного километра"),
+            "m", ""),
+    "см²": (("квадратный сантиметр", "квадратных сантиметра", "квадратных сантиметров", "квадратного сантиметра"),
+            "m", ""),
+    "м²": (("квадратный метр", "квадратных метра", "квадратных метров", "квадратного метра"), "m", ""),
+    "см³": (("кубический сантиметр", "кубических сантиметра", "кубических сантиметров", "кубического сантиметра"),
+            "m", ""),
+    "м³": (("кубический метр", "кубических метра", "кубических метров", "кубического метра"), "m", ""),
     "км": (_KM, "m", ""), "см": (("сантиметр", "сантиметра", "сантиметров"), "m", ""),
     "мм": (("миллиметр", "миллиметра", "миллиметров"), "m", ""), "м": (_M, "m", ""),
     "кг": (("килограмм", "килограмма", "килограммов"), "m", ""),
@@ -178,12 +189,17 @@ def ordinal(n: int, case: str = "n", gender: str = "m") -> str:
     return _n2w(n, "ordinal", case=case, gender=gender, animate=False)
 
 
+def genitive_singular(forms: tuple) -> str:
+    """The genitive singular of ``forms`` (рубля; квадратного метра where a fourth form is given)."""
+    return forms[3] if len(forms) > 3 else forms[1]
+
+
 def noun_form(n: int, forms: tuple, case: str = "n") -> str:
     """The form of a noun counted by the integer ``n``: 1 рубль, 2 рубля, 5 рублей (nominative),
     1 рубля / 5 рублей (genitive)."""
-    one, few, many = forms
+    one, few, many = forms[:3]
     if case == "g":
-        return few if n % 10 == 1 and n % 100 != 11 else many
+        return genitive_singular(forms) if n % 10 == 1 and n % 100 != 11 else many
     if 11 <= n % 100 <= 14:
         return many
     return one if n % 10 == 1 else few if 2 <= n % 10 <= 4 else many
@@ -305,7 +321,7 @@ class RussianRules(Rules):
             raise ValueError(amount)
         if "," in amount:
             whole, frac = amount.split(",", 1)
-            return f"{decimal(self._int(whole), frac, case)} {forms[1]}"
+            return f"{decimal(self._int(whole), frac, case)} {genitive_singular(forms)}"
         n = self._int(amount)
         if len(amount) > 1 and amount[0] == "0":
             raise ValueError(amount)
@@ -475,7 +491,7 @@ class RussianRules(Rules):
         if unit or pct or sign:  # 10-20 км: десять-двадцать километров
             forms, gender, after = UNITS[unit] if unit else (*PERCENT, "") if pct \
                 else (*CURRENCIES[SIGNS_AFTER[sign]], self._keep_dot(sign, m))
-            noun = " " + (forms[1] if "," in b else noun_form(self._int(b), forms, case))
+            noun = " " + (genitive_singular(forms) if "," in b else noun_form(self._int(b), forms, case))
         elif "," in b:
             gender = "f"
         else:
