@@ -382,6 +382,20 @@ ES = [
     ("Tardó 3 h.", "Tardó tres horas."),
     ("El piso tiene 80 m².", "El piso tiene ochenta metros cuadrados."),
     ("Mide 5 km².", "Mide cinco kilómetros cuadrados."),
+    # a number before a noun agrees with it: una/veintiuna/doscientas before a feminine noun,
+    # un/veintiún before a masculine one; a number that names (el capítulo 21) does not
+    ("Hay 21 personas.", "Hay veintiuna personas."),
+    ("Hay 1 mesa.", "Hay una mesa."),
+    ("Tiene 500 páginas.", "Tiene quinientas páginas."),
+    ("Hay 200 casas.", "Hay doscientas casas."),
+    ("Hay 21 libros.", "Hay veintiún libros."),
+    ("Hay 1 libro.", "Hay un libro."),
+    ("Canta 31 canciones.", "Canta treinta y una canciones."),
+    ("Tardó 21 horas.", "Tardó veintiuna horas."),
+    ("Son 21 problemas.", "Son veintiún problemas."),
+    ("Hay 200 mil personas.", "Hay doscientas mil personas."),
+    ("Es el número 1 del mundo.", "Es el número uno del mundo."),
+    ("El capítulo 21 trata del mar.", "El capítulo veintiuno trata del mar."),
 ]
 
 # Italian: decimal comma, thousands dot, numbers written as one word; il 1° maggio = primo
@@ -395,6 +409,11 @@ IT = [
     ("Ci sono 16 sedie.", "Ci sono sedici sedie."),
     ("Ha 21 anni.", "Ha ventuno anni."),
     ("L'appartamento ha 80 m².", "L'appartamento ha ottanta metri quadrati."),
+    ("C'è 1 casa.", "C'è una casa."),
+    ("Manca 1 ora.", "Manca un'ora."),
+    ("C'è 1 libro.", "C'è un libro."),
+    ("C'è 1 studente.", "C'è uno studente."),
+    ("Il capitolo 1 è breve.", "Il capitolo uno è breve."),
     ("Ci sono 100 libri.", "Ci sono cento libri."),
     ("Costa 2.500 franchi.", "Costa duemilacinquecento franchi."),
     ("Ci sono 999 atleti.", "Ci sono novecentonovantanove atleti."),
@@ -536,6 +555,13 @@ PT = [
     ("Estamos no século XXI.", "Estamos no século vinte e um."),
     ("O apartamento tem 80 m².", "O apartamento tem oitenta metros quadrados."),
     ("Mede 1 km².", "Mede um quilómetro quadrado."),
+    ("São 2 pessoas.", "São duas pessoas."),
+    ("Há 1 casa.", "Há uma casa."),
+    ("Há 200 casas.", "Há duzentas casas."),
+    ("Há 1 livro.", "Há um livro."),
+    ("Fez 22 viagens.", "Fez vinte e duas viagens."),
+    ("Teve 2 lições.", "Teve duas lições."),
+    ("Há 2 mil pessoas.", "Há duas mil pessoas."),
     ("Tem 16 GB.", "Tem dezasseis gigabytes."),
 ]
 

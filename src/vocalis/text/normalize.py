@@ -44,8 +44,12 @@ Conventions (the tests write the expected readings from them):
   es uno, but 1.º primero; it primo; pt primeiro); ``14:30`` = catorce y treinta / quattordici e
   trenta / catorze e trinta; ordinals ``1º``/``1ª`` (Italian also ``1°`` after an article, else
   a degree); money ``3,50 €`` = tres euros con cincuenta céntimos; a cardinal before a unit or a
-  currency agrees with it (veintiún euros, doscientas libras, duas libras). A bare number before
-  any other noun keeps num2words' form (ciento uno), since its gender is unknown.
+  currency agrees with it (veintiún euros, doscientas libras, duas libras), and so does one before
+  a noun (the next word, in lower case, plural after a number other than 1): veintiuna personas,
+  veintiún libros, quinientas páginas, duas pessoas, uma casa, una casa, un'ora, uno studente.
+  The noun's gender comes from ``romance_feminine`` (-a but día, problema, programa...; -ción,
+  -dad, -tud, -umbre...; a list of common nouns such as mano, noche, vez); after a label
+  (capítulo 1, página 21) the number is a name and keeps num2words' form (veintiuno).
 """
 
 from __future__ import annotations
@@ -225,24 +229,142 @@ def de_ordinal(n: int, case: str) -> str:
     return base[:-1] + case if base.endswith("e") else base
 
 
+_MILLIONS = re.compile(r"\b(?:millón|millones|billón|billones|milhão|milhões|bilião|biliões|bilhão|bilhões)\b")
+
+
 def gendered(words: str, lang: str, fem: bool) -> str:
     """A Spanish/Italian/Portuguese cardinal before a noun: es ``uno`` -> ``un``/``una``
     (veintiún euros, veintiuna horas), feminine hundreds (doscientas); it ``uno`` ->
-    ``un``/``una``; pt ``um`` -> ``uma``, ``dois`` -> ``duas``, duzentas."""
+    ``un``/``una``; pt ``um`` -> ``uma``, ``dois`` -> ``duas`` (duas mil), duzentas. Millions
+    are masculine nouns: what counts them keeps its form (doscientos millones de personas)."""
     if lang == "es":
         if re.search(r"uno$", words):
             words = words[:-3] + ("una" if fem else ("ún" if words.endswith("iuno") else "un"))
         if fem:
-            words = re.sub(r"ientos\b", "ientas", words)
+            cut = max((x.end() for x in _MILLIONS.finditer(words)), default=0)
+            words = words[:cut] + re.sub(r"ientos\b", "ientas", words[cut:])
     elif lang == "it":
         if words == "uno":
             words = "una" if fem else "un"
     elif lang == "pt" and fem:
-        words = re.sub(r"\bum$", "uma", words)
-        words = re.sub(r"\bdois$", "duas", words)
-        words = re.sub(r"entos\b", "entas", words)
+        cut = max((x.end() for x in _MILLIONS.finditer(words)), default=0)
+        tail = re.sub(r"\bum\b", "uma", words[cut:])
+        tail = re.sub(r"\bdois\b", "duas", tail)
+        words = words[:cut] + re.sub(r"entos\b", "entas", tail)
     return words
 
+
+# The gender of a Spanish, Italian or Portuguese noun after a number (21 personas =
+# veintiuna personas, 1 casa = una/uma casa, 2 pessoas = duas pessoas): feminine when it is
+# in ROMANCE_FEM_NOUNS, or ends in -a (but not the masculine nouns in -a of
+# ROMANCE_MASC_NOUNS, nor the people in -ista, of either gender, said masculine in a count) or
+# in a feminine suffix; plurals are taken back to their singular (canciones -> canción).
+ROMANCE_FEM_SUFFIXES = {"es": ("ción", "sión", "dad", "tad", "tud", "umbre", "ie"),
+                        "it": ("zione", "sione", "gione", "tà", "tù", "trice"),
+                        "pt": ("ção", "são", "dade", "tude", "agem", "ice")}
+ROMANCE_MASC_NOUNS = {
+    "es": {"día", "mapa", "problema", "programa", "sistema", "tema", "idioma", "clima", "planeta", "drama", "poema",
+           "diploma", "esquema", "dilema", "lema", "enigma", "panorama", "síntoma", "fantasma", "cometa", "poeta",
+           "atleta", "sofá", "papá", "tranvía", "pijama", "mediodía", "telegrama", "crucigrama", "diagrama",
+           "gorila", "aroma", "dogma", "trauma", "carisma", "prisma", "karma", "koala", "panda", "delta",
+           "cura", "guardia", "policía", "guía", "pirata", "astronauta", "profeta", "jerarca", "monarca", "patriarca"},
+    "it": {"problema", "sistema", "programma", "tema", "clima", "pianeta", "poeta", "atleta", "cinema", "dramma",
+           "diploma", "schema", "panorama", "papa", "pigiama", "telegramma", "diagramma", "enigma", "dilemma",
+           "fantasma", "idioma", "poema", "sintomo", "teorema", "aroma", "dogma", "trauma", "carisma", "pilota",
+           "collega", "pirata", "astronauta", "profeta", "monarca", "giorno"},
+    "pt": {"dia", "mapa", "problema", "sistema", "programa", "tema", "clima", "planeta", "idioma", "poeta", "atleta",
+           "cinema", "drama", "esquema", "poema", "diploma", "sofá", "telefonema", "dilema", "lema", "enigma",
+           "panorama", "fantasma", "cometa", "pijama", "aroma", "dogma", "trauma", "carisma", "prisma", "guarda",
+           "guia", "policia", "pirata", "astronauta", "profeta", "monarca", "colega", "samba"},
+}
+ROMANCE_FEM_NOUNS = {
+    "es": {"mano", "foto", "moto", "radio", "noche", "calle", "gente", "parte", "clase", "llave", "vez", "luz", "voz",
+           "ley", "red", "flor", "mujer", "imagen", "razón", "opinión", "región", "religión", "unión", "piel", "sal",
+           "tarde", "muerte", "suerte", "frase", "fase", "base", "nube", "torre", "fuente", "carne", "leche", "nave",
+           "sede", "crisis", "tesis", "dosis", "hipótesis", "síntesis", "miel", "cárcel", "señal", "catedral",
+           "labor", "madre", "nieve", "fiebre", "sangre", "paz", "cruz", "nariz", "raíz", "actriz", "cicatriz",
+           "pared", "sed", "virtud", "lección", "estación", "ración", "canción", "nación", "ocasión", "misión",
+           "visión", "versión", "sesión", "pensión", "mente", "frente", "serpiente", "costumbre", "cumbre"},
+    "it": {"mano", "notte", "chiave", "parte", "gente", "classe", "frase", "fase", "base", "legge", "luce", "voce",
+           "nave", "sede", "serie", "specie", "radio", "foto", "moto", "auto", "mente", "morte", "sorte", "fonte",
+           "torre", "carne", "neve", "fame", "sete", "pelle", "arte", "immagine", "origine", "canzone", "opinione",
+           "unione", "occasione", "lezione", "madre", "moglie", "donna", "febbre", "pace",
+           "croce", "radice", "attrice", "rete", "parete", "estate", "tesi", "crisi", "analisi", "ipotesi", "volte"},
+    "pt": {"mão", "vez", "luz", "voz", "lei", "rede", "flor", "mulher", "noite", "tarde", "parte", "gente", "classe",
+           "chave", "fase", "frase", "base", "nuvem", "ordem", "cor", "dor", "pele", "fonte", "torre", "carne",
+           "morte", "sorte", "série", "espécie", "foto", "moto", "tribo", "neve", "febre", "fome", "sede", "nave",
+           "árvore", "mãe", "irmã", "maçã", "lã", "imagem", "margem", "origem", "ponte", "mente", "frente",
+           "semente", "lente", "arte", "ave", "cruz", "paz", "raiz", "atriz", "cicatriz", "matriz", "razão",
+           "opinião", "região", "religião", "união", "lição", "canção", "estação", "nação", "crise", "tese", "análise",
+           "hipótese", "dose", "parede"},
+}
+# the number before these is a count; after ROMANCE_LABELS (capítulo 1, página 21) a name
+ROMANCE_FUNCTION_WORDS = {
+    "es": {"de", "del", "a", "al", "y", "e", "o", "u", "en", "con", "por", "para", "sin", "sobre", "entre", "hasta",
+           "desde", "contra", "hacia", "según", "que", "como", "más", "menos", "ya", "no", "sí", "es", "son", "fue",
+           "era", "está", "están", "hay", "la", "las", "el", "los", "lo", "un", "una", "se", "su", "sus", "muy", "tan",
+           "cada", "ni", "pero", "mas", "tras", "ante", "bajo", "durante", "mediante"},
+    "it": {"di", "del", "della", "e", "ed", "o", "a", "al", "alla", "in", "con", "per", "su", "da", "tra", "fra",
+           "che", "è", "non", "più", "meno", "il", "la", "le", "lo", "gli", "i", "un", "una", "si", "ma", "come"},
+    "pt": {"de", "do", "da", "dos", "das", "a", "à", "ao", "e", "o", "os", "as", "em", "no", "na", "com", "por",
+           "para", "sem", "sobre", "entre", "até", "desde", "que", "como", "mais", "menos", "já", "não", "é", "são",
+           "foi", "era", "está", "há", "um", "uma", "se", "mas", "ou", "nem", "após", "ante", "durante", "contra"},
+}
+ROMANCE_LABELS = {
+    "es": {"capítulo", "página", "pág.", "número", "núm.", "artículo", "lección", "nivel", "fase", "paso", "punto",
+           "parte", "sección", "tabla", "figura", "versión", "modelo", "tipo", "año", "siglo", "planta", "piso",
+           "habitación", "línea", "canal", "puerta", "calle", "ruta", "grupo", "equipo", "tomo", "volumen", "libro",
+           "acto", "escena", "título", "n.º", "nº"},
+    "it": {"capitolo", "pagina", "pag.", "numero", "n.", "articolo", "lezione", "livello", "fase", "passo", "punto",
+           "parte", "sezione", "tabella", "figura", "versione", "modello", "tipo", "anno", "secolo", "piano",
+           "stanza", "linea", "canale", "porta", "via", "gruppo", "squadra", "tomo", "volume", "libro", "atto",
+           "scena", "titolo"},
+    "pt": {"capítulo", "página", "pág.", "número", "n.º", "nº", "artigo", "lição", "nível", "fase", "passo", "ponto",
+           "parte", "secção", "seção", "tabela", "figura", "versão", "modelo", "tipo", "ano", "século", "andar",
+           "piso", "quarto", "linha", "canal", "porta", "rua", "grupo", "equipa", "equipe", "tomo", "volume", "livro",
+           "ato", "acto", "cena", "título"},
+}
+_FEM_IST = {"lista", "pista", "revista", "vista", "entrevista", "conquista", "arista"}
+
+
+def _romance_singulars(word: str, lang: str) -> list[str]:
+    """``word`` and the singulars it may be the plural of (canciones -> canción, veces -> vez,
+    viagens -> viagem, lições -> lição)."""
+    out = [word]
+    if lang == "it" or not word.endswith("s"):
+        return out
+    out.append(word[:-1])
+    if lang == "es" and word.endswith("es"):
+        stem = word[:-2]
+        out += [stem, stem[:-1] + "z"] if stem.endswith("c") else [stem]
+        accent = {"a": "á", "e": "é", "i": "í", "o": "ó", "u": "ú"}
+        if stem.endswith(("on", "en", "in")) and len(stem) > 2:  # canciones -> canción
+            out.append(stem[:-2] + accent[stem[-2]] + stem[-1])
+        out.append(stem.replace("á", "a").replace("é", "e").replace("í", "i").replace("ó", "o"))  # imágenes
+    if lang == "pt":
+        if word.endswith("ões"):
+            out.append(word[:-3] + "ão")
+        if word.endswith("ens"):
+            out.append(word[:-3] + "em")
+        if word.endswith("es"):
+            out.append(word[:-2])
+    return out
+
+
+def romance_feminine(word: str, lang: str) -> bool:
+    """Whether the Spanish/Italian/Portuguese noun ``word`` (singular or plural, lower case)
+    is feminine (see ``ROMANCE_FEM_NOUNS``)."""
+    forms = _romance_singulars(word, lang)
+    if any(f in ROMANCE_FEM_NOUNS[lang] for f in forms):
+        return True
+    if any(f in ROMANCE_MASC_NOUNS[lang] for f in forms):
+        return False
+    sing = forms[1] if len(forms) > 1 else forms[0]
+    if any(f.endswith(ROMANCE_FEM_SUFFIXES[lang]) for f in forms):
+        return True
+    if sing.endswith("ista") and sing not in _FEM_IST:
+        return False  # los turistas, i turisti: people said masculine in a count
+    return sing.endswith("a") and len(sing) > 2
 
 def feminine_ordinal(w: str) -> str:
     """``primero``/``vigésimo primero`` -> ``primera``/``vigésima primera`` (es, it, pt)."""
@@ -729,6 +851,8 @@ class _Normalizer(Rules):
             ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
              self.abbr),
             ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
+            # Italian 1 before a noun: un'ora, una casa, un libro, uno studente (it takes the space)
+            ("one_it", r"(?<![\w.,])1 (?=[^\W\d_])", self.one_it) if L == "it" else None,
             ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n})(s)?(?![\w]|[.,]\d)", self.number),
         ]
         if L in ROMANCE:
@@ -1268,7 +1392,33 @@ class _Normalizer(Rules):
             if L == "en" and n.endswith("0"):
                 return _plural_year(year(int(n), L) if len(n) == 4 else self._num(n))
             return None
+        if L in ("es", "pt") and not neg:
+            noun = self._romance_noun(m)
+            if noun and (noun.endswith("s") or self._is_one(n)) and re.fullmatch(r"[1-9][\d.\u00a0\u202f ]*", n):
+                return gendered(self._num(n), L, romance_feminine(noun, L))
         return sign + self._num(n)
+
+    def _romance_noun(self, m) -> str | None:
+        """The noun a Spanish/Italian/Portuguese number counts: the next word, in lower case,
+        unless it is a function word or the number is a name (capítulo 1, página 21)."""
+        # 2 mil pessoas: the noun after the thousands (duas mil pessoas, doscientas mil personas)
+        nxt = re.match(r" ?(?:mil )?([^\W\d_]+)(?![\w'])", self._next_text(m))
+        if not nxt or not nxt.group(1).islower():
+            return None
+        word, L = nxt.group(1), self.lang
+        if word in ROMANCE_FUNCTION_WORDS[L] or self._prev_word(m).lower() in ROMANCE_LABELS[L] | ROMAN_CUES[L]:
+            return None
+        return word
+
+    def one_it(self, s, g, m):
+        noun = self._romance_noun(m)
+        if noun is None:
+            return self._fallback("one_it", s, m)
+        if romance_feminine(noun, "it"):
+            return "un'" if noun[0] in "aeiouàèéìòóù" else "una "
+        if re.match(r"s[^aeiouàèéìòóù]|z|gn|ps|pn|x|y", noun):
+            return "uno "
+        return "un "
 
 
     def _de_year_context(self, p: str, m) -> bool:
