@@ -42,7 +42,10 @@ with nouns) and the usual ways of saying dates, times and phone numbers:
   after до, с ... до: с девяти часов до восемнадцати часов).
 * Money: рубль (₽, руб., р., RUB), копейка (коп.), доллар ($, USD), евро (€, EUR), фунт
   (£, GBP), иена (¥, JPY), before or after the amount: 3,50 ₽ = три рубля пятьдесят копеек;
-  with тыс., млн, млрд, трлн (5 млн руб. = пять миллионов рублей).
+  with тыс., млн, млрд, трлн (5 млн руб. = пять миллионов рублей). Money is the one place a
+  decimal point is read, as written in prices with cents: $3.50 = три доллара пятьдесят центов.
+* A sign: +5 = плюс пять. 24/7 = двадцать четыре на семь. A dot after a unit (5 мин. и) is
+  read with it, kept where it ends the sentence.
 * Fractions: 3/4 = три четвёртых, 1/2 = одна вторая.
 * Ranges: 10-20 = десять-двадцать, as said for an approximate number (2–3 дня = два-три
   дня, 10-20 км = десять-двадцать километров); both sides take the gender the noun asks of
@@ -232,6 +235,10 @@ class RussianRules(Rules):
         months = "|".join(MONTHS_GEN)
         scales = _alt(SCALES)
         end = r"(?![\w]|[.,]\d)"
+        # money may be written with a decimal point and cents: $3.50 (три доллара пятьдесят центов)
+        nm = rf"(?:\d+\.\d{{2}}(?!\d|[.,]\d)|{n})"
+        # a dot after a unit (5 мин. и) is the abbreviation's: read with it unless it ends the sentence
+        unit_dot = r"(\.(?![\w.]))?"
         parts = [
             ("url", r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]", self.url),
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
@@ -243,16 +250,17 @@ class RussianRules(Rules):
             ("phone", r"(?<![\w.,+-])(?:\+\d{1,3}|\(\d{2,5}\)|\d{1,5})(?:[ -](?:\(\d{2,5}\)|\d{1,5})){2,5}"
                       r"(?![\w-]|[.,]\d)", self.phone),
             ("time", r"(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)", self.time),
-            ("money", rf"(?<![\w.,])(-|\u2212)?({_alt(SIGNS_BEFORE)}) ?({n})(?: ?({scales})(?!\w))?{end}"
-                      rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?!\w))? ?({_alt(SIGNS_AFTER)})(?!\w)",
+            ("money", rf"(?<![\w.,])(-|\u2212)?({_alt(SIGNS_BEFORE)}) ?({nm})(?: ?({scales})(?!\w))?{end}"
+                      rf"|(?<![\w.,])(-|\u2212)?({nm})(?: ?({scales})(?!\w))? ?({_alt(SIGNS_AFTER)})(?!\w)",
              self.money),
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
             ("year", r"(?<![\w.,])(\d{1,4}) ?(годом|годе|году|года|год|г\.)(?!\w)", self.year),
-            ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.)", self.unit),
+            ("unit", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.){unit_dot}",
+             self.unit),
             ("scale", rf"(?<![\w.,])({n}) ?({scales})(?!\w)", self.scale),
             ("ordinal", rf"(?<![\w.,])(\d{{1,6}})-({_alt(ORDINAL_ENDINGS)})(?![\w-])", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,3})/(\d{1,3})(?![\w/]|[.,]\d)", self.fraction),
-            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?: ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.)"
+            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?: ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.){unit_dot}"
                       rf"| ?(%)| ?({_alt(SIGNS_AFTER)})(?!\w)|{end})", self.range),
             ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)", self.version),
             ("roman", r"\b([IVXLC]+)\b(?!\.\w)", self.roman),
@@ -260,7 +268,7 @@ class RussianRules(Rules):
             ("abbr", rf"(?<![\w.])(?i:{_alt(ABBREV)})(?!\w)"
                      rf"|(?<![\w.])(?i:{_alt(ABBREV_BEFORE_NUMBER)})(?= ?\d)|(?<![\w.])г\.(?= [А-ЯЁ])",
              self.abbr),
-            ("number", rf"(?<![\w.,])(-|\u2212)?({n}){end}", self.number),
+            ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n}){end}", self.number),
         ]
         self._compile(parts)
 
@@ -406,6 +414,8 @@ class RussianRules(Rules):
         else:
             neg, amount, scale, sign = g[4], g[5], g[6], g[7]
             cur = SIGNS_AFTER[sign]
+        if re.fullmatch(r"\d+\.\d{2}", amount):
+            amount = amount.replace(".", ",")
         case = self._case(m)
         minus = "минус " if neg else ""
         forms, gender = CURRENCIES[cur]
@@ -451,10 +461,11 @@ class RussianRules(Rules):
         return f"{ordinal(n, case)} {noun}"
 
     def unit(self, s, g, m):
-        neg, amount, u = g
+        neg, amount, u, dot = g
         forms, gender, after = UNITS[u]
-        minus = "минус " if neg else ""
-        return f"{minus}{self._count(amount, forms, gender, self._case(m))}{after}"
+        minus = ("плюс " if neg == "+" else "минус ") if neg else ""
+        end = "." if dot and self._sentence_end(m) else ""
+        return f"{minus}{self._count(amount, forms, gender, self._case(m))}{after}{end}"
 
     def scale(self, s, g, m):
         amount, sc = g
@@ -475,6 +486,8 @@ class RussianRules(Rules):
 
     def fraction(self, s, g, m):
         a, b = int(g[0]), int(g[1])
+        if (a, b) == (24, 7):
+            return "двадцать четыре на семь"  # круглосуточно: not a fraction
         if a == 0 or b < 2:
             return None
         case = self._case(m)
@@ -483,7 +496,7 @@ class RussianRules(Rules):
         return f"{cardinal(a, case, 'f')} {ordinal(b, 'g', 'pl')}"
 
     def range(self, s, g, m):
-        a, b, unit, pct, sign = g
+        a, b, unit, dot, pct, sign = g
         if self._too_long(a) or self._too_long(b):
             return None
         case = self._case(m)
@@ -492,6 +505,8 @@ class RussianRules(Rules):
             forms, gender, after = UNITS[unit] if unit else (*PERCENT, "") if pct \
                 else (*CURRENCIES[SIGNS_AFTER[sign]], self._keep_dot(sign, m))
             noun = " " + (genitive_singular(forms) if "," in b else noun_form(self._int(b), forms, case))
+            if dot and self._sentence_end(m):
+                after += "."
         elif "," in b:
             gender = "f"
         else:
@@ -552,7 +567,7 @@ class RussianRules(Rules):
             before = m.string[:m.start()]
             if before and not before[-1].isspace() and before[-1] not in "([{\"'«":
                 return None
-        minus = "минус " if neg else ""
+        minus = ("плюс " if neg == "+" else "минус ") if neg else ""
         case = self._case(m)
         if "," in num:
             whole, frac = num.split(",", 1)
