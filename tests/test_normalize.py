@@ -131,6 +131,8 @@ EN = [
     ("No. 5 is here.", "Number five is here."),
     ("It is approx. 5 km.", "It is approximately five kilometers."),
     ("It costs $5 incl. tax.", "It costs five dollars including tax."),
+    ("Read Vol. IV now.", "Read Volume four now."),
+    ("See ch. 5 first.", "See chapter five first."),
     ("The flat is 80 m².", "The flat is eighty square meters."),
     ("It holds 1 m³.", "It holds one cubic meter."),
     # the example
@@ -881,7 +883,7 @@ ABBREVIATIONS = {
     "Dr", "St", "Mr", "Mrs", "Ms", "Prof", "etc", "No", "nd", "st", "rd", "th", "am", "pm", "km", "kg", "ml",
     "mph", "GB", "www", "https", "http", "v", "VIII", "XIV", "II", "IV", "Mme", "Mlle", "av", "er", "re", "e",
     "Ier", "XIXe", "III", "ème", "Ste", "Fr", "Hr", "usw", "bzw", "ca", "min", "Nr", "z", "B", "d", "h", "m",
-    "M", "Str", "Hauptstr", "sec", "no", "pp", "approx", "incl", "S",
+    "M", "Str", "Hauptstr", "sec", "no", "pp", "approx", "incl", "S", "Vol", "ch",
     # Spanish, Italian, Portuguese
     "Sr", "Sra", "Srta", "Dra", "Dott", "Sig", "ra", "na", "ssa", "Ing", "Eng", "ecc", "ej", "ex", "p", "Av", "n",
     "º", "ª", "g", "XIII", "XXI", "VI", "R", "lb",

@@ -353,6 +353,14 @@ def test_split_sentences():
     assert split_sentences("Это г. Москва, ул. Ленина, т. е. центр. Да", 100) == (
         ["Это г. Москва, ул. Ленина, т. е. центр."], "Да")
     assert split_sentences("안녕하세요. 반갑습니다.", 100) == (["안녕하세요."], "반갑습니다.")
+    # the titles and abbreviations are text normalization's own (one source): a multi-dot
+    # e.g./z.B. keeps its sentence whole before a capital; German "es." ends one (Italian es.
+    # = esempio is left out, as is MM. = Messieurs, which is also a unit)
+    assert split_sentences("Fruit, e.g. Apples, z.B. Äpfel, incl. Pears. Ok", 100) == (
+        ["Fruit, e.g. Apples, z.B. Äpfel, incl. Pears."], "Ok")
+    assert split_sentences("Ich weiß es. Gut, 5 mm. Dann", 100) == (["Ich weiß es.", "Gut, 5 mm."], "Dann")
+    assert split_sentences("Vive el Sr. García. Apple Inc. Then", 100) == (
+        ["Vive el Sr. García.", "Apple Inc."], "Then")
     # a full stop at the end of what arrived waits for the next character ("Dr. " + "Smith")
     assert split_sentences("Hello Dr. ", 100) == ([], "Hello Dr. ")
     assert split_sentences("Hello there. ", 100) == ([], "Hello there. ")

@@ -85,6 +85,7 @@ from wyoming.tts import (
 from vocalis.audio.wav import float_to_int16
 from vocalis.engine import types as ev_types
 from vocalis.errors import InputError, VocalisError
+from vocalis.text.normalize import abbreviations_before_names
 
 log = logging.getLogger("vocalis.wyoming")
 
@@ -112,18 +113,11 @@ _ATTRIBUTIONS = {
 }
 
 
-# Words whose dot does not end a sentence when a name or a number may follow: titles and
-# abbreviations of the languages text normalization covers (compared in lower case, without
-# the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks its
-# reading (Dr. | Smith, am 3. | Mai).
-_NO_END_AFTER = {
-    "dr", "mr", "mrs", "ms", "prof", "st", "mt", "capt", "sgt", "lt", "gen", "gov", "sen", "rep", "no", "nr",
-    "vs", "fig", "approx", "vol", "ch", "art", "hr", "fr", "ca", "vgl", "bzw", "evtl", "ggf", "inkl", "tel",
-    "sr", "sra", "srta", "dra", "profa", "lic", "ing", "ud", "uds", "dña", "av", "avda", "pág", "núm", "sto",
-    "sig", "dott", "avv", "arch", "pag", "eng",
-    "г", "ул", "д", "кв", "стр", "рис", "см", "проф", "акад", "доц", "им", "тел", "ок", "пер", "пл", "просп",
-    "табл", "напр", "т", "н", "е", "ч",
-}
+# Words whose dot does not end a sentence when a name or a number may follow: the titles and
+# abbreviations text normalization reads (one source: its tables; compared in lower case,
+# without the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks
+# its reading (Dr. | Smith, am 3. | Mai).
+_NO_END_AFTER = abbreviations_before_names()
 
 
 def _ends_sentence(buffer: str, m: re.Match) -> bool | None:

@@ -591,7 +591,7 @@ ABBREV = {
            "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant", "Lt.": "Lieutenant", "Gen.": "General",
            "Gov.": "Governor", "Sen.": "Senator", "Rep.": "Representative", "Inc.": "Incorporated",
            "Ltd.": "Limited", "Corp.": "Corporation", "Dept.": "Department", "Fig.": "Figure",
-           "fig.": "figure"},
+           "fig.": "figure", "Vol.": "Volume", "vol.": "volume", "Ch.": "Chapter", "ch.": "chapter"},
     "fr": {"Mme": "Madame", "Mmes": "Mesdames", "Mlle": "Mademoiselle", "Mlles": "Mesdemoiselles",
            "MM.": "Messieurs", "Dr": "Docteur", "Dr.": "Docteur", "Pr": "Professeur", "Pr.": "Professeur",
            "Ste": "Sainte", "St": "Saint", "etc.": "et cetera", "p. ex.": "par exemple", "c.-à-d.": "c'est-à-dire",
@@ -615,6 +615,13 @@ ABBREV = {
            "p. ex.": "por exemplo", "aprox.": "aproximadamente", "Av.": "Avenida", "pág.": "página",
            "tel.": "telefone", "V. Exa.": "Vossa Excelência"},
 }
+# abbreviations whose dot may also end a sentence (Apple Inc. Then): kept before a capital
+# letter; the others' dot is read with them (Dr. Smith, z. B. gut). Spanish, Italian,
+# Portuguese: etc. and ecc. only.
+MAY_END_SENTENCE = ("etc.", "usw.", "Jr.", "Sr.", "Inc.", "Ltd.", "Corp.", "Ave.", "Blvd.", "Rd.", "Str.",
+                    "u.a.", "u. a.", "Dept.")
+ROMANCE_MAY_END_SENTENCE = ("etc.", "ecc.")
+EN_TITLES = ("Dr", "St")  # Doctor or Drive, Saint or Street (see _Normalizer.dr_st)
 NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer"), "es": ("n.º", "número"),
                  "it": ("n.", "numero"), "pt": ("n.º", "número")}
 NUMBER_ABBREV_RX = {"en": r"[Nn]o\.", "es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
@@ -682,7 +689,7 @@ def de_feminine(noun: str) -> bool:
 DE_ARTICLES_TEN = {"den", "dem", "des", "am", "im", "zum", "zur", "vom", "beim", "ab", "seit", "bis", "einem", "einen"}
 ROMAN_CUES = {
     "en": {"chapter", "part", "volume", "book", "war", "act", "scene", "section", "article", "phase",
-           "type", "class", "level", "vol.", "apollo", "episode", "season", "stage"},
+           "type", "class", "level", "vol.", "ch.", "apollo", "episode", "season", "stage"},
     "fr": {"chapitre", "partie", "tome", "livre", "acte", "scène", "article", "titre", "guerre", "type", "niveau"},
     "de": {"kapitel", "teil", "band", "buch", "akt", "szene", "artikel", "weltkrieg", "typ", "stufe", "abschnitt"},
     "es": {"capítulo", "parte", "tomo", "libro", "acto", "escena", "artículo", "título", "guerra", "tipo", "nivel",
@@ -850,7 +857,7 @@ class _Normalizer(Rules):
                      r" ?(?=\d)", self.page) if L in PAGE_ABBREV else None,
             ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
              self.abbr),
-            ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
+            ("title_en", rf"(?<![\w.])({'|'.join(EN_TITLES)})\.(?!\w)", self.dr_st) if L == "en" else None,
             # Italian 1 before a noun: un'ora, una casa, un libro, uno studente (it takes the space)
             ("one_it", r"(?<![\w.,])1 (?=[^\W\d_])", self.one_it) if L == "it" else None,
             ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n})(s)?(?![\w]|[.,]\d)", self.number),
@@ -1331,7 +1338,7 @@ class _Normalizer(Rules):
         word = ABBREV[L][s]
         if L in ROMANCE:  # a title before a name keeps no dot; etc./ecc. at the end of a sentence does
             nxt = self._next_text(m)
-            end = not nxt.strip() or (s in ("etc.", "ecc.") and re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None)
+            end = not nxt.strip() or (s in ROMANCE_MAY_END_SENTENCE and re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None)
             return word + "." if end else word
         if s.endswith(".") and self._ends_sentence(m):
             return word + "."
@@ -1344,9 +1351,7 @@ class _Normalizer(Rules):
     def _ends_sentence(self, m) -> bool:
         nxt = self._next_text(m)
         return not nxt.strip() or (re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None
-                                   and m.string[m.start():m.end()] in ("etc.", "usw.", "Jr.", "Sr.", "Inc.", "Ltd.",
-                                                                        "Corp.", "Ave.", "Blvd.", "Rd.", "Str.",
-                                                                        "u.a.", "u. a.", "Dept."))
+                                   and m.string[m.start():m.end()] in MAY_END_SENTENCE)
 
     def dr_st(self, s, g, m):
         which = g[0]
@@ -1431,6 +1436,38 @@ class _Normalizer(Rules):
         return any(w.lower() in DE_YEAR_WORDS for w in re.findall(r"\w+", clause)[:8])
 
 
+# abbreviations of the tables above that are also ordinary words or unit symbols (Italian es.
+# = esempio, but German es.; French MM. = Messieurs, but mm.): their dot may end a sentence
+_ALSO_WORDS = {"es", "mm"}
+
+
+def abbreviations_before_names() -> frozenset[str]:
+    """Words (in lower case, without their final dot) whose dot the rules read as an
+    abbreviation's, not as the end of a sentence, when a name or a number follows: the
+    one-word titles and abbreviations of every language's tables (``ABBREV``, the number and
+    page abbreviations, English ``Dr.``/``St.``, the Russian ``ABBREV`` and
+    ``ABBREV_BEFORE_NUMBER``), less those that may end a sentence (``MAY_END_SENTENCE``, the
+    Russian ``ABBREV_ENDS``) and those that are also ordinary words (``_ALSO_WORDS``). A
+    sentence splitter (:mod:`vocalis.wyoming`) keeps ``Dr. Smith`` whole with it."""
+    from vocalis.text import normalize_ru as ru
+
+    out: set[str] = set()
+
+    def add(keys, ends=()) -> None:
+        out.update(k[:-1].lower() for k in keys if k.endswith(".") and " " not in k and k not in ends)
+
+    for L, table in ABBREV.items():
+        add(table, ROMANCE_MAY_END_SENTENCE if L in ROMANCE else MAY_END_SENTENCE)
+    add(v[0] for v in NUMBER_ABBREV.values())
+    add(("núm.",))  # Spanish, in NUMBER_ABBREV_RX
+    for table in PAGE_ABBREV.values():
+        add(table)
+    add(t + "." for t in EN_TITLES)
+    add(ru.ABBREV, ru.ABBREV_ENDS)
+    add(ru.ABBREV_BEFORE_NUMBER)
+    return frozenset(out - _ALSO_WORDS)
+
+
 def _plural_year(w: str) -> str:
     """'nineteen ninety' -> 'nineteen nineties'; 'eighty' -> 'eighties'."""
     if w.endswith("y"):
@@ -1499,4 +1536,4 @@ def normalize(text: str, language: str | None = "en") -> str:
     return out
 
 
-__all__ = ["SUPPORTED", "normalize", "resolve_language", "supports", "warm"]
+__all__ = ["SUPPORTED", "abbreviations_before_names", "normalize", "resolve_language", "supports", "warm"]
