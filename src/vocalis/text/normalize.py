@@ -443,7 +443,8 @@ UNITS = {
            "de": ("Quadratmeter", "Quadratmeter")},
     "cm³": {"en": ("cubic centimeter", "cubic centimeters"), "fr": ("centimètre cube", "centimètres cubes"),
             "de": ("Kubikzentimeter", "Kubikzentimeter")},
-    "m³": {"en": ("cubic meter", "cubic meters"), "fr": ("mètre cube", "mètres cubes"), "de": ("Kubikmeter", "Kubikmeter")},
+    "m³": {"en": ("cubic meter", "cubic meters"), "fr": ("mètre cube", "mètres cubes"),
+           "de": ("Kubikmeter", "Kubikmeter")},
     "km": {"en": ("kilometer", "kilometers"), "fr": ("kilomètre", "kilomètres"), "de": ("Kilometer", "Kilometer")},
     "cm": {"en": ("centimeter", "centimeters"), "fr": ("centimètre", "centimètres"), "de": ("Zentimeter", "Zentimeter")},
     "mm": {"en": ("millimeter", "millimeters"), "fr": ("millimètre", "millimètres"), "de": ("Millimeter", "Millimeter")},
@@ -587,8 +588,9 @@ PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent", "es": "por cient
 ABBREV = {
     "en": {"Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
            "Sr.": "Senior", "vs.": "versus", "etc.": "et cetera", "e.g.": "for example", "i.e.": "that is",
-           "approx.": "approximately", "incl.": "including", "excl.": "excluding", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard",
-           "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant", "Lt.": "Lieutenant", "Gen.": "General",
+           "approx.": "approximately", "incl.": "including", "excl.": "excluding", "Mt.": "Mount",
+           "Ave.": "Avenue", "Blvd.": "Boulevard", "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant",
+           "Lt.": "Lieutenant", "Gen.": "General",
            "Gov.": "Governor", "Sen.": "Senator", "Rep.": "Representative", "Inc.": "Incorporated",
            "Ltd.": "Limited", "Corp.": "Corporation", "Dept.": "Department", "Fig.": "Figure",
            "fig.": "figure", "Vol.": "Volume", "vol.": "volume", "Ch.": "Chapter", "ch.": "chapter"},
@@ -816,8 +818,8 @@ class _Normalizer(Rules):
         ]
         if L == "en":
             # feet and inches: 5'11" = five foot eleven
-            parts.append(("feet", r"(?<![\w.,'\u2019\u2032])(\d{1,2}) ?['\u2019\u2032] ?(\d{1,2}) ?(?:\"|''|\u201d|\u2033)(?!\w)",
-                          self.feet))
+            parts.append(("feet", r"(?<![\w.,'\u2019\u2032])(\d{1,2}) ?['\u2019\u2032] ?(\d{1,2}) ?"
+                                  r"(?:\"|''|\u201d|\u2033)(?!\w)", self.feet))
             parts.append(("time", (r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
                                    r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
         elif L == "fr":
