@@ -34,7 +34,7 @@ EN = [
     ("Prof. Lee spoke.", "Professor Lee spoke."),
     ("Apples, pears, etc. are fruit.", "Apples, pears, et cetera are fruit."),
     ("Bring food, e.g. bread.", "Bring food, for example bread."),
-    ("It is No. 7.", "It is Number seven."),
+    ("It is No. 7.", "It is number seven."),
     # fractions vs dates
     ("Add 3/4 cup of flour.", "Add three quarters cup of flour."),
     ("The shop opened on 3/4.", "The shop opened on March fourth."),
@@ -104,6 +104,37 @@ EN = [
     ("Louis XIV ruled.", "Louis the Fourteenth ruled."),
     ("World War II ended.", "World War two ended."),
     ("Read Chapter IV first.", "Read Chapter four first."),
+    # written pairs that are not fractions, feet and inches, emergency numbers
+    ("It runs 24/7.", "It runs twenty-four seven."),
+    ("He is 5'11\" tall.", "He is five foot eleven tall."),
+    ("She is 5\u20194\u201d tall.", "She is five foot four tall."),
+    ("He is 6'0\".", "He is six feet."),
+    ("Please call 911 now.", "Please call nine one one now."),
+    ("Dial 999 for help.", "Dial nine nine nine for help."),
+    ("In Europe, call 112.", "In Europe, call one one two."),
+    ("We sold 999 cars.", "We sold nine hundred and ninety-nine cars."),
+    # a unit's abbreviation dot inside a sentence is read with it; at a sentence's end it stays
+    ("Wait 5 min. then go.", "Wait five minutes then go."),
+    ("Wait 10 sec. then go.", "Wait ten seconds then go."),
+    ("Wait 5 min., then go.", "Wait five minutes, then go."),
+    ("Wait 5 min. Then go.", "Wait five minutes. Then go."),
+    ("It took 10 sec.", "It took ten seconds."),
+    # signs, ranges, quarters, pages, numbers, abbreviations
+    ("It rose +5 today.", "It rose plus five today."),
+    ("It is +5 °C.", "It is plus five degrees Celsius."),
+    ("Pick 3..5 items.", "Pick three to five items."),
+    ("Results for Q3 2025 are out.", "Results for Q three twenty twenty-five are out."),
+    ("Sales rose in Q4.", "Sales rose in Q four."),
+    ("See p. 5 for details.", "See page five for details."),
+    ("Read pp. 10-12.", "Read pages ten to twelve."),
+    ("He lives at no. 5.", "He lives at number five."),
+    ("No. 5 is here.", "Number five is here."),
+    ("It is approx. 5 km.", "It is approximately five kilometers."),
+    ("It costs $5 incl. tax.", "It costs five dollars including tax."),
+    ("Read Vol. IV now.", "Read Volume four now."),
+    ("See ch. 5 first.", "See chapter five first."),
+    ("The flat is 80 m².", "The flat is eighty square meters."),
+    ("It holds 1 m³.", "It holds one cubic meter."),
     # the issue's example
     ("Dr. Smith paid $3.50 on 12/05 at 9:30 a.m.",
      "Doctor Smith paid three dollars and fifty cents on December fifth at nine thirty AM."),
@@ -141,6 +172,9 @@ FR = [
     ("Versez 500 ml.", "Versez cinq cents millilitres."),
     ("Courez 5 km.", "Courez cinq kilomètres."),
     ("Il a attendu 30 min.", "Il a attendu trente minutes."),
+    ("Attendez 5 min. puis partez.", "Attendez cinq minutes puis partez."),
+    ("L'appartement fait 80 m².", "L'appartement fait quatre-vingts mètres carrés."),
+    ("Il faut 1 m³.", "Il faut un mètre cube."),
     ("Il est arrivé 2e.", "Il est arrivé deuxième."),
     ("Elle est 1re.", "Elle est première."),
     ("Le 1er janvier.", "Le premier janvier."),
@@ -201,6 +235,31 @@ DE = [
     ("Äpfel, Birnen usw.", "Äpfel, Birnen und so weiter."),
     ("Er kommt bzw. sie.", "Er kommt beziehungsweise sie."),
     ("Es dauert ca. 5 min.", "Es dauert circa fünf Minuten."),
+    ("Warte 5 min. und geh.", "Warte fünf Minuten und geh."),
+    ("Siehe S. 5 unten.", "Siehe Seite fünf unten."),
+    # years outside "im Jahr": before or after a year word, after seit/bis/von/um..., a lifespan
+    ("Goethe wurde 1749 geboren.", "Goethe wurde siebzehnhundertneunundvierzig geboren."),
+    ("1749 geboren, 1832 gestorben.", "siebzehnhundertneunundvierzig geboren, achtzehnhundertzweiunddreißig gestorben."),
+    ("Er wurde 1749 in Frankfurt geboren.", "Er wurde siebzehnhundertneunundvierzig in Frankfurt geboren."),
+    ("Er starb 1832 in Weimar.", "Er starb achtzehnhundertzweiunddreißig in Weimar."),
+    ("Von 1749 bis 1832 lebte er.", "Von siebzehnhundertneunundvierzig bis achtzehnhundertzweiunddreißig lebte er."),
+    ("Um 1800 war das anders.", "Um achtzehnhundert war das anders."),
+    ("Goethe (1749–1832) war Dichter.",
+     "Goethe (siebzehnhundertneunundvierzig bis achtzehnhundertzweiunddreißig) war Dichter."),
+    # ... but a number before a noun or a currency stays a cardinal
+    ("Es kostet 1749 Euro.", "Es kostet eintausendsiebenhundertneunundvierzig Euro."),
+    ("Es kamen 1749 Menschen.", "Es kamen eintausendsiebenhundertneunundvierzig Menschen."),
+    ("Bis 1999 Autos.", "Bis eintausendneunhundertneunundneunzig Autos."),
+    # one before a feminine noun: eine
+    ("Ich sehe 1 Person.", "Ich sehe eine Person."),
+    ("Es dauert 1 Stunde.", "Es dauert eine Stunde."),
+    ("Das ist 1 Zeitung.", "Das ist eine Zeitung."),
+    ("Das ist 1 Tag.", "Das ist ein Tag."),
+    ("Es wiegt 1 Tonne.", "Es wiegt eine Tonne."),
+    # square and cubic units
+    ("Die Wohnung hat 80 m².", "Die Wohnung hat achtzig Quadratmeter."),
+    ("Der See misst 5 km².", "Der See misst fünf Quadratkilometer."),
+    ("Es sind 3 m³ Wasser.", "Es sind drei Kubikmeter Wasser."),
     ("Er ist d. h. krank.", "Er ist das heißt krank."),
     ("Er wohnt in Nr. 5.", "Er wohnt in Nummer fünf."),
     ("Nehmen Sie 3/4 Liter.", "Nehmen Sie drei Viertel Liter."),
@@ -323,6 +382,22 @@ ES = [
     ("Tiene 16 GB.", "Tiene dieciséis gigabytes."),
     ("Pesa 21 lb.", "Pesa veintiuna libras."),
     ("Tardó 3 h.", "Tardó tres horas."),
+    ("El piso tiene 80 m².", "El piso tiene ochenta metros cuadrados."),
+    ("Mide 5 km².", "Mide cinco kilómetros cuadrados."),
+    # a number before a noun agrees with it: una/veintiuna/doscientas before a feminine noun,
+    # un/veintiún before a masculine one; a number that names (el capítulo 21) does not
+    ("Hay 21 personas.", "Hay veintiuna personas."),
+    ("Hay 1 mesa.", "Hay una mesa."),
+    ("Tiene 500 páginas.", "Tiene quinientas páginas."),
+    ("Hay 200 casas.", "Hay doscientas casas."),
+    ("Hay 21 libros.", "Hay veintiún libros."),
+    ("Hay 1 libro.", "Hay un libro."),
+    ("Canta 31 canciones.", "Canta treinta y una canciones."),
+    ("Tardó 21 horas.", "Tardó veintiuna horas."),
+    ("Son 21 problemas.", "Son veintiún problemas."),
+    ("Hay 200 mil personas.", "Hay doscientas mil personas."),
+    ("Es el número 1 del mundo.", "Es el número uno del mundo."),
+    ("El capítulo 21 trata del mar.", "El capítulo veintiuno trata del mar."),
 ]
 
 # Italian: decimal comma, thousands dot, numbers written as one word; il 1° maggio = primo
@@ -335,6 +410,12 @@ IT = [
     ("Ha 25 anni.", "Ha venticinque anni."),
     ("Ci sono 16 sedie.", "Ci sono sedici sedie."),
     ("Ha 21 anni.", "Ha ventuno anni."),
+    ("L'appartamento ha 80 m².", "L'appartamento ha ottanta metri quadrati."),
+    ("C'è 1 casa.", "C'è una casa."),
+    ("Manca 1 ora.", "Manca un'ora."),
+    ("C'è 1 libro.", "C'è un libro."),
+    ("C'è 1 studente.", "C'è uno studente."),
+    ("Il capitolo 1 è breve.", "Il capitolo uno è breve."),
     ("Ci sono 100 libri.", "Ci sono cento libri."),
     ("Costa 2.500 franchi.", "Costa duemilacinquecento franchi."),
     ("Ci sono 999 atleti.", "Ci sono novecentonovantanove atleti."),
@@ -474,6 +555,15 @@ PT = [
     ("João VI reinou.", "João sexto reinou."),
     ("Leia o capítulo III.", "Leia o capítulo três."),
     ("Estamos no século XXI.", "Estamos no século vinte e um."),
+    ("O apartamento tem 80 m².", "O apartamento tem oitenta metros quadrados."),
+    ("Mede 1 km².", "Mede um quilómetro quadrado."),
+    ("São 2 pessoas.", "São duas pessoas."),
+    ("Há 1 casa.", "Há uma casa."),
+    ("Há 200 casas.", "Há duzentas casas."),
+    ("Há 1 livro.", "Há um livro."),
+    ("Fez 22 viagens.", "Fez vinte e duas viagens."),
+    ("Teve 2 lições.", "Teve duas lições."),
+    ("Há 2 mil pessoas.", "Há duas mil pessoas."),
     ("Tem 16 GB.", "Tem dezasseis gigabytes."),
 ]
 
@@ -523,6 +613,19 @@ RU = [
     ("Бюджет 5 млн руб.", "Бюджет пять миллионов рублей."),
     ("Выручка 1,2 млрд ₽.", "Выручка одна целая две десятых миллиарда рублей."),
     ("Долг до 2 тыс. руб.", "Долг до двух тысяч рублей."),
+    # a price with a decimal point and cents (the one decimal point read)
+    ("Это стоит $3.50.", "Это стоит три доллара пятьдесят центов."),
+    ("Это стоит 3.50 $.", "Это стоит три доллара пятьдесят центов."),
+    ("Это стоит $1.01.", "Это стоит один доллар один цент."),
+    ("Это стоит €0.99.", "Это стоит девяносто девять центов."),
+    ("Это стоит €5.", "Это стоит пять евро."),
+    ("Это стоит 5 $.", "Это стоит пять долларов."),
+    ("Это стоит 5 руб.", "Это стоит пять рублей."),
+    ("Пи 3.14 тут.", "Пи 3.14 тут."),
+    # a unit's dot inside a sentence, a plus sign, 24/7
+    ("Подождите 5 мин. и идите.", "Подождите пять минут и идите."),
+    ("Рост +5 за год.", "Рост плюс пять за год."),
+    ("Работаем 24/7.", "Работаем двадцать четыре на семь."),
     # percentages
     ("Рост на 50%.", "Рост на пятьдесят процентов."),
     ("Скидка 1%.", "Скидка один процент."),
@@ -591,6 +694,12 @@ RU = [
     ("В XIX веке.", "В девятнадцатом веке."),
     ("Пётр I основал город.", "Пётр Первый основал город."),
     ("Глава III называется так.", "Глава третья называется так."),
+    # square and cubic units: an adjective before the noun (два квадратных метра)
+    ("Площадь 80 м².", "Площадь восемьдесят квадратных метров."),
+    ("Комната 2 м².", "Комната два квадратных метра."),
+    ("Это 2,5 м².", "Это две целых пять десятых квадратного метра."),
+    ("Объём 3 м³.", "Объём три кубических метра."),
+    ("Около 5 км².", "Около пяти квадратных километров."),
 ]
 
 # Japanese: kanji numerals (千, 一万: no 一 before 十, 百, 千), digits one by one where a
@@ -631,6 +740,8 @@ JA = [
     # units
     ("5kmを走った。", "五キロメートルを走った。"),
     ("60km/hで走る。", "時速六十キロメートルで走る。"),
+    ("時速60km/hで走る。", "時速六十キロメートルで走る。"),
+    ("時速10〜20km/hで走る。", "時速十から二十キロメートルで走る。"),
     ("体重は70kgです。", "体重は七十キログラムです。"),
     ("水を500ml入れる。", "水を五百ミリリットル入れる。"),
     ("砂糖200g", "砂糖二百グラム"),
@@ -674,6 +785,8 @@ JA = [
     ("(株)山田商事", "株式会社山田商事"),
     ("第Ⅱ章を読む。", "第二章を読む。"),
     ("ルイⅩⅣ世", "ルイ十四世"),
+    ("面積は80m²です。", "面積は八十平方メートルです。"),
+    ("体積は3m³です。", "体積は三立方メートルです。"),
 ]
 
 # Korean: Sino-Korean numerals (천, 만: no 일 before 십, 백, 천, 만), grouped by 만 with a
@@ -717,6 +830,7 @@ KO = [
     # units
     ("5km를 달렸다.", "오 킬로미터를 달렸다."),
     ("60km/h로 달린다.", "시속 육십 킬로미터로 달린다."),
+    ("시속 60km/h로 달린다.", "시속 육십 킬로미터로 달린다."),
     ("몸무게는 70kg입니다.", "몸무게는 칠십 킬로그램입니다."),
     ("물 500ml", "물 오백 밀리리터"),
     ("설탕 200g", "설탕 이백 그램"),
@@ -756,6 +870,7 @@ KO = [
     ("㈜한국전자", "주식회사한국전자"),
     ("(주)한국전자", "주식회사한국전자"),
     ("제Ⅱ장", "제이장"),
+    ("면적은 80m²입니다.", "면적은 팔십 제곱미터입니다."),
 ]
 
 TABLES = {"en": EN, "fr": FR, "de": DE, "es": ES, "it": IT, "pt": PT, "ru": RU, "ja": JA, "ko": KO}
@@ -768,7 +883,7 @@ ABBREVIATIONS = {
     "Dr", "St", "Mr", "Mrs", "Ms", "Prof", "etc", "No", "nd", "st", "rd", "th", "am", "pm", "km", "kg", "ml",
     "mph", "GB", "www", "https", "http", "v", "VIII", "XIV", "II", "IV", "Mme", "Mlle", "av", "er", "re", "e",
     "Ier", "XIXe", "III", "ème", "Ste", "Fr", "Hr", "usw", "bzw", "ca", "min", "Nr", "z", "B", "d", "h", "m",
-    "M", "Str", "Hauptstr",
+    "M", "Str", "Hauptstr", "sec", "no", "pp", "approx", "incl", "S", "Vol", "ch",
     # Spanish, Italian, Portuguese
     "Sr", "Sra", "Srta", "Dra", "Dott", "Sig", "ra", "na", "ssa", "Ing", "Eng", "ecc", "ej", "ex", "p", "Av", "n",
     "º", "ª", "g", "XIII", "XXI", "VI", "R", "lb",
@@ -789,8 +904,9 @@ def test_reading(lang, src, want):
     assert got == want
     assert normalize(got, lang) == got  # idempotent on its own output
     # words: runs of Latin letters, or of letters of other scripts (Japanese and Korean
-    # write units and names next to their words: 5kmを -> km, を); numerals (Ⅱ) are not words
-    words = re.findall(r"[A-Za-z\u00c0-\u024f]+|[^\W\d_A-Za-z\u00c0-\u024f\u2160-\u2188]+", src)
+    # write units and names next to their words: 5kmを -> km, を); numerals (Ⅱ) and
+    # superscripts (m²) are not words
+    words = re.findall(r"[A-Za-z\u00c0-\u024f]+|[^\W\d_A-Za-z\u00c0-\u024f\u00b2\u00b3\u2160-\u2188]+", src)
     missing = [w for w in words if w not in ABBREVIATIONS and w not in got]
     assert not missing, f"dropped {missing}"
 

@@ -22,6 +22,17 @@ classes. Events answered:
   :func:`split_sentences`: ``Dr. Smith``, ``e.g. bread``, ``am 3. Mai`` stay whole).
 * ``ping`` -> ``pong``.
 
+The ``voice`` of ``synthesize`` and ``synthesize-start``: ``name`` (a voice of ``info``),
+``speaker`` (a Qwen3-TTS CustomVoice speaker) and ``language`` (an ISO code such as ``de`` or
+``en-US``, or a language name: for Qwen3-TTS the language spoken and the language the text is
+normalized in; for Pocket TTS it must be the model's). All three are honoured together. Note
+that the ``wyoming`` library (1.10.2) keeps ``language`` only without ``name``:
+``SynthesizeVoice(name="ryan", language="de").to_dict()`` is ``{"name": "ryan"}`` (the
+language is never sent), and ``SynthesizeVoice.from_dict`` drops a ``language`` sent beside a
+``name``. So a client built on the library's classes cannot send both (Home Assistant sends a
+``name``, or a ``language`` alone); this server reads the event's own ``voice`` object, so a
+client that writes ``{"name": "ryan", "language": "de"}`` itself gets German.
+
 Text normalization (:mod:`vocalis.text.normalize`) is on by default, as in ``vocalis
 serve``: each request (each sentence of a stream, once complete) is read in the voice's
 language (Qwen3-TTS: the request's language, ``auto`` when none; Pocket TTS: its config's),
@@ -74,6 +85,7 @@ from wyoming.tts import (
 from vocalis.audio.wav import float_to_int16
 from vocalis.engine import types as ev_types
 from vocalis.errors import InputError, VocalisError
+from vocalis.text.normalize import abbreviations_before_names
 
 log = logging.getLogger("vocalis.wyoming")
 
@@ -101,18 +113,11 @@ _ATTRIBUTIONS = {
 }
 
 
-# Words whose dot does not end a sentence when a name or a number may follow: titles and
-# abbreviations of the languages text normalization covers (compared in lower case, without
-# the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks its
-# reading (Dr. | Smith, am 3. | Mai).
-_NO_END_AFTER = {
-    "dr", "mr", "mrs", "ms", "prof", "st", "mt", "capt", "sgt", "lt", "gen", "gov", "sen", "rep", "no", "nr",
-    "vs", "fig", "approx", "vol", "ch", "art", "hr", "fr", "ca", "vgl", "bzw", "evtl", "ggf", "inkl", "tel",
-    "sr", "sra", "srta", "dra", "profa", "lic", "ing", "ud", "uds", "dña", "av", "avda", "pág", "núm", "sto",
-    "sig", "dott", "avv", "arch", "pag", "eng",
-    "г", "ул", "д", "кв", "стр", "рис", "см", "проф", "акад", "доц", "им", "тел", "ок", "пер", "пл", "просп",
-    "табл", "напр", "т", "н", "е", "ч",
-}
+# Words whose dot does not end a sentence when a name or a number may follow: the titles and
+# abbreviations text normalization reads (one source: its tables; compared in lower case,
+# without the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks
+# its reading (Dr. | Smith, am 3. | Mai).
+_NO_END_AFTER = abbreviations_before_names()
 
 
 def _ends_sentence(buffer: str, m: re.Match) -> bool | None:
@@ -297,8 +302,10 @@ class WyomingTTS:
         """The voice and options of a request's ``voice`` field (blocking: may load a voice).
 
         ``name``: a voice id of ``info``; ``speaker``: a Qwen3-TTS CustomVoice speaker (used
-        instead of ``name``); ``language`` (only when no ``name``: the protocol drops it
-        then): an ISO code (``en``, ``en-US``) or a language name.
+        instead of ``name``); ``language``: an ISO code (``en``, ``en-US``) or a language name,
+        with or without ``name`` (see the module docstring: the ``wyoming`` library's
+        ``SynthesizeVoice`` does not carry it beside a name; :func:`_parse` restores it from
+        the event).
 
         Raises:
             WyomingError: unknown voice, speaker or language.
@@ -685,10 +692,17 @@ def _parse(cls, event: Event):
         raise WyomingError(f"text_format {str(data['text_format'])[:16]!r} is not supported: "
                            "send plain text", "unsupported-format")
     try:
-        return cls.from_event(event)
+        parsed = cls.from_event(event)
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise WyomingError(f"malformed {event.type[:40]} event: {type(e).__name__} {e}"[:300],
                            "invalid-event") from None
+    # wyoming 1.10.2: SynthesizeVoice.from_dict reads "language" only when there is no "name";
+    # a client that sent both gets both (choose() checks its type)
+    voice = data.get("voice")
+    if isinstance(voice, dict) and voice.get("name") is not None and voice.get("language") is not None \
+            and getattr(parsed, "voice", None) is not None:
+        parsed.voice.language = voice["language"]
+    return parsed
 
 
 def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,

@@ -19,17 +19,37 @@ Conventions (the tests write the expected readings from them):
 * English: ``1,000`` = one thousand, ``1.5`` = one point five (digits one by one after the
   point); dates are month/day(/year) (US); ``3/4`` is a fraction unless a date word
   (``on``, ``since``, ``until``, ``by``, ``from``) precedes it; 4-digit numbers 1100-2099
-  are years after ``in``/``since``/month names..., else cardinals.
+  are years after ``in``/``since``/month names..., else cardinals. ``24/7`` is twenty-four
+  seven (in every language: not a fraction), ``9/11`` nine eleven, ``5'11"`` five foot eleven,
+  ``911``/``999``/``112`` after ``call``/``dial`` digit by digit (nine one one), ``Q3 2025``
+  Q three twenty twenty-five, ``p. 5``/``pp.`` page(s) five, ``no. 5`` number five.
+* Every language of this module: ``+5`` plus five, ``3..5`` a range (three to five); a dot
+  after a unit (``5 min. then``) is the abbreviation's: read with it, kept only where it
+  ends the sentence (the end of the text, or a capital letter next).
 * French and German: ``1.000`` (and French ``1 000``) = a thousand, ``1,5`` = one comma five;
   dates are day/month/year (German ``12.05.2026``); German ordinals ``3.`` are read only
   after an article or before a month name (``am 3. Mai`` = am dritten Mai).
+* German years 1100-1999 are read as years (siebzehnhundertneunundvierzig) after ``im``,
+  ``Jahr``, a month...; after ``seit``, ``bis``, ``von``, ``ab``, ``um``, ``vor``, ``nach``..., next
+  to a year word (``1749 geboren``, ``starb 1832``, ``1749 in Frankfurt geboren``: the word
+  later in the clause) and in brackets (``Goethe (1749–1832)``), unless a noun follows the
+  number (``1749 Euro``, ``1749 Menschen``: cardinals). ``1`` before a noun is ``eine`` when
+  the noun is feminine (a list of common nouns and units, compounds ending in one of them,
+  the suffixes -ung, -heit, -keit, -schaft, -ion, -tät, -ik, -ur...), else ``ein``; the case
+  is not inflected (mit 1 Person = mit eine Person).
+* Square and cubic units: ``m²``, ``km²``, ``cm²``, ``m³``, ``cm³`` (square meters,
+  Quadratmeter, mètres carrés, metros cuadrados...).
 * Spanish, Italian, Portuguese: written like French (``1.000`` = mil/mille, ``3,5`` = tres coma
   cinco); dates ``21 de mayo de 2026`` / ``21 maggio 2026`` / ``21 de maio de 2026`` (day 1:
   es uno, but 1.º primero; it primo; pt primeiro); ``14:30`` = catorce y treinta / quattordici e
   trenta / catorze e trinta; ordinals ``1º``/``1ª`` (Italian also ``1°`` after an article, else
   a degree); money ``3,50 €`` = tres euros con cincuenta céntimos; a cardinal before a unit or a
-  currency agrees with it (veintiún euros, doscientas libras, duas libras). A bare number before
-  any other noun keeps num2words' form (ciento uno), since its gender is unknown.
+  currency agrees with it (veintiún euros, doscientas libras, duas libras), and so does one before
+  a noun (the next word, in lower case, plural after a number other than 1): veintiuna personas,
+  veintiún libros, quinientas páginas, duas pessoas, uma casa, una casa, un'ora, uno studente.
+  The noun's gender comes from ``romance_feminine`` (-a but día, problema, programa...; -ción,
+  -dad, -tud, -umbre...; a list of common nouns such as mano, noche, vez); after a label
+  (capítulo 1, página 21) the number is a name and keeps num2words' form (veintiuno).
 """
 
 from __future__ import annotations
@@ -131,6 +151,7 @@ DIGIT = {"en": ["zero", "one", "two", "three", "four", "five", "six", "seven", "
 POINT = {"en": "point", "fr": "virgule", "de": "Komma", "es": "coma", "it": "virgola", "pt": "vírgula"}
 DOT = {"en": "point", "fr": "point", "de": "Punkt", "es": "punto", "it": "punto", "pt": "ponto"}
 MINUS = {"en": "minus", "fr": "moins", "de": "minus", "es": "menos", "it": "meno", "pt": "menos"}
+PLUS = {"en": "plus", "fr": "plus", "de": "plus", "es": "más", "it": "più", "pt": "mais"}
 TO = {"en": "to", "fr": "à", "de": "bis", "es": "a", "it": "a", "pt": "a"}
 
 
@@ -208,24 +229,142 @@ def de_ordinal(n: int, case: str) -> str:
     return base[:-1] + case if base.endswith("e") else base
 
 
+_MILLIONS = re.compile(r"\b(?:millón|millones|billón|billones|milhão|milhões|bilião|biliões|bilhão|bilhões)\b")
+
+
 def gendered(words: str, lang: str, fem: bool) -> str:
     """A Spanish/Italian/Portuguese cardinal before a noun: es ``uno`` -> ``un``/``una``
     (veintiún euros, veintiuna horas), feminine hundreds (doscientas); it ``uno`` ->
-    ``un``/``una``; pt ``um`` -> ``uma``, ``dois`` -> ``duas``, duzentas."""
+    ``un``/``una``; pt ``um`` -> ``uma``, ``dois`` -> ``duas`` (duas mil), duzentas. Millions
+    are masculine nouns: what counts them keeps its form (doscientos millones de personas)."""
     if lang == "es":
         if re.search(r"uno$", words):
             words = words[:-3] + ("una" if fem else ("ún" if words.endswith("iuno") else "un"))
         if fem:
-            words = re.sub(r"ientos\b", "ientas", words)
+            cut = max((x.end() for x in _MILLIONS.finditer(words)), default=0)
+            words = words[:cut] + re.sub(r"ientos\b", "ientas", words[cut:])
     elif lang == "it":
         if words == "uno":
             words = "una" if fem else "un"
     elif lang == "pt" and fem:
-        words = re.sub(r"\bum$", "uma", words)
-        words = re.sub(r"\bdois$", "duas", words)
-        words = re.sub(r"entos\b", "entas", words)
+        cut = max((x.end() for x in _MILLIONS.finditer(words)), default=0)
+        tail = re.sub(r"\bum\b", "uma", words[cut:])
+        tail = re.sub(r"\bdois\b", "duas", tail)
+        words = words[:cut] + re.sub(r"entos\b", "entas", tail)
     return words
 
+
+# The gender of a Spanish, Italian or Portuguese noun after a number (21 personas =
+# veintiuna personas, 1 casa = una/uma casa, 2 pessoas = duas pessoas): feminine when it is
+# in ROMANCE_FEM_NOUNS, or ends in -a (but not the masculine nouns in -a of
+# ROMANCE_MASC_NOUNS, nor the people in -ista, of either gender, said masculine in a count) or
+# in a feminine suffix; plurals are taken back to their singular (canciones -> canción).
+ROMANCE_FEM_SUFFIXES = {"es": ("ción", "sión", "dad", "tad", "tud", "umbre", "ie"),
+                        "it": ("zione", "sione", "gione", "tà", "tù", "trice"),
+                        "pt": ("ção", "são", "dade", "tude", "agem", "ice")}
+ROMANCE_MASC_NOUNS = {
+    "es": {"día", "mapa", "problema", "programa", "sistema", "tema", "idioma", "clima", "planeta", "drama", "poema",
+           "diploma", "esquema", "dilema", "lema", "enigma", "panorama", "síntoma", "fantasma", "cometa", "poeta",
+           "atleta", "sofá", "papá", "tranvía", "pijama", "mediodía", "telegrama", "crucigrama", "diagrama",
+           "gorila", "aroma", "dogma", "trauma", "carisma", "prisma", "karma", "koala", "panda", "delta",
+           "cura", "guardia", "policía", "guía", "pirata", "astronauta", "profeta", "jerarca", "monarca", "patriarca"},
+    "it": {"problema", "sistema", "programma", "tema", "clima", "pianeta", "poeta", "atleta", "cinema", "dramma",
+           "diploma", "schema", "panorama", "papa", "pigiama", "telegramma", "diagramma", "enigma", "dilemma",
+           "fantasma", "idioma", "poema", "sintomo", "teorema", "aroma", "dogma", "trauma", "carisma", "pilota",
+           "collega", "pirata", "astronauta", "profeta", "monarca", "giorno"},
+    "pt": {"dia", "mapa", "problema", "sistema", "programa", "tema", "clima", "planeta", "idioma", "poeta", "atleta",
+           "cinema", "drama", "esquema", "poema", "diploma", "sofá", "telefonema", "dilema", "lema", "enigma",
+           "panorama", "fantasma", "cometa", "pijama", "aroma", "dogma", "trauma", "carisma", "prisma", "guarda",
+           "guia", "policia", "pirata", "astronauta", "profeta", "monarca", "colega", "samba"},
+}
+ROMANCE_FEM_NOUNS = {
+    "es": {"mano", "foto", "moto", "radio", "noche", "calle", "gente", "parte", "clase", "llave", "vez", "luz", "voz",
+           "ley", "red", "flor", "mujer", "imagen", "razón", "opinión", "región", "religión", "unión", "piel", "sal",
+           "tarde", "muerte", "suerte", "frase", "fase", "base", "nube", "torre", "fuente", "carne", "leche", "nave",
+           "sede", "crisis", "tesis", "dosis", "hipótesis", "síntesis", "miel", "cárcel", "señal", "catedral",
+           "labor", "madre", "nieve", "fiebre", "sangre", "paz", "cruz", "nariz", "raíz", "actriz", "cicatriz",
+           "pared", "sed", "virtud", "lección", "estación", "ración", "canción", "nación", "ocasión", "misión",
+           "visión", "versión", "sesión", "pensión", "mente", "frente", "serpiente", "costumbre", "cumbre"},
+    "it": {"mano", "notte", "chiave", "parte", "gente", "classe", "frase", "fase", "base", "legge", "luce", "voce",
+           "nave", "sede", "serie", "specie", "radio", "foto", "moto", "auto", "mente", "morte", "sorte", "fonte",
+           "torre", "carne", "neve", "fame", "sete", "pelle", "arte", "immagine", "origine", "canzone", "opinione",
+           "unione", "occasione", "lezione", "madre", "moglie", "donna", "febbre", "pace",
+           "croce", "radice", "attrice", "rete", "parete", "estate", "tesi", "crisi", "analisi", "ipotesi", "volte"},
+    "pt": {"mão", "vez", "luz", "voz", "lei", "rede", "flor", "mulher", "noite", "tarde", "parte", "gente", "classe",
+           "chave", "fase", "frase", "base", "nuvem", "ordem", "cor", "dor", "pele", "fonte", "torre", "carne",
+           "morte", "sorte", "série", "espécie", "foto", "moto", "tribo", "neve", "febre", "fome", "sede", "nave",
+           "árvore", "mãe", "irmã", "maçã", "lã", "imagem", "margem", "origem", "ponte", "mente", "frente",
+           "semente", "lente", "arte", "ave", "cruz", "paz", "raiz", "atriz", "cicatriz", "matriz", "razão",
+           "opinião", "região", "religião", "união", "lição", "canção", "estação", "nação", "crise", "tese", "análise",
+           "hipótese", "dose", "parede"},
+}
+# the number before these is a count; after ROMANCE_LABELS (capítulo 1, página 21) a name
+ROMANCE_FUNCTION_WORDS = {
+    "es": {"de", "del", "a", "al", "y", "e", "o", "u", "en", "con", "por", "para", "sin", "sobre", "entre", "hasta",
+           "desde", "contra", "hacia", "según", "que", "como", "más", "menos", "ya", "no", "sí", "es", "son", "fue",
+           "era", "está", "están", "hay", "la", "las", "el", "los", "lo", "un", "una", "se", "su", "sus", "muy", "tan",
+           "cada", "ni", "pero", "mas", "tras", "ante", "bajo", "durante", "mediante"},
+    "it": {"di", "del", "della", "e", "ed", "o", "a", "al", "alla", "in", "con", "per", "su", "da", "tra", "fra",
+           "che", "è", "non", "più", "meno", "il", "la", "le", "lo", "gli", "i", "un", "una", "si", "ma", "come"},
+    "pt": {"de", "do", "da", "dos", "das", "a", "à", "ao", "e", "o", "os", "as", "em", "no", "na", "com", "por",
+           "para", "sem", "sobre", "entre", "até", "desde", "que", "como", "mais", "menos", "já", "não", "é", "são",
+           "foi", "era", "está", "há", "um", "uma", "se", "mas", "ou", "nem", "após", "ante", "durante", "contra"},
+}
+ROMANCE_LABELS = {
+    "es": {"capítulo", "página", "pág.", "número", "núm.", "artículo", "lección", "nivel", "fase", "paso", "punto",
+           "parte", "sección", "tabla", "figura", "versión", "modelo", "tipo", "año", "siglo", "planta", "piso",
+           "habitación", "línea", "canal", "puerta", "calle", "ruta", "grupo", "equipo", "tomo", "volumen", "libro",
+           "acto", "escena", "título", "n.º", "nº"},
+    "it": {"capitolo", "pagina", "pag.", "numero", "n.", "articolo", "lezione", "livello", "fase", "passo", "punto",
+           "parte", "sezione", "tabella", "figura", "versione", "modello", "tipo", "anno", "secolo", "piano",
+           "stanza", "linea", "canale", "porta", "via", "gruppo", "squadra", "tomo", "volume", "libro", "atto",
+           "scena", "titolo"},
+    "pt": {"capítulo", "página", "pág.", "número", "n.º", "nº", "artigo", "lição", "nível", "fase", "passo", "ponto",
+           "parte", "secção", "seção", "tabela", "figura", "versão", "modelo", "tipo", "ano", "século", "andar",
+           "piso", "quarto", "linha", "canal", "porta", "rua", "grupo", "equipa", "equipe", "tomo", "volume", "livro",
+           "ato", "acto", "cena", "título"},
+}
+_FEM_IST = {"lista", "pista", "revista", "vista", "entrevista", "conquista", "arista"}
+
+
+def _romance_singulars(word: str, lang: str) -> list[str]:
+    """``word`` and the singulars it may be the plural of (canciones -> canción, veces -> vez,
+    viagens -> viagem, lições -> lição)."""
+    out = [word]
+    if lang == "it" or not word.endswith("s"):
+        return out
+    out.append(word[:-1])
+    if lang == "es" and word.endswith("es"):
+        stem = word[:-2]
+        out += [stem, stem[:-1] + "z"] if stem.endswith("c") else [stem]
+        accent = {"a": "á", "e": "é", "i": "í", "o": "ó", "u": "ú"}
+        if stem.endswith(("on", "en", "in")) and len(stem) > 2:  # canciones -> canción
+            out.append(stem[:-2] + accent[stem[-2]] + stem[-1])
+        out.append(stem.replace("á", "a").replace("é", "e").replace("í", "i").replace("ó", "o"))  # imágenes
+    if lang == "pt":
+        if word.endswith("ões"):
+            out.append(word[:-3] + "ão")
+        if word.endswith("ens"):
+            out.append(word[:-3] + "em")
+        if word.endswith("es"):
+            out.append(word[:-2])
+    return out
+
+
+def romance_feminine(word: str, lang: str) -> bool:
+    """Whether the Spanish/Italian/Portuguese noun ``word`` (singular or plural, lower case)
+    is feminine (see ``ROMANCE_FEM_NOUNS``)."""
+    forms = _romance_singulars(word, lang)
+    if any(f in ROMANCE_FEM_NOUNS[lang] for f in forms):
+        return True
+    if any(f in ROMANCE_MASC_NOUNS[lang] for f in forms):
+        return False
+    sing = forms[1] if len(forms) > 1 else forms[0]
+    if any(f.endswith(ROMANCE_FEM_SUFFIXES[lang]) for f in forms):
+        return True
+    if sing.endswith("ista") and sing not in _FEM_IST:
+        return False  # los turistas, i turisti: people said masculine in a count
+    return sing.endswith("a") and len(sing) > 2
 
 def feminine_ordinal(w: str) -> str:
     """``primero``/``vigésimo primero`` -> ``primera``/``vigésima primera`` (es, it, pt)."""
@@ -296,6 +435,16 @@ UNITS = {
             "de": ("Meile pro Stunde", "Meilen pro Stunde")},
     "m/s": {"en": ("meter per second", "meters per second"), "fr": ("mètre par seconde", "mètres par seconde"),
             "de": ("Meter pro Sekunde", "Meter pro Sekunde")},
+    "km²": {"en": ("square kilometer", "square kilometers"), "fr": ("kilomètre carré", "kilomètres carrés"),
+            "de": ("Quadratkilometer", "Quadratkilometer")},
+    "cm²": {"en": ("square centimeter", "square centimeters"), "fr": ("centimètre carré", "centimètres carrés"),
+            "de": ("Quadratzentimeter", "Quadratzentimeter")},
+    "m²": {"en": ("square meter", "square meters"), "fr": ("mètre carré", "mètres carrés"),
+           "de": ("Quadratmeter", "Quadratmeter")},
+    "cm³": {"en": ("cubic centimeter", "cubic centimeters"), "fr": ("centimètre cube", "centimètres cubes"),
+            "de": ("Kubikzentimeter", "Kubikzentimeter")},
+    "m³": {"en": ("cubic meter", "cubic meters"), "fr": ("mètre cube", "mètres cubes"),
+           "de": ("Kubikmeter", "Kubikmeter")},
     "km": {"en": ("kilometer", "kilometers"), "fr": ("kilomètre", "kilomètres"), "de": ("Kilometer", "Kilometer")},
     "cm": {"en": ("centimeter", "centimeters"), "fr": ("centimètre", "centimètres"), "de": ("Zentimeter", "Zentimeter")},
     "mm": {"en": ("millimeter", "millimeters"), "fr": ("millimètre", "millimètres"), "de": ("Millimeter", "Millimeter")},
@@ -315,6 +464,9 @@ UNITS = {
            "de": ("Grad Fahrenheit", "Grad Fahrenheit")},
     "°": {"en": ("degree", "degrees"), "fr": ("degré", "degrés"), "de": ("Grad", "Grad")},
     "min": {"en": ("minute", "minutes"), "fr": ("minute", "minutes"), "de": ("Minute", "Minuten")},
+    "sec": {"en": ("second", "seconds"), "fr": ("seconde", "secondes"), "de": ("Sekunde", "Sekunden")},
+    "hrs": {"en": ("hour", "hours"), "fr": ("heure", "heures"), "de": ("Stunde", "Stunden")},
+    "hr": {"en": ("hour", "hours"), "fr": ("heure", "heures"), "de": ("Stunde", "Stunden")},
     "ms": {"en": ("millisecond", "milliseconds"), "fr": ("milliseconde", "millisecondes"),
            "de": ("Millisekunde", "Millisekunden")},
     "GB": {"en": ("gigabyte", "gigabytes"), "fr": ("gigaoctet", "gigaoctets"), "de": ("Gigabyte", "Gigabyte")},
@@ -340,6 +492,15 @@ _ROMANCE_UNITS = {
             ("milha por hora", "milhas por hora")),
     "m/s": (("metro por segundo", "metros por segundo"), ("metro al secondo", "metri al secondo"),
             ("metro por segundo", "metros por segundo")),
+    "km²": (("kilómetro cuadrado", "kilómetros cuadrados"), ("chilometro quadrato", "chilometri quadrati"),
+            ("quilómetro quadrado", "quilómetros quadrados")),
+    "cm²": (("centímetro cuadrado", "centímetros cuadrados"), ("centimetro quadrato", "centimetri quadrati"),
+            ("centímetro quadrado", "centímetros quadrados")),
+    "m²": (("metro cuadrado", "metros cuadrados"), ("metro quadrato", "metri quadrati"),
+           ("metro quadrado", "metros quadrados")),
+    "cm³": (("centímetro cúbico", "centímetros cúbicos"), ("centimetro cubo", "centimetri cubi"),
+            ("centímetro cúbico", "centímetros cúbicos")),
+    "m³": (("metro cúbico", "metros cúbicos"), ("metro cubo", "metri cubi"), ("metro cúbico", "metros cúbicos")),
     "km": (("kilómetro", "kilómetros"), ("chilometro", "chilometri"), ("quilómetro", "quilómetros")),
     "cm": (("centímetro", "centímetros"), ("centimetro", "centimetri"), ("centímetro", "centímetros")),
     "mm": (("milímetro", "milímetros"), ("millimetro", "millimetri"), ("milímetro", "milímetros")),
@@ -358,6 +519,9 @@ _ROMANCE_UNITS = {
            ("grau Fahrenheit", "graus Fahrenheit")),
     "°": (("grado", "grados"), ("grado", "gradi"), ("grau", "graus")),
     "min": (("minuto", "minutos"), ("minuto", "minuti"), ("minuto", "minutos")),
+    "sec": (("segundo", "segundos"), ("secondo", "secondi"), ("segundo", "segundos")),
+    "hrs": (("hora", "horas"), ("ora", "ore"), ("hora", "horas")),
+    "hr": (("hora", "horas"), ("ora", "ore"), ("hora", "horas")),
     "ms": (("milisegundo", "milisegundos"), ("millisecondo", "millisecondi"), ("milissegundo", "milissegundos")),
     "GB": (("gigabyte", "gigabytes"), ("gigabyte", "gigabyte"), ("gigabyte", "gigabytes")),
     "MB": (("megabyte", "megabytes"), ("megabyte", "megabyte"), ("megabyte", "megabytes")),
@@ -377,7 +541,7 @@ _ROMANCE_UNITS = {
 for _u, _rows in _ROMANCE_UNITS.items():
     for _lang, _row in zip(ROMANCE, _rows):
         UNITS[_u][_lang] = _row
-ROMANCE_FEMININE = {"milla", "libra", "onza", "milha", "onça", "libbra", "oncia"}
+ROMANCE_FEMININE = {"milla", "libra", "onza", "milha", "onça", "libbra", "oncia", "hora", "ora"}
 _UNIT_RE = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 
 # currency symbol/code -> (singular, plural, cent singular, cent plural)
@@ -424,11 +588,12 @@ PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent", "es": "por cient
 ABBREV = {
     "en": {"Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
            "Sr.": "Senior", "vs.": "versus", "etc.": "et cetera", "e.g.": "for example", "i.e.": "that is",
-           "approx.": "approximately", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard",
-           "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant", "Lt.": "Lieutenant", "Gen.": "General",
+           "approx.": "approximately", "incl.": "including", "excl.": "excluding", "Mt.": "Mount",
+           "Ave.": "Avenue", "Blvd.": "Boulevard", "Rd.": "Road", "Capt.": "Captain", "Sgt.": "Sergeant",
+           "Lt.": "Lieutenant", "Gen.": "General",
            "Gov.": "Governor", "Sen.": "Senator", "Rep.": "Representative", "Inc.": "Incorporated",
            "Ltd.": "Limited", "Corp.": "Corporation", "Dept.": "Department", "Fig.": "Figure",
-           "fig.": "figure"},
+           "fig.": "figure", "Vol.": "Volume", "vol.": "volume", "Ch.": "Chapter", "ch.": "chapter"},
     "fr": {"Mme": "Madame", "Mmes": "Mesdames", "Mlle": "Mademoiselle", "Mlles": "Mesdemoiselles",
            "MM.": "Messieurs", "Dr": "Docteur", "Dr.": "Docteur", "Pr": "Professeur", "Pr.": "Professeur",
            "Ste": "Sainte", "St": "Saint", "etc.": "et cetera", "p. ex.": "par exemple", "c.-à-d.": "c'est-à-dire",
@@ -452,9 +617,25 @@ ABBREV = {
            "p. ex.": "por exemplo", "aprox.": "aproximadamente", "Av.": "Avenida", "pág.": "página",
            "tel.": "telefone", "V. Exa.": "Vossa Excelência"},
 }
+# abbreviations whose dot may also end a sentence (Apple Inc. Then): kept before a capital
+# letter; the others' dot is read with them (Dr. Smith, z. B. gut). Spanish, Italian,
+# Portuguese: etc. and ecc. only.
+MAY_END_SENTENCE = ("etc.", "usw.", "Jr.", "Sr.", "Inc.", "Ltd.", "Corp.", "Ave.", "Blvd.", "Rd.", "Str.",
+                    "u.a.", "u. a.", "Dept.")
+ROMANCE_MAY_END_SENTENCE = ("etc.", "ecc.")
+EN_TITLES = ("Dr", "St")  # Doctor or Drive, Saint or Street (see _Normalizer.dr_st)
 NUMBER_ABBREV = {"en": ("No.", "number"), "fr": ("n°", "numéro"), "de": ("Nr.", "Nummer"), "es": ("n.º", "número"),
                  "it": ("n.", "numero"), "pt": ("n.º", "número")}
-NUMBER_ABBREV_RX = {"es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
+NUMBER_ABBREV_RX = {"en": r"[Nn]o\.", "es": r"(?:n\.?º|núm\.)", "it": r"n\.", "pt": r"n\.?º"}
+# page abbreviations, read only before a number (p. 5 = page five)
+PAGE_ABBREV = {"en": {"p.": "page", "pp.": "pages"}, "fr": {"p.": "page"}, "de": {"S.": "Seite"}}
+# a written pair that is not a fraction (24/7 = twenty-four seven, every hour of every day)
+NOT_FRACTIONS = {(24, 7)}
+EN_NOT_FRACTIONS = {(9, 11): "nine eleven"}
+# emergency numbers read digit by digit after these words (call 911 = nine one one)
+EMERGENCY_NUMBERS = {"911", "999", "112"}
+EMERGENCY_CUES = {"call", "calls", "called", "calling", "dial", "dials", "dialed", "dialled", "dialing", "dialling",
+                  "phone", "phoned", "ring", "rang", "text", "texted"}
 YEAR_CUES = {"in", "since", "by", "until", "till", "from", "year", "before", "after", "around", "circa", "during",
              "early", "late", "mid", "spring", "summer", "autumn", "fall", "winter"}
 DATE_CUES_EN = {"on", "since", "until", "by", "from", "till", "before", "after", "due"}
@@ -466,10 +647,51 @@ DATE_CUES_ROMANCE = {"es": {"el", "del", "al", "desde", "hasta", "hoy", "fecha",
 IT_ORDINAL_CUES = {"il", "lo", "la", "l'", "al", "allo", "alla", "del", "dello", "della", "nel", "nello", "nella",
                    "dal", "dallo", "dalla", "sul", "sullo", "sulla", "un", "una", "i", "gli", "le"}
 DE_ARTICLES_TE = {"der", "die", "das"}
+# German feminine nouns (1 Person = eine Person): common nouns and units, and (as the end of a
+# compound of at least five letters: Kaffeetasse, Arbeitsstunde) the longer ones; suffixes
+DE_FEMININE = {
+    "Person", "Frau", "Stunde", "Minute", "Sekunde", "Woche", "Tonne", "Meile", "Unze", "Million", "Milliarde",
+    "Billion", "Sache", "Stadt", "Nacht", "Tasse", "Flasche", "Seite", "Zeile", "Frage", "Antwort", "Idee", "Katze",
+    "Kuh", "Hand", "Tür", "Liste", "Straße", "Familie", "Firma", "Schule", "Klasse", "Gruppe", "Aufgabe", "Stimme",
+    "Sprache", "Reise", "Runde", "Portion", "Scheibe", "Tablette", "Dose", "Nummer", "Zahl", "Welt", "Zeit", "Form",
+    "Farbe", "Rolle", "Chance", "Pause", "Regel", "Tochter", "Mutter", "Schwester", "Tante", "Kiste", "Tüte",
+    "Stufe", "Etage", "Birne", "Banane", "Zitrone", "Tomate", "Kartoffel", "Gurke", "Brücke", "Kirche", "Insel",
+    "Wand", "Kugel", "Sorte", "Karte", "Maus", "Wurst", "Bank", "Kraft", "Luft", "Wahl", "Ecke", "Kerze", "Lampe",
+    "Jacke", "Hose", "Tasche", "Münze", "Note", "Folge", "Staffel", "Episode", "Datei", "Nachricht", "Blume",
+    "Pflanze", "Biene", "Fliege", "Schlange", "Ente", "Ziege", "Tafel", "Packung", "Kanne", "Schüssel", "Prise",
+    "Messerspitze", "Zehe", "Knolle", "Schachtel", "Fahrt", "Tat", "Art", "Mark", "Last",
+}
+DE_FEMININE_SUFFIXES = ("ung", "heit", "keit", "schaft", "ion", "tät", "ik", "ur", "zeit", "erin", "istin", "ei",
+                        "ie", "enz", "anz")
+DE_NOT_FEMININE = {"Abitur", "Ei", "Papagei", "Brei", "Schrei", "Knie", "Genie", "Start", "Gewand", "Applaus",
+                   "Katholik", "Plastik", "Purpur", "Lei"}
+# German years (1749 = siebzehnhundertneunundvierzig): after these words always; after the
+# free cues, before a year word, or with a year word later in the clause (1749 in Frankfurt
+# geboren), unless a noun follows the number (1749 Menschen, bis 1999 Autos)
+DE_YEAR_CUES = {"im", "jahr", "jahre", "jahres", "anno", "baujahr", "jahrgang", "sommer", "winter", "frühjahr",
+                "herbst", "frühling"}
+DE_YEAR_CUES_FREE = {"seit", "bis", "von", "ab", "um", "vor", "nach", "zwischen", "anfang", "mitte", "ende",
+                     "spätestens", "frühestens"}
+DE_YEAR_WORDS = {"geboren", "geb", "gestorben", "gest", "verstorben", "starb", "gegründet", "gegr", "erbaut",
+                 "gebaut", "errichtet", "eröffnet", "veröffentlicht", "erschienen", "entdeckt", "erfunden",
+                 "komponiert", "uraufgeführt", "gemalt", "geheiratet", "heiratete", "zerstört", "eingeweiht",
+                 "gekrönt", "unterzeichnet", "eingeführt", "fertiggestellt", "abgerissen", "gewählt", "entstanden"}
+
+
+def de_feminine(noun: str) -> bool:
+    """Whether the German noun ``noun`` is feminine (see ``DE_FEMININE``): for eine/ein."""
+    if noun in DE_NOT_FEMININE:
+        return False
+    if noun in DE_FEMININE:
+        return True
+    low = noun.lower()
+    if any(low.endswith(w.lower()) for w in DE_FEMININE if len(w) >= 5):
+        return True
+    return any(low.endswith(suf) and len(low) > len(suf) + 1 for suf in DE_FEMININE_SUFFIXES)
 DE_ARTICLES_TEN = {"den", "dem", "des", "am", "im", "zum", "zur", "vom", "beim", "ab", "seit", "bis", "einem", "einen"}
 ROMAN_CUES = {
     "en": {"chapter", "part", "volume", "book", "war", "act", "scene", "section", "article", "phase",
-           "type", "class", "level", "vol.", "apollo", "episode", "season", "stage"},
+           "type", "class", "level", "vol.", "ch.", "apollo", "episode", "season", "stage"},
     "fr": {"chapitre", "partie", "tome", "livre", "acte", "scène", "article", "titre", "guerre", "type", "niveau"},
     "de": {"kapitel", "teil", "band", "buch", "akt", "szene", "artikel", "weltkrieg", "typ", "stufe", "abschnitt"},
     "es": {"capítulo", "parte", "tomo", "libro", "acto", "escena", "artículo", "título", "guerra", "tipo", "nivel",
@@ -595,6 +817,9 @@ class _Normalizer(Rules):
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
         ]
         if L == "en":
+            # feet and inches: 5'11" = five foot eleven
+            parts.append(("feet", r"(?<![\w.,'\u2019\u2032])(\d{1,2}) ?['\u2019\u2032] ?(\d{1,2}) ?"
+                                  r"(?:\"|''|\u201d|\u2033)(?!\w)", self.feet))
             parts.append(("time", (r"(?<![\w:.,])(\d{1,2})(?::(\d{2}))?\s*([aApP])\.?\s?[mM]\.?(?!\w)"
                                    r"|(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)"), self.time_en))
         elif L == "fr":
@@ -612,25 +837,32 @@ class _Normalizer(Rules):
              else rf"(?<![\w.,])(\d{{1,2}})(?:\.?º|°)? (?:de )?({months})\b(?: de (\d{{4}}))?" if L in ("es", "pt")
              else rf"(?<![\w.,])(\d{{1,2}})(?:°|º)? ({months})\b(?: (\d{{4}}))?" if L == "it"
              else rf"\b({months}) (\d{{1,2}})(?:st|nd|rd|th)?\b(?:(,?) (\d{{4}})\b)?", self.month_date),
+            # a quarter of a year: Q3 2025 = Q three twenty twenty-five
+            ("quarter", r"(?<![\w.])Q([1-4])(?!\w)(?: ((?:1[1-9]|20)\d\d)(?!\w|[.,]\d))?", self.quarter),
             ("phone", r"(?<![\w.,/-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{2,8}(?:[ .-]\d{2,8}){0,3}(?![\w.,/-]*\d)", self.phone),
             ("money", (rf"(?<![\w.,])(-|\u2212)?({money_syms}) ?({n})(?: ?({scales})(?![\w]))?(?![\w]|[.,]\d)"
                        rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?![\w]))? ?({money_syms})(?![\w])"), self.money),
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
-            ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_UNIT_RE})(?![\w/])", self.unit),
+            # a dot after the unit (5 min. then) is the abbreviation's: read, it ends the sentence or goes
+            ("unit", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?({_UNIT_RE})(?![\w/])(\.(?![\w.]))?", self.unit),
             ("ordinal", r"(?<![\w.,])(\d+)(st|nd|rd|th)\b" if L == "en" else
              r"(?<![\w.,])(\d+)(\.?º|\.?ª|er\b)" if L in ("es", "pt") else
              r"(?<![\w.,])(\d+)(\.?º|\.?ª|°)(?![CF]\b)" if L == "it" else
              r"(?<![\w.,])(\d+)(ers|er|ères|ère|res|re|es|e|ème|èmes|nd|nde)\b" if L == "fr" else
              r"(?<![\w.,])(\d{1,4})\.(?= \w)", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self.fraction),
-            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?![\w]|[.,]\d)", self.range),
+            ("range", rf"(?<![\w.,-])({n})(?: ?[-\u2013] ?|\.\.(?!\.))({n})(?![\w]|[.,]\d)", self.range),
             ("roman", r"\b([IVXLC]{2,}|[IVX])(?:(er|e|ème)\b|\b(\.?))", self.roman),
             ("numabbr", rf"(?<!\w){NUMBER_ABBREV_RX.get(L) or re.escape(NUMBER_ABBREV[L][0])} ?(?=\d)",
              self.numabbr),
+            ("page", rf"(?<![\w.])(?:{'|'.join(re.escape(k) for k in sorted(PAGE_ABBREV[L], key=len, reverse=True))})"
+                     r" ?(?=\d)", self.page) if L in PAGE_ABBREV else None,
             ("abbr", rf"(?<![\w.])(?:{abbrevs})(?!\w)" + (r"|(?<![\w.])M\.(?= [A-ZÉ])" if L == "fr" else ""),
              self.abbr),
-            ("title_en", r"(?<![\w.])(Dr|St)\.(?!\w)", self.dr_st) if L == "en" else None,
-            ("number", rf"(?<![\w.,])(-|\u2212)?({n})(s)?(?![\w]|[.,]\d)", self.number),
+            ("title_en", rf"(?<![\w.])({'|'.join(EN_TITLES)})\.(?!\w)", self.dr_st) if L == "en" else None,
+            # Italian 1 before a noun: un'ora, una casa, un libro, uno studente (it takes the space)
+            ("one_it", r"(?<![\w.,])1 (?=[^\W\d_])", self.one_it) if L == "it" else None,
+            ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n})(s)?(?![\w]|[.,]\d)", self.number),
         ]
         if L in ROMANCE:
             # money before phone (25.000 € is money, not a phone number); Italian 1° before units
@@ -927,12 +1159,19 @@ class _Normalizer(Rules):
 
     def unit(self, s, g, m):
         L = self.lang
-        neg, amount, u = g
-        if u in ("m", "l", "g", "mi", "V", "W", "ft") and m.group(0)[len(m.group(0)) - len(u) - 1:][0:1] != " " \
-                and not re.search(r"\d$", s[: -len(u)]):
+        neg, amount, u, dot = g
+        body = s[:-1] if dot else s
+        if u in ("m", "l", "g", "mi", "V", "W", "ft") and body[len(body) - len(u) - 1:][0:1] != " " \
+                and not re.search(r"\d$", body[: -len(u)]):
             return None
+        # the abbreviation's dot: kept where it ends the sentence (5 min. Then), else read with it
+        end = "." if dot and self._sentence_end(m) else ""
+        return self._unit_words(neg, amount, u) + end
+
+    def _unit_words(self, neg, amount, u) -> str:
+        L = self.lang
         one, many = UNITS[u][L]
-        sign = MINUS[L] + " " if neg else ""
+        sign = (PLUS[L] if neg == "+" else MINUS[L]) + " " if neg else ""
         if L in ROMANCE:
             fem = one.split()[0] in ROMANCE_FEMININE
             if self._is_one(amount):
@@ -945,7 +1184,7 @@ class _Normalizer(Rules):
             word = {"en": "one", "fr": "un", "de": "ein"}[L]
             if L == "fr" and one.split()[0] in ("minute", "seconde", "milliseconde", "livre", "once", "heure"):
                 word = "une"
-            if L == "de" and one.split()[0] in ("Minute", "Millisekunde", "Meile", "Unze", "Kilowattstunde"):
+            if L == "de" and de_feminine(one.split()[0]):
                 word = "eine"
             return f"{sign}{word} {one}"
         return f"{sign}{self._num(amount)} {many}"
@@ -1004,6 +1243,10 @@ class _Normalizer(Rules):
             if not _valid_date(d, mo, None):
                 return None
             return date_words(d, mo, None, L, self._de_case(m))
+        if (a, b) in NOT_FRACTIONS:  # 24/7: twenty-four seven
+            return f"{card(a, L)} {card(b, L)}"
+        if L == "en" and (a, b) in EN_NOT_FRACTIONS:
+            return EN_NOT_FRACTIONS[a, b]
         if b < 2 or a == 0:
             return None
         return fraction(a, b, L)
@@ -1015,9 +1258,13 @@ class _Normalizer(Rules):
             return None
         p = self._prev_word(m).lower()
 
+        # German years in brackets, a lifespan: Goethe (1749–1832)
+        bracket = L == "de" and m.string[:m.start()].endswith("(") and self._next_text(m).startswith(")")
+
         def side(x):
             if re.fullmatch(r"\d{4}", x) and 1100 <= int(x) <= 2099 and (
-                    L == "en" or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
+                    L == "en" or bracket
+                    or p in ("von", "zwischen", "jahre", "jahren", "im", "seit", "de", "entre", "en")):
                 return year(int(x), L)
             return number(x, L)
 
@@ -1060,9 +1307,31 @@ class _Normalizer(Rules):
         """Keep the numeral's dot when it ends the text (German ``Ludwig XIV.``)."""
         return "." if not self._next_text(m).strip() else ""
 
+    def _sentence_start(self, m) -> bool:
+        before = m.string[:m.start()].rstrip()
+        return not before or re.search(r"[.!?:\n][\"'\u201d\u2019)\]]*$", before) is not None
+
+    def _cap(self, w: str, s: str, m) -> str:
+        """``w`` capitalized where the abbreviation ``s`` it reads was, at the start of a sentence
+        (German nouns always are)."""
+        return w[0].upper() + w[1:] if s[0].isupper() and self._sentence_start(m) else w
+
     def numabbr(self, s, g, m):
-        w = NUMBER_ABBREV[self.lang][1]
-        return (w[0].upper() + w[1:] if s[0].isupper() else w) + " "
+        return self._cap(NUMBER_ABBREV[self.lang][1], s, m) + " "
+
+    def page(self, s, g, m):
+        return self._cap(PAGE_ABBREV[self.lang][s.rstrip()], s, m) + " "
+
+    def quarter(self, s, g, m):
+        return f"Q {card(int(g[0]), self.lang)}" + (f" {year(int(g[1]), self.lang)}" if g[1] else "")
+
+    def feet(self, s, g, m):
+        ft, inch = int(g[0]), int(g[1])
+        if inch > 11:
+            return None
+        if inch == 0:
+            return "one foot" if ft == 1 else f"{card(ft, 'en')} feet"
+        return f"{card(ft, 'en')} foot {card(inch, 'en')}"
 
     def abbr(self, s, g, m):
         L = self.lang
@@ -1071,7 +1340,7 @@ class _Normalizer(Rules):
         word = ABBREV[L][s]
         if L in ROMANCE:  # a title before a name keeps no dot; etc./ecc. at the end of a sentence does
             nxt = self._next_text(m)
-            end = not nxt.strip() or (s in ("etc.", "ecc.") and re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None)
+            end = not nxt.strip() or (s in ROMANCE_MAY_END_SENTENCE and re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None)
             return word + "." if end else word
         if s.endswith(".") and self._ends_sentence(m):
             return word + "."
@@ -1084,9 +1353,7 @@ class _Normalizer(Rules):
     def _ends_sentence(self, m) -> bool:
         nxt = self._next_text(m)
         return not nxt.strip() or (re.match(r"\s+[A-ZÀ-ÖØ-Þ]", nxt) is not None
-                                   and m.string[m.start():m.end()] in ("etc.", "usw.", "Jr.", "Sr.", "Inc.", "Ltd.",
-                                                                        "Corp.", "Ave.", "Blvd.", "Rd.", "Str.",
-                                                                        "u.a.", "u. a.", "Dept."))
+                                   and m.string[m.start():m.end()] in MAY_END_SENTENCE)
 
     def dr_st(self, s, g, m):
         which = g[0]
@@ -1107,19 +1374,22 @@ class _Normalizer(Rules):
         neg, n, plural_s = g
         if self._too_long(n):
             return None
-        sign = MINUS[L] + " " if neg else ""
-        if L == "de" and n == "1" and not neg and re.match(r" [A-ZÄÖÜ][a-zäöüß]", m.string[m.end():]):
-            return "ein"
+        sign = (PLUS[L] if neg == "+" else MINUS[L]) + " " if neg else ""
+        noun = re.match(r" ([A-ZÄÖÜ][a-zäöüß][\w-]*)", m.string[m.end():]) if L == "de" else None
+        if noun and n == "1" and not neg:
+            return "eine" if de_feminine(noun.group(1)) else "ein"
         if neg:
             before = m.string[:m.start()]
             if before and not before[-1].isspace() and before[-1] not in "([{\"'":
                 return None
         p = self._prev_word(m)
+        if L == "en" and n in EMERGENCY_NUMBERS and not neg and plural_s is None and p.lower() in EMERGENCY_CUES:
+            return digits(n, "en")  # call 911: nine one one
         if re.fullmatch(r"\d{4}", n) and 1100 <= int(n) <= 2099 and not neg:
             is_year = (L == "en" and (p.lower() in YEAR_CUES or p in MONTHS["en"] or plural_s is not None
                                       or re.match(r"\s*(AD|BC|BCE|CE)\b", self._next_text(m)) is not None)) \
-                or (L == "de" and (p.lower() in ("im", "jahr", "jahre", "seit", "bis", "von", "ab", "anno")
-                                   or p in MONTHS["de"]))
+                or (L == "de" and (p.lower() in DE_YEAR_CUES or p in MONTHS["de"]
+                                   or (noun is None and self._de_year_context(p, m))))
             if is_year:
                 w = year(int(n), L)
                 if plural_s:
@@ -1129,7 +1399,75 @@ class _Normalizer(Rules):
             if L == "en" and n.endswith("0"):
                 return _plural_year(year(int(n), L) if len(n) == 4 else self._num(n))
             return None
+        if L in ("es", "pt") and not neg:
+            noun = self._romance_noun(m)
+            if noun and (noun.endswith("s") or self._is_one(n)) and re.fullmatch(r"[1-9][\d.\u00a0\u202f ]*", n):
+                return gendered(self._num(n), L, romance_feminine(noun, L))
         return sign + self._num(n)
+
+    def _romance_noun(self, m) -> str | None:
+        """The noun a Spanish/Italian/Portuguese number counts: the next word, in lower case,
+        unless it is a function word or the number is a name (capítulo 1, página 21)."""
+        # 2 mil pessoas: the noun after the thousands (duas mil pessoas, doscientas mil personas)
+        nxt = re.match(r" ?(?:mil )?([^\W\d_]+)(?![\w'])", self._next_text(m))
+        if not nxt or not nxt.group(1).islower():
+            return None
+        word, L = nxt.group(1), self.lang
+        if word in ROMANCE_FUNCTION_WORDS[L] or self._prev_word(m).lower() in ROMANCE_LABELS[L] | ROMAN_CUES[L]:
+            return None
+        return word
+
+    def one_it(self, s, g, m):
+        noun = self._romance_noun(m)
+        if noun is None:
+            return self._fallback("one_it", s, m)
+        if romance_feminine(noun, "it"):
+            return "un'" if noun[0] in "aeiouàèéìòóù" else "una "
+        if re.match(r"s[^aeiouàèéìòóù]|z|gn|ps|pn|x|y", noun):
+            return "uno "
+        return "un "
+
+
+    def _de_year_context(self, p: str, m) -> bool:
+        """A German number (no noun after it) is a year after a free cue (seit, bis, um...) or
+        a year word (geboren 1749), or with a year word later in its clause (1749 geboren,
+        1749 in Frankfurt geboren)."""
+        if p.lower() in DE_YEAR_CUES_FREE or p.lower().rstrip(".") in DE_YEAR_WORDS:
+            return True
+        clause = re.split(r"[,;:!?()\n]|\.(?=\s|$)", self._next_text(m), maxsplit=1)[0]
+        return any(w.lower() in DE_YEAR_WORDS for w in re.findall(r"\w+", clause)[:8])
+
+
+# abbreviations of the tables above that are also ordinary words or unit symbols (Italian es.
+# = esempio, but German es.; French MM. = Messieurs, but mm.): their dot may end a sentence
+_ALSO_WORDS = {"es", "mm"}
+
+
+def abbreviations_before_names() -> frozenset[str]:
+    """Words (in lower case, without their final dot) whose dot the rules read as an
+    abbreviation's, not as the end of a sentence, when a name or a number follows: the
+    one-word titles and abbreviations of every language's tables (``ABBREV``, the number and
+    page abbreviations, English ``Dr.``/``St.``, the Russian ``ABBREV`` and
+    ``ABBREV_BEFORE_NUMBER``), less those that may end a sentence (``MAY_END_SENTENCE``, the
+    Russian ``ABBREV_ENDS``) and those that are also ordinary words (``_ALSO_WORDS``). A
+    sentence splitter (:mod:`vocalis.wyoming`) keeps ``Dr. Smith`` whole with it."""
+    from vocalis.text import normalize_ru as ru
+
+    out: set[str] = set()
+
+    def add(keys, ends=()) -> None:
+        out.update(k[:-1].lower() for k in keys if k.endswith(".") and " " not in k and k not in ends)
+
+    for L, table in ABBREV.items():
+        add(table, ROMANCE_MAY_END_SENTENCE if L in ROMANCE else MAY_END_SENTENCE)
+    add(v[0] for v in NUMBER_ABBREV.values())
+    add(("núm.",))  # Spanish, in NUMBER_ABBREV_RX
+    for table in PAGE_ABBREV.values():
+        add(table)
+    add(t + "." for t in EN_TITLES)
+    add(ru.ABBREV, ru.ABBREV_ENDS)
+    add(ru.ABBREV_BEFORE_NUMBER)
+    return frozenset(out - _ALSO_WORDS)
 
 
 def _plural_year(w: str) -> str:
@@ -1200,4 +1538,4 @@ def normalize(text: str, language: str | None = "en") -> str:
     return out
 
 
-__all__ = ["SUPPORTED", "normalize", "resolve_language", "supports", "warm"]
+__all__ = ["SUPPORTED", "abbreviations_before_names", "normalize", "resolve_language", "supports", "warm"]

@@ -21,7 +21,8 @@ for kanji numerals):
 * Money: a sign becomes its word after the amount (¥/￥ 円, $ ドル, € ユーロ, £ ポンド,
   ₩ ウォン); $3.50 三ドル五十セント.
 * Percent パーセント; temperature ℃/°C 度 (-5℃ マイナス五度), °F 華氏...度; units in katakana
-  (km キロメートル, kg キログラム, ml ミリリットル, GB ギガバイト...), 60km/h 時速六十キロメートル.
+  (km キロメートル, kg キログラム, ml ミリリットル, GB ギガバイト..., m² 平方メートル, m³ 立方メートル),
+  60km/h 時速六十キロメートル (時速60km/h too: 時速 is not said twice).
 * Ranges 10〜20 十から二十 (10〜20kg 十から二十キログラム); negative numbers マイナス.
 * A number written against Latin letters (3D, 5G, iPhone15) is a name: left as written.
 * Abbreviations ㈱/(株) 株式会社, ㈲/(有) 有限会社, ㈶/(財) 財団法人, ㈳/(社) 社団法人; Roman
@@ -41,6 +42,7 @@ Korean (한글 맞춤법 제43-44항 for numbers and units, 국립국어원 표�
   삼월 사일(금). Times 14:30 열네 시 삼십 분 (hours in native numerals).
 * Money: ₩ 원, $ 달러, € 유로, £ 파운드, ¥ 엔 after the amount; $3.50 삼 달러 오십 센트.
 * Percent 퍼센트; temperatures below zero 영하 (-5°C 영하 오 도), other negatives 마이너스.
+  Units 5km 오 킬로미터, 80m² 팔십 제곱미터; 60km/h 시속 육십 킬로미터 (시속 60km/h too).
 * Ranges 10~20 십에서 이십; before a native counter both sides are counted (10~20명 열 명에서
   스무 명). A number written against Latin letters (3D, 5G) is a name: left as written.
 * Abbreviations ㈜/(주) 주식회사, (유) 유한회사, (사) 사단법인, (재) 재단법인; Roman numeral
@@ -73,14 +75,18 @@ FULLWIDTH_SIGNS = {"＄": "$", "￥": "¥", "￡": "£", "￦": "₩"}
 SCALES = "万|億|兆|만|억|조"
 # unit -> (prefix, word): ja prefix+number+word, ko prefix+number+" "+word
 UNITS = {
-    "ja": {"km/h": ("時速", "キロメートル"), "m/s": ("秒速", "メートル"), "km": ("", "キロメートル"),
+    "ja": {"km/h": ("時速", "キロメートル"), "m/s": ("秒速", "メートル"), "km²": ("", "平方キロメートル"),
+           "cm²": ("", "平方センチメートル"), "m²": ("", "平方メートル"), "cm³": ("", "立方センチメートル"),
+           "m³": ("", "立方メートル"), "km": ("", "キロメートル"),
            "cm": ("", "センチメートル"), "mm": ("", "ミリメートル"), "m": ("", "メートル"), "kg": ("", "キログラム"),
            "mg": ("", "ミリグラム"), "g": ("", "グラム"), "ml": ("", "ミリリットル"), "mL": ("", "ミリリットル"),
            "L": ("", "リットル"), "℃": ("", "度"), "°C": ("", "度"), "°F": ("華氏", "度"), "°": ("", "度"),
            "GB": ("", "ギガバイト"), "MB": ("", "メガバイト"), "TB": ("", "テラバイト"), "KB": ("", "キロバイト"),
            "kB": ("", "キロバイト"), "GHz": ("", "ギガヘルツ"), "MHz": ("", "メガヘルツ"), "Hz": ("", "ヘルツ"),
            "kWh": ("", "キロワット時"), "kW": ("", "キロワット"), "W": ("", "ワット")},
-    "ko": {"km/h": ("시속 ", "킬로미터"), "m/s": ("초속 ", "미터"), "km": ("", "킬로미터"), "cm": ("", "센티미터"),
+    "ko": {"km/h": ("시속 ", "킬로미터"), "m/s": ("초속 ", "미터"), "km²": ("", "제곱킬로미터"),
+           "cm²": ("", "제곱센티미터"), "m²": ("", "제곱미터"), "cm³": ("", "세제곱센티미터"), "m³": ("", "세제곱미터"),
+           "km": ("", "킬로미터"), "cm": ("", "센티미터"),
            "mm": ("", "밀리미터"), "m": ("", "미터"), "kg": ("", "킬로그램"), "mg": ("", "밀리그램"), "g": ("", "그램"),
            "ml": ("", "밀리리터"), "mL": ("", "밀리리터"), "L": ("", "리터"), "℃": ("", "도"), "°C": ("", "도"),
            "°F": ("화씨 ", "도"), "°": ("", "도"), "GB": ("", "기가바이트"), "MB": ("", "메가바이트"),
@@ -277,11 +283,17 @@ class CjkRules(Rules):
             return None
         return (sign[self.lang] if sign else "") + self._spaced(self.num(g[1]), PERCENT[self.lang])
 
+    def _prefix(self, prefix: str, m: re.Match) -> str:
+        """The unit's prefix (時速, 시속 ...) unless the text already has it before the number
+        (時速60km/h: 時速六十キロメートル, not 時速時速)."""
+        return "" if prefix and m.string[:m.start()].rstrip().endswith(prefix.strip()) else prefix
+
     def unit(self, s, g, m):
         neg, amount, u = g
         if neg and not self._minus_ok(m):
             return None
         prefix, word = UNITS[self.lang][u]
+        prefix = self._prefix(prefix, m)
         minus = ""
         if neg:
             minus = "영하 " if self.lang == "ko" and u in TEMPERATURE else MINUS[self.lang]
@@ -318,7 +330,7 @@ class CjkRules(Rules):
         L = self.lang
         if unit or pct:  # 10〜20kg 十から二十キログラム, 10~20% 십에서 이십 퍼센트
             prefix, word = UNITS[L][unit] if unit else ("", PERCENT[L])
-            return prefix + self._spaced(f"{self.num(a)}{RANGE[L]}{self.num(b)}", word)
+            return self._prefix(prefix, m) + self._spaced(f"{self.num(a)}{RANGE[L]}{self.num(b)}", word)
         if L == "ko" and counter:
             if re.fullmatch(r"\d{1,2}", a) and re.fullmatch(r"\d{1,2}", b) and int(a) and int(b):
                 left, right = ko_native(int(a)), ko_native(int(b))

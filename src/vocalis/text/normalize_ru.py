@@ -42,7 +42,10 @@ with nouns) and the usual ways of saying dates, times and phone numbers:
   after до, с ... до: с девяти часов до восемнадцати часов).
 * Money: рубль (₽, руб., р., RUB), копейка (коп.), доллар ($, USD), евро (€, EUR), фунт
   (£, GBP), иена (¥, JPY), before or after the amount: 3,50 ₽ = три рубля пятьдесят копеек;
-  with тыс., млн, млрд, трлн (5 млн руб. = пять миллионов рублей).
+  with тыс., млн, млрд, трлн (5 млн руб. = пять миллионов рублей). Money is the one place a
+  decimal point is read, as written in prices with cents: $3.50 = три доллара пятьдесят центов.
+* A sign: +5 = плюс пять. 24/7 = двадцать четыре на семь. A dot after a unit (5 мин. и) is
+  read with it, kept where it ends the sentence.
 * Fractions: 3/4 = три четвёртых, 1/2 = одна вторая.
 * Ranges: 10-20 = десять-двадцать, as said for an approximate number (2–3 дня = два-три
   дня, 10-20 км = десять-двадцать километров); both sides take the gender the noun asks of
@@ -55,7 +58,8 @@ with nouns) and the usual ways of saying dates, times and phone numbers:
   (Екатерина II and the genitive Петра I look alike); a lone numeral too.
 * Abbreviations: т. е., т. д., т. п., т. к., т. н., т. ч., и др., г. (город, before a name),
   ул., пр-т, пер., пл., д./кв./стр. (before a number), рис., см., табл., им., напр., ок.,
-  тел., проф., акад., доц., г-н, г-жа, д-р, №; unit symbols of ГОСТ 8.417 (км, кг, мл, км/ч...).
+  тел., проф., акад., доц., г-н, г-жа, д-р, №; unit symbols of ГОСТ 8.417 (км, кг, мл, км/ч...;
+  м², км², м³ with their adjective: два квадратных метра, 2,5 квадратного метра).
 * Emails and URLs spelled: @ собака, . точка, / слэш.
 """
 
@@ -99,12 +103,22 @@ SCALES = {"тыс.": (("тысяча", "тысячи", "тысяч"), "f"), "м�
 PERCENT = (("процент", "процента", "процентов"), "m")
 HOURS = (("час", "часа", "часов"), "m")
 
-# unit symbol -> (noun forms, gender, words after the noun)
+# unit symbol -> (noun forms, gender, words after the noun); an adjective before the noun
+# (квадратный метр) needs a fourth form, the genitive singular (two квадратных метра, but
+# 2,5 квадратного метра)
 _KM = ("километр", "километра", "километров")
 _M = ("метр", "метра", "метров")
 _DEG = ("градус", "градуса", "градусов")
 UNITS = {
     "км/ч": (_KM, "m", " в час"), "м/с": (_M, "m", " в секунду"),
+    "км²": (("квадратный километр", "квадратных километра", "квадратных километров", "квадратного километра"),
+            "m", ""),
+    "см²": (("квадратный сантиметр", "квадратных сантиметра", "квадратных сантиметров", "квадратного сантиметра"),
+            "m", ""),
+    "м²": (("квадратный метр", "квадратных метра", "квадратных метров", "квадратного метра"), "m", ""),
+    "см³": (("кубический сантиметр", "кубических сантиметра", "кубических сантиметров", "кубического сантиметра"),
+            "m", ""),
+    "м³": (("кубический метр", "кубических метра", "кубических метров", "кубического метра"), "m", ""),
     "км": (_KM, "m", ""), "см": (("сантиметр", "сантиметра", "сантиметров"), "m", ""),
     "мм": (("миллиметр", "миллиметра", "миллиметров"), "m", ""), "м": (_M, "m", ""),
     "кг": (("килограмм", "килограмма", "килограммов"), "m", ""),
@@ -178,12 +192,17 @@ def ordinal(n: int, case: str = "n", gender: str = "m") -> str:
     return _n2w(n, "ordinal", case=case, gender=gender, animate=False)
 
 
+def genitive_singular(forms: tuple) -> str:
+    """The genitive singular of ``forms`` (рубля; квадратного метра where a fourth form is given)."""
+    return forms[3] if len(forms) > 3 else forms[1]
+
+
 def noun_form(n: int, forms: tuple, case: str = "n") -> str:
     """The form of a noun counted by the integer ``n``: 1 рубль, 2 рубля, 5 рублей (nominative),
     1 рубля / 5 рублей (genitive)."""
-    one, few, many = forms
+    one, few, many = forms[:3]
     if case == "g":
-        return few if n % 10 == 1 and n % 100 != 11 else many
+        return genitive_singular(forms) if n % 10 == 1 and n % 100 != 11 else many
     if 11 <= n % 100 <= 14:
         return many
     return one if n % 10 == 1 else few if 2 <= n % 10 <= 4 else many
@@ -216,6 +235,10 @@ class RussianRules(Rules):
         months = "|".join(MONTHS_GEN)
         scales = _alt(SCALES)
         end = r"(?![\w]|[.,]\d)"
+        # money may be written with a decimal point and cents: $3.50 (три доллара пятьдесят центов)
+        nm = rf"(?:\d+\.\d{{2}}(?!\d|[.,]\d)|{n})"
+        # a dot after a unit (5 мин. и) is the abbreviation's: read with it unless it ends the sentence
+        unit_dot = r"(\.(?![\w.]))?"
         parts = [
             ("url", r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]", self.url),
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
@@ -227,16 +250,17 @@ class RussianRules(Rules):
             ("phone", r"(?<![\w.,+-])(?:\+\d{1,3}|\(\d{2,5}\)|\d{1,5})(?:[ -](?:\(\d{2,5}\)|\d{1,5})){2,5}"
                       r"(?![\w-]|[.,]\d)", self.phone),
             ("time", r"(?<![\w:.,])(\d{1,2}):(\d{2})(?![\w:]|[.,]\d)", self.time),
-            ("money", rf"(?<![\w.,])(-|\u2212)?({_alt(SIGNS_BEFORE)}) ?({n})(?: ?({scales})(?!\w))?{end}"
-                      rf"|(?<![\w.,])(-|\u2212)?({n})(?: ?({scales})(?!\w))? ?({_alt(SIGNS_AFTER)})(?!\w)",
+            ("money", rf"(?<![\w.,])(-|\u2212)?({_alt(SIGNS_BEFORE)}) ?({nm})(?: ?({scales})(?!\w))?{end}"
+                      rf"|(?<![\w.,])(-|\u2212)?({nm})(?: ?({scales})(?!\w))? ?({_alt(SIGNS_AFTER)})(?!\w)",
              self.money),
             ("percent", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?%", self.percent),
             ("year", r"(?<![\w.,])(\d{1,4}) ?(годом|годе|году|года|год|г\.)(?!\w)", self.year),
-            ("unit", rf"(?<![\w.,])(-|\u2212)?({n}) ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.)", self.unit),
+            ("unit", rf"(?<![\w.,])(-|\u2212|\+)?({n}) ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.){unit_dot}",
+             self.unit),
             ("scale", rf"(?<![\w.,])({n}) ?({scales})(?!\w)", self.scale),
             ("ordinal", rf"(?<![\w.,])(\d{{1,6}})-({_alt(ORDINAL_ENDINGS)})(?![\w-])", self.ordinal),
             ("fraction", r"(?<![\w.,/])(\d{1,3})/(\d{1,3})(?![\w/]|[.,]\d)", self.fraction),
-            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?: ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.)"
+            ("range", rf"(?<![\w.,-])({n}) ?[-\u2013] ?({n})(?: ?({_alt(UNITS)})(?![\w/])(?!\.\s?[а-яё]\.){unit_dot}"
                       rf"| ?(%)| ?({_alt(SIGNS_AFTER)})(?!\w)|{end})", self.range),
             ("version", r"(?<![\w.,])v?\d+(?:\.\d+){2,}(?![\w.,]*\d)", self.version),
             ("roman", r"\b([IVXLC]+)\b(?!\.\w)", self.roman),
@@ -244,7 +268,7 @@ class RussianRules(Rules):
             ("abbr", rf"(?<![\w.])(?i:{_alt(ABBREV)})(?!\w)"
                      rf"|(?<![\w.])(?i:{_alt(ABBREV_BEFORE_NUMBER)})(?= ?\d)|(?<![\w.])г\.(?= [А-ЯЁ])",
              self.abbr),
-            ("number", rf"(?<![\w.,])(-|\u2212)?({n}){end}", self.number),
+            ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n}){end}", self.number),
         ]
         self._compile(parts)
 
@@ -305,7 +329,7 @@ class RussianRules(Rules):
             raise ValueError(amount)
         if "," in amount:
             whole, frac = amount.split(",", 1)
-            return f"{decimal(self._int(whole), frac, case)} {forms[1]}"
+            return f"{decimal(self._int(whole), frac, case)} {genitive_singular(forms)}"
         n = self._int(amount)
         if len(amount) > 1 and amount[0] == "0":
             raise ValueError(amount)
@@ -390,6 +414,8 @@ class RussianRules(Rules):
         else:
             neg, amount, scale, sign = g[4], g[5], g[6], g[7]
             cur = SIGNS_AFTER[sign]
+        if re.fullmatch(r"\d+\.\d{2}", amount):
+            amount = amount.replace(".", ",")
         case = self._case(m)
         minus = "минус " if neg else ""
         forms, gender = CURRENCIES[cur]
@@ -435,10 +461,11 @@ class RussianRules(Rules):
         return f"{ordinal(n, case)} {noun}"
 
     def unit(self, s, g, m):
-        neg, amount, u = g
+        neg, amount, u, dot = g
         forms, gender, after = UNITS[u]
-        minus = "минус " if neg else ""
-        return f"{minus}{self._count(amount, forms, gender, self._case(m))}{after}"
+        minus = ("плюс " if neg == "+" else "минус ") if neg else ""
+        end = "." if dot and self._sentence_end(m) else ""
+        return f"{minus}{self._count(amount, forms, gender, self._case(m))}{after}{end}"
 
     def scale(self, s, g, m):
         amount, sc = g
@@ -459,6 +486,8 @@ class RussianRules(Rules):
 
     def fraction(self, s, g, m):
         a, b = int(g[0]), int(g[1])
+        if (a, b) == (24, 7):
+            return "двадцать четыре на семь"  # круглосуточно: not a fraction
         if a == 0 or b < 2:
             return None
         case = self._case(m)
@@ -467,7 +496,7 @@ class RussianRules(Rules):
         return f"{cardinal(a, case, 'f')} {ordinal(b, 'g', 'pl')}"
 
     def range(self, s, g, m):
-        a, b, unit, pct, sign = g
+        a, b, unit, dot, pct, sign = g
         if self._too_long(a) or self._too_long(b):
             return None
         case = self._case(m)
@@ -475,7 +504,9 @@ class RussianRules(Rules):
         if unit or pct or sign:  # 10-20 км: десять-двадцать километров
             forms, gender, after = UNITS[unit] if unit else (*PERCENT, "") if pct \
                 else (*CURRENCIES[SIGNS_AFTER[sign]], self._keep_dot(sign, m))
-            noun = " " + (forms[1] if "," in b else noun_form(self._int(b), forms, case))
+            noun = " " + (genitive_singular(forms) if "," in b else noun_form(self._int(b), forms, case))
+            if dot and self._sentence_end(m):
+                after += "."
         elif "," in b:
             gender = "f"
         else:
@@ -536,7 +567,7 @@ class RussianRules(Rules):
             before = m.string[:m.start()]
             if before and not before[-1].isspace() and before[-1] not in "([{\"'«":
                 return None
-        minus = "минус " if neg else ""
+        minus = ("плюс " if neg == "+" else "минус ") if neg else ""
         case = self._case(m)
         if "," in num:
             whole, frac = num.split(",", 1)
