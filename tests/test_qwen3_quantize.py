@@ -77,6 +77,33 @@ def test_int8_linear_stays_within_the_step_size_bound_and_rows_are_independent(b
     assert torch.equal(alone, y)
 
 
+def test_fused_qkv_and_gate_up_stay_within_each_linears_bound(dirs):
+    """quantize_int8 runs q/k/v (and gate/up) as one int8 linear of their stacked weights:
+    each part must stay within the step-size bound of its own float32 linear (the bound
+    depends only on that linear's rows, so stacking must not coarsen it), and rows stay
+    independent."""
+    d = dirs["0.6b-customvoice"]
+    ref, q = load_model(d), load_model(d)
+    q.quantize_int8()
+    g = torch.Generator().manual_seed(5)
+    for dec_ref, dec_q in ((ref.talker.model, q.talker.model),
+                           (ref.talker.code_predictor.model, q.talker.code_predictor.model)):
+        att_r, att_q = dec_ref.layers[0].self_attn, dec_q.layers[0].self_attn
+        mlp_r, mlp_q = dec_ref.layers[0].mlp, dec_q.layers[0].mlp
+        assert att_q.q_proj is None and mlp_q.gate_proj is None  # replaced, not kept twice
+        x = torch.randn(3, 2, att_r.q_proj.in_features, generator=g) \
+            * torch.tensor([1.0, 20.0, 0.01])[:, None, None]
+        with torch.no_grad():
+            parts = att_q.qkv(x).split(att_q.qkv_sizes, dim=-1)
+            parts += mlp_q.gate_up(x).chunk(2, dim=-1)
+            lins = (att_r.q_proj, att_r.k_proj, att_r.v_proj, mlp_r.gate_proj, mlp_r.up_proj)
+            for y, lin in zip(parts, lins):
+                err = (y - lin(x)).abs().double()
+                assert (err <= _bound(lin, x)).all() and err.max() > 0
+            alone = torch.cat([att_q.qkv(x[i:i + 1]) for i in range(3)])
+        assert torch.equal(alone, att_q.qkv(x))
+
+
 def test_teacher_forced_logits_stay_close_and_greedy_codes_mostly_agree(dirs):
     """Tolerance: each int8 linear's output is off by about 1% of its norm (8-bit steps on
     both operands, see the bound above); through the tiny model's residual stack this stays

@@ -44,6 +44,15 @@ GUARD_BASE = 40  # frames (3.2 s)
 GUARD_PER_TOKEN = 15  # frames (1.2 s) per text token
 
 
+def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
+    """One bias-free ``nn.Linear`` whose output is the outputs of ``linears`` (same input
+    size) side by side."""
+    w = torch.cat([lin.weight.detach() for lin in linears], dim=0)
+    out = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=w.dtype, device=w.device)
+    out.weight = torch.nn.Parameter(w, requires_grad=False)
+    return out
+
+
 class Int8Linear(torch.nn.Module):
     """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize_int8``).
 
@@ -162,6 +171,10 @@ class Qwen3Model:
         Converted: q/k/v/o and gate/up/down of every talker and predictor decoder layer,
         the 15 predictor ``lm_head``s and the talker ``codec_head``. Embeddings, norms, the
         text projection (prompt only), the speaker/speech encoders and the codec stay float32.
+        q, k and v become one int8 linear of their stacked weights, and so do gate and up:
+        their input is the same, so one activation quantization and one kernel call serve
+        them (the result equals the separate int8 linears': weight scales are per output
+        channel and the activation's scale is fixed, see :class:`Int8Linear`).
 
         Raises:
             InputError: the model is not on the CPU, is not float32, or is already quantized.
@@ -181,13 +194,17 @@ class Qwen3Model:
             torch.backends.quantized.engine = "fbgemm"
         t = self.talker
         targets = []
-        for dec in (t.model, t.code_predictor.model):
-            for layer in dec.layers:
-                targets += [(layer.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
-                targets += [(layer.mlp, n) for n in ("gate_proj", "up_proj", "down_proj")]
-        targets += [(t.code_predictor.lm_head, str(i)) for i in range(len(t.code_predictor.lm_head))]
-        targets.append((t, "codec_head"))
         with torch.no_grad():
+            for dec in (t.model, t.code_predictor.model):
+                for layer in dec.layers:
+                    att, mlp = layer.self_attn, layer.mlp
+                    att.qkv = Int8Linear(_stacked(att.q_proj, att.k_proj, att.v_proj))
+                    mlp.gate_up = Int8Linear(_stacked(mlp.gate_proj, mlp.up_proj))
+                    att.q_proj = att.k_proj = att.v_proj = None
+                    mlp.gate_proj = mlp.up_proj = None
+                    targets += [(att, "o_proj"), (mlp, "down_proj")]
+            targets += [(t.code_predictor.lm_head, str(i)) for i in range(len(t.code_predictor.lm_head))]
+            targets.append((t, "codec_head"))
             for parent, name in targets:
                 setattr(parent, name, Int8Linear(getattr(parent, name)))
         self.quantized = True

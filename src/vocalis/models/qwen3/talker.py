@@ -177,14 +177,23 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(s.num_heads * s.head_dim, s.hidden_size, bias=False)
         self.q_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
         self.k_norm = RMSNorm(s.head_dim, s.rms_norm_eps)
+        #: int8 models: q, k and v as one linear (one activation quantization, one kernel
+        #: call); the sizes of its three outputs
+        self.qkv: nn.Module | None = None
+        self.qkv_sizes = (s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim,
+                          s.num_kv_heads * s.head_dim)
 
     def forward(self, x, cos, sin, k_cache, v_cache, start):
         """``start``: int (every row at the same position) or, for one-position calls of
         rows at different positions, long ``[B]`` with the keys masked per row."""
         b, t, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        if self.qkv is not None:
+            q, k, v = self.qkv(x).split(self.qkv_sizes, dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = self.q_norm(q.reshape(b, t, -1, self.head_dim)).transpose(1, 2)
+        k = self.k_norm(k.reshape(b, t, -1, self.head_dim)).transpose(1, 2)
+        v = v.reshape(b, t, -1, self.head_dim).transpose(1, 2)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
         mask = None
@@ -215,8 +224,13 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
         self.up_proj = nn.Linear(s.hidden_size, s.intermediate_size, bias=False)
         self.down_proj = nn.Linear(s.intermediate_size, s.hidden_size, bias=False)
+        #: int8 models: gate and up as one linear (outputs ``[..., 2 * intermediate]``)
+        self.gate_up: nn.Module | None = None
 
     def forward(self, x):
+        if self.gate_up is not None:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -233,6 +247,10 @@ class DecoderLayer(nn.Module):
     def forward(self, x, cos, sin, k_cache, v_cache, start):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, k_cache, v_cache, start)
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+#: rope tables of positions below this are computed once per decoder (the predictor's 16)
+_ROPE_KEPT = 16
 
 
 class Decoder(nn.Module):
@@ -252,11 +270,24 @@ class Decoder(nn.Module):
         if t > 1 and start != 0:
             raise ValueError("a multi-position call must start at position 0")
         cache.ensure(start + t)
-        cos, sin = rope_tables(self.spec.rope_theta, self.spec.head_dim,
-                               torch.arange(start, start + t, device=x.device), x.dtype)
+        cos, sin = self._rope(start, t, x)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache.k[i], cache.v[i], start)
         return self.norm(x)
+
+    def _rope(self, start: int, t: int, x: torch.Tensor):
+        """cos, sin of positions ``start .. start+t-1``; those of the first
+        :data:`_ROPE_KEPT` positions are kept (the code predictor runs positions 0-15 for
+        every frame), the same tensors :func:`rope_tables` returns."""
+        if start + t > _ROPE_KEPT:
+            return rope_tables(self.spec.rope_theta, self.spec.head_dim,
+                               torch.arange(start, start + t, device=x.device), x.dtype)
+        key = (start, t, x.dtype, x.device)
+        kept = self.__dict__.setdefault("_rope_kept", {})
+        if key not in kept:
+            kept[key] = rope_tables(self.spec.rope_theta, self.spec.head_dim,
+                                    torch.arange(start, start + t, device=x.device), x.dtype)
+        return kept[key]
 
     def run_rows(self, x: torch.Tensor, cache: KVCache, pos: torch.Tensor) -> torch.Tensor:
         """One position per row at the rows' own positions: ``x [B, 1, H]``, ``pos`` long
