@@ -521,6 +521,32 @@ def test_unreachable_cluster_and_misused_options(capsys, ckpt, tmp_path):
     assert rc == 2 and "--autoscale '3-1'" in lines[0]
 
 
+def test_auto_address_of_a_gone_cluster_fails_fast(monkeypatch, capsys, ckpt, tmp_path):
+    """``auto`` is the address `ray start` recorded on this machine; a record left by a
+    cluster that is gone must fail like any address where nothing answers (not Ray's minute
+    of retries). The record is what Ray's own lookup returns."""
+    import ray._private.services as services
+
+    dead = f"127.0.0.1:{free_port()}"
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: dead)
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: frozenset())
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    reqs = tmp_path / "r.json"
+    reqs.write_text(json.dumps([{"text": "Hi."}]))
+    t0 = time.monotonic()
+    for argv in (["serve", "--ray", "--ray-address", "auto", "--model", str(ckpt)],
+                 ["batch", "--ray", "--ray-address", "auto", "--model", str(ckpt), "--requests",
+                  str(reqs), "--out-dir", str(tmp_path / "o")]):
+        rc, lines = _main(capsys, *argv)
+        assert rc == 2 and len(lines) == 1 and f"no Ray cluster reachable at {dead}" in lines[0], lines
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "o").exists()  # checked before the output folder is made
+    rc, lines = _main(capsys, "batch", "--ray", "--ray-cpus", "0", "--model", str(ckpt),
+                      "--requests", str(reqs), "--out-dir", str(tmp_path / "o"))
+    assert rc == 2 and "--ray-cpus must be an integer >= 1" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
 def test_autoscale_and_deployment_options():
     from vocalis.ray.serve import application, parse_autoscale
 

@@ -66,8 +66,12 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
     Raises:
         InputError: a malformed address, or no answer at it.
     """
-    if address in ("auto", "local"):
+    if address == "local":
         return
+    shown = address
+    if address == "auto":  # the cluster `ray start` left here: its recorded address
+        address = _auto_address()
+        shown = f"{address} (what auto finds: the cluster `ray start` recorded here)"
     parts = urlsplit(address if "://" in address else f"gcs://{address}")
     try:
         host, port = parts.hostname, parts.port
@@ -81,9 +85,41 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
             pass
     except OSError as e:
         why = e.strerror or type(e).__name__
-        raise InputError(f"no Ray cluster reachable at {address} ({why}): start one with "
+        raise InputError(f"no Ray cluster reachable at {shown} ({why}): start one with "
                          "`ray start --head` on that machine, or check the address "
                          "(`ray status` on the head prints it)") from None
+
+
+def _auto_address() -> str:
+    """What ``auto`` stands for: the address of the cluster ``ray start`` last started on
+    this machine (Ray's record in its temp folder, or a running GCS).
+
+    Raises:
+        InputError: no cluster was started here.
+    """
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment("auto", None)
+    except ConnectionError:
+        found = None
+    except Exception:  # noqa: BLE001 - a private helper: leave "auto" to Ray
+        return "auto"
+    if not found or found == "auto":
+        raise InputError("--ray-address auto: no Ray cluster was started on this machine "
+                         "(`ray start --head` starts one), or give its HOST:PORT")
+    return found
+
+
+def _auth_hint() -> str:
+    """A hint for a failed connection when this machine holds a Ray auth token (clusters
+    that `ray start` starts since Ray 2.5x use token authentication)."""
+    if os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    if os.path.exists(os.path.expanduser("~/.ray/auth_token")) or os.environ.get("RAY_AUTH_TOKEN"):
+        return (" (if the cluster uses token authentication, as `ray start` sets up, set "
+                "RAY_AUTH_MODE=token with its token in ~/.ray/auth_token or $RAY_AUTH_TOKEN)")
+    return ""
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None,
@@ -106,9 +142,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     """
     address = address or os.environ.get("RAY_ADDRESS") or None
     local = address in (None, "local")
-    if num_cpus is not None and (isinstance(num_cpus, bool) or num_cpus < 1):
-        raise InputError(f"--ray-cpus must be an integer >= 1 (CPUs of the local Ray instance), "
-                         f"got {num_cpus}")
+    check_ray_cpus(num_cpus)
     if local:
         os.environ.setdefault(_LOOPBACK_ENV, "0")  # read by Ray at import, and by its processes
     else:
@@ -139,13 +173,21 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
         ray.init(address=address, **kwargs)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
         where = "start a local Ray instance" if local else f"connect to the Ray cluster at {address}"
-        raise ClusterError(f"could not {where}: {' '.join(str(e).split())[:400]}") from None
+        raise ClusterError(f"could not {where}: {' '.join(str(e).split())[:400]}"
+                           + ("" if local else _auth_hint())) from None
     if local:
         log.info("started a local Ray instance on 127.0.0.1 (%s CPU)",
                  ray.cluster_resources().get("CPU", "?"))
     else:
         log.info("connected to the Ray cluster at %s", address)
     return ray, local
+
+
+def check_ray_cpus(num_cpus: int | None) -> None:
+    """Raises InputError unless ``num_cpus`` (``--ray-cpus``) is None or an integer >= 1."""
+    if num_cpus is not None and (isinstance(num_cpus, bool) or num_cpus < 1):
+        raise InputError(f"--ray-cpus must be an integer >= 1 (CPUs of the local Ray instance), "
+                         f"got {num_cpus}")
 
 
 def _clusters_here() -> set[str]:
@@ -233,4 +275,5 @@ def absolute(path: str | os.PathLike[str] | None) -> str | None:
 
 
 __all__ = ["INSTALL_HINT", "ClusterError", "absolute", "check_address", "check_model",
-           "check_resources", "connect", "last_error_line", "require_ray"]
+           "check_ray_cpus", "check_resources", "connect", "last_error_line",
+           "require_ray"]

@@ -44,7 +44,9 @@ from vocalis.errors import InputError, VocalisError
 from vocalis.ray import (
     ClusterError,
     absolute,
+    check_address,
     check_model,
+    check_ray_cpus,
     check_resources,
     connect,
     last_error_line,
@@ -401,6 +403,9 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
     load_kw.setdefault("max_queue", max(256, in_flight))
     model_ref = absolute(model) or model
     check_model(model_ref)  # here, not as a pool of actors that die one after another
+    check_ray_cpus(ray_cpus)  # before the output folder is made
+    if address or os.environ.get("RAY_ADDRESS"):
+        check_address(address or os.environ["RAY_ADDRESS"])
     rows = read_rows(requests_file, family=family, model=model_ref,
                      default_sampling=default_sampling, normalize=normalize)
     out = Path(out_dir).expanduser().resolve()
