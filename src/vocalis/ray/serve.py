@@ -386,9 +386,10 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
             ray.shutdown()
 
 
-def _start_serve(ray, host: str, port: int) -> None:
+def _start_serve(ray, host: str, port: int, port_checked: bool) -> None:
     """Start Serve (its controller and HTTP proxies) with its proxy at ``host:port``, or
     join the Serve instance that already runs on the cluster, which keeps its own address.
+    ``port_checked``: :func:`run` already found the port free here (a local instance).
 
     Raises:
         InputError: the port is taken on this machine, where a proxy would listen.
@@ -416,7 +417,7 @@ def _start_serve(ray, host: str, port: int) -> None:
                                "taken on a node?): stop that Serve instance (`serve shutdown`, "
                                "or `ray stop` on a cluster of its own) and try again")
         return
-    if _on_a_node(ray):  # Serve puts a proxy on every node: this one's port must be free
+    if not port_checked and _on_a_node(ray):  # a proxy on every node, this one's included
         from vocalis.server.run import _bind
 
         _bind(host, port).close()
@@ -457,7 +458,7 @@ def _run(ray, args: ServeArgs, host, port, replicas, autoscaling, replica_cpus, 
          shutdown_timeout, on_ready, stop: threading.Event, started: bool) -> None:
     check_resources(ray, "replica", autoscaling["min_replicas"] if autoscaling else replicas,
                     replica_cpus, replica_gpus)
-    _start_serve(ray, host, port)
+    _start_serve(ray, host, port, port_checked=started)
     existing = serve.status().applications.get(APP_NAME)
     if existing is not None:
         raise ClusterError(f"a Serve application named {APP_NAME!r} already runs on this "

@@ -264,6 +264,7 @@ class Decoder(nn.Module):
         self.spec = s
         self.layers = nn.ModuleList(DecoderLayer(s) for _ in range(s.num_layers))
         self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps)
+        self._rope_kept: dict = {}  # (start, t, dtype, device) -> (cos, sin), see _rope
 
     def run(self, x: torch.Tensor, cache: KVCache, start: int) -> torch.Tensor:
         t = x.shape[1]
@@ -283,11 +284,11 @@ class Decoder(nn.Module):
             return rope_tables(self.spec.rope_theta, self.spec.head_dim,
                                torch.arange(start, start + t, device=x.device), x.dtype)
         key = (start, t, x.dtype, x.device)
-        kept = self.__dict__.setdefault("_rope_kept", {})
-        if key not in kept:
-            kept[key] = rope_tables(self.spec.rope_theta, self.spec.head_dim,
-                                    torch.arange(start, start + t, device=x.device), x.dtype)
-        return kept[key]
+        if key not in self._rope_kept:
+            self._rope_kept[key] = rope_tables(self.spec.rope_theta, self.spec.head_dim,
+                                               torch.arange(start, start + t, device=x.device),
+                                               x.dtype)
+        return self._rope_kept[key]
 
     def run_rows(self, x: torch.Tensor, cache: KVCache, pos: torch.Tensor) -> torch.Tensor:
         """One position per row at the rows' own positions: ``x [B, 1, H]``, ``pos`` long
