@@ -202,3 +202,16 @@ def test_a_quantized_batch_of_three_gives_each_request_its_codes_alone(dirs):
         alone, together = codes_alone_and_together(tts, reqs, N)
     for a, b in zip(alone, together):
         assert a == b
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_traced_int8_steps_equal_eager_bit_for_bit(dirs, batch):
+    """The TorchScript graphs (``Talker.trace``, what ``vocalis.load`` uses) keep the int8
+    kernels and give the eager int8 results bit for bit; quantizing drops stale graphs."""
+    from tests.test_qwen3_talker import assert_traced_equals_eager
+
+    m = load_model(dirs["0.6b-customvoice"])
+    m.talker.trace()  # graphs of the float linears ...
+    m.quantize_int8()  # ... are dropped here: the int8 model runs eager until traced again
+    assert m.talker.__dict__.get("_step_graph") is None
+    assert_traced_equals_eager(m.talker, batch)

@@ -222,6 +222,50 @@ def test_greedy_codes_match_official(variants, variant):
     mine = run_case(v, case)
     assert 0 < off["codes"].shape[0] <= FRAMES and off["codes"].shape[1] == 16
     assert torch.equal(mine, off["codes"])
+    assert torch.equal(traced(v.talker, lambda: run_case(v, case)), off["codes"])
+
+
+def traced(talker, fn):
+    """``fn()`` with the talker's TorchScript graphs in use (``Talker.trace``)."""
+    talker.trace()
+    try:
+        return fn()
+    finally:
+        talker.untrace()
+
+
+def assert_traced_equals_eager(talker, batch: int) -> None:
+    """The traced talker step and predictor positions give the eager results bit for bit:
+    logits, hidden states, the KV cache (grown past its first capacity on the way) and
+    greedy codes, at ``batch`` rows (the graphs are recorded at one row)."""
+    gen = torch.Generator().manual_seed(batch)
+    h = talker.spec.talker.hidden_size
+    emb = torch.randn(batch, 7, h, generator=gen)
+    steps = [torch.randn(batch, 1, h, generator=gen) for _ in range(4)]
+    hid = torch.randn(batch, 1, h, generator=gen)
+    c0 = talker.codec_embed(torch.randint(0, talker.spec.predictor_vocab_size, (batch, 1), generator=gen))
+
+    def run():
+        cache = talker.new_cache(batch, 8)
+        out = [talker.prefill(emb, cache)]
+        out += [talker.decode(s, cache, 7 + i) for i, s in enumerate(steps)]  # slots 7..10
+        cp = talker.code_predictor
+        out.append(cp.prefill(torch.cat((hid, c0), dim=1), cp.new_cache(batch)))
+        out.append(cp.predict(hid, c0, lambda logits: logits.argmax(-1)))
+        return out, cache.k, cache.v
+
+    with torch.inference_mode():
+        eager = run()
+        graph = traced(talker, run)
+    flat = lambda r: [t for x in r[0] for t in (x if isinstance(x, tuple) else (x,))] + [r[1], r[2]]
+    for a, b in zip(flat(eager), flat(graph), strict=True):
+        assert a.shape == b.shape and torch.equal(a, b)
+    assert talker.__dict__.get("_step_graph") is None  # untraced again
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_traced_steps_equal_eager_bit_for_bit(variants, batch):
+    assert_traced_equals_eager(variants("0.6b-customvoice").talker, batch)
 
 
 def run_case(v: Variant, case: dict, seed: int | None = None) -> torch.Tensor:
@@ -250,6 +294,7 @@ def test_seeded_sampled_codes_match_official(variants, variant):
     mine = run_case(v, case, case["seed"])
     assert off["codes"].shape[1] == 16 and off["codes"].shape[0] > 0
     assert torch.equal(mine, off["codes"])
+    assert torch.equal(traced(v.talker, lambda: run_case(v, case, case["seed"])), off["codes"])
     # The per-request generator is the whole RNG story: the global RNG is not consumed.
     torch.manual_seed(0)
     before = torch.rand(1)

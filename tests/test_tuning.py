@@ -318,3 +318,71 @@ def test_forcing_the_opt_in_codec_dtype_still_caches_the_measured_choices(fresh,
     cache.unlink()
     tune(fresh(), 2, 4, False, spec="threads=1:1", measure=Scores(model, FAST_DEFAULT_FLOW))
     assert not cache.exists()
+
+
+# ---------------------------------------------------------------- Qwen3-TTS: the thread split
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory):
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    return write_random_checkpoint("qwen3-tts/0.6b-customvoice",
+                                   tmp_path_factory.mktemp("qwen3-tuning") / "cv", seed=3, tiny=True)
+
+
+def test_qwen3_thread_split_follows_scores_is_cached_and_forced(qwen3_dir, cache, monkeypatch):
+    from vocalis.models.qwen3.model import load_model
+    from vocalis.models.qwen3.tuning import tune as tune_qwen3
+
+    model = load_model(qwen3_dir)
+    calls = []
+
+    def scores(name, value):
+        calls.append((name, value))
+        return {"2:2": 1.0}.get(value, 5.0)
+
+    t = tune_qwen3(model, 2, 4, False, measure=scores)
+    assert (t.choices, t.sources) == ({"threads": "2:2"}, {"threads": "measured"})
+    assert sorted(calls) == sorted(("threads", s) for s in split_candidates(2))
+    (entry,) = json.loads(cache.read_text()).values()
+    assert entry["choices"] == {"threads": "2:2"}
+    assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 2
+    # reused without measuring; another quantization is another key
+    assert tune_qwen3(model, 2, 4, False, measure=never).sources == {"threads": "cache"}
+    model.quantize_int8()
+    assert tune_qwen3(model, 2, 4, False, measure=scores).sources == {"threads": "measured"}
+    assert len(json.loads(cache.read_text())) == 2
+    # forced (argument or environment) wins; exact models measure nothing
+    assert tune_qwen3(model, 2, 4, False, spec="threads=1:2", measure=never).choices == {"threads": "1:2"}
+    monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
+    assert tune_qwen3(model, 2, 4, False, measure=never).sources == {"threads": "forced"}
+    monkeypatch.delenv("VOCALIS_TUNING")
+    t = tune_qwen3(load_model(qwen3_dir), 2, 4, True, measure=never)
+    assert (t.choices, t.sources) == ({"threads": "1:1"}, {"threads": "fixed"})
+    with pytest.raises(InputError, match=re.escape("unknown choice 'flow_linears'; this model has: threads")):
+        tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
+
+
+def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
+    """The real clock on the tiny config: every split measured, the fastest kept, cached,
+    and what the engine runs with; a bad forced split is one line at the CLI."""
+    tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
+    try:
+        t = tts.tuning
+        assert t.sources == {"threads": "measured"}
+        assert set(t.timings["threads"]) == set(split_candidates(2))
+        assert t.choices["threads"] == min(t.timings["threads"], key=t.timings["threads"].get)
+        assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
+        audio = tts.synthesize("Hello there.", speaker=tts.speakers[0], seed=1, max_frames=4)
+        assert audio.samples.size == 4 * 1920 and np.isfinite(audio.samples).all()
+    finally:
+        tts.close()
+    again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
+    again.close()
+    assert again.tuning.sources == {"threads": "cache"} and again.tuning.choices == t.choices
+    out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
+                          "--model", str(qwen3_dir), "--speaker", tts.speakers[0],
+                          "--tuning", "threads=7:7", "-o", str(cache.parent / "x.wav")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "threads='7:7' is not a candidate" in out.stderr

@@ -483,7 +483,9 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     measured on this machine at the first load and cached (:mod:`vocalis.models.pocket.tuning`);
     ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
-    bfloat16 codec decoder (not float32-exact). Default: ``$VOCALIS_TUNING``, else ``"auto"``.
+    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures one choice, the thread
+    split between its model and codec threads (``"threads=1:1"``,
+    :mod:`vocalis.models.qwen3.tuning`). Default: ``$VOCALIS_TUNING``, else ``"auto"``.
     The result is ``TTS.tuning``.
 
     Raises:
@@ -502,11 +504,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
             raise InputError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
     if isinstance(model_id, str) and is_qwen3(model_id.strip()):
-        if tuning not in (None, "auto", "fixed"):
-            raise InputError("tuning choices are measured for Pocket TTS only; Qwen3-TTS has "
-                             "none to force yet: drop tuning")
         return _load_qwen3(model_id.strip(), dev, threads, max_batch, max_queue, quantize, exact,
-                           dtype, full_state_decode)
+                           dtype, full_state_decode, tuning)
     if dtype != "float32" or full_state_decode:
         raise InputError("dtype and full_state_decode are Qwen3-TTS options; Pocket TTS runs in "
                          "float32 (use quantize for int8)")
@@ -544,7 +543,7 @@ def is_qwen3(model_id: str) -> bool:
 
 
 def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, dtype,
-                full_state_decode):
+                full_state_decode, tuning=None):
     from vocalis.api_qwen3 import Qwen3TTS
     from vocalis.models.qwen3.model import load_model
 
@@ -559,8 +558,15 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     model = load_model(path, name, dtype=dtype, device=dev)
     if quantize:
         model.quantize_int8()
-    return Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
-                    full_state_decode)
+    model.talker.trace()
+    from vocalis.engine.tuning import parse_split
+    from vocalis.models.qwen3.tuning import tune
+
+    chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
+    tts = Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
+                   full_state_decode, split=parse_split(chosen.choices["threads"]))
+    tts.tuning = chosen
+    return tts
 
 
 __all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]

@@ -28,6 +28,7 @@ import os
 import platform
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,6 +231,85 @@ def median_ms(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> fl
     return statistics.median(times)
 
 
+def timed_ms(fn: Callable[[], object], threads: int) -> float:
+    """:func:`median_ms` of ``fn`` under inference mode with ``threads`` torch threads
+    (the caller's thread count is restored)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            return median_ms(fn)
+    finally:
+        torch.set_num_threads(before)
+
+
+def concurrent_ms(tasks: list[tuple[int, Callable[[], object]]], repeats: int = 2) -> float:
+    """Shortest wall time (ms) over ``repeats`` runs (after one warm-up) of running every
+    ``(threads, fn)`` at once, each on its own Python thread with its own torch intra-op
+    thread count (as the engine's model and codec threads run)."""
+    import torch
+
+    def once() -> float:
+        barrier = threading.Barrier(len(tasks) + 1)
+        errors: list[BaseException] = []
+
+        def run(n: int, fn: Callable[[], object]) -> None:
+            torch.set_num_threads(n)
+            with torch.inference_mode():
+                barrier.wait()
+                try:
+                    fn()
+                except BaseException as e:  # noqa: BLE001 - re-raised below
+                    errors.append(e)
+
+        workers = [threading.Thread(target=run, args=t, daemon=True) for t in tasks]
+        for w in workers:
+            w.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        if errors:
+            raise errors[0]
+        return (time.perf_counter() - t0) * 1000
+
+    once()  # warm-up
+    return min(once() for _ in range(repeats))
+
+
+def repeat(fn: Callable[[], object], n: int) -> Callable[[], None]:
+    """``fn`` called ``n`` times in a row."""
+    def run() -> None:
+        for _ in range(n):
+            fn()
+    return run
+
+
+def default_split(total: int) -> tuple[int, int]:
+    """The built-in (model threads, codec threads) split of ``total`` threads: about a
+    third for the codec, the rest for the model (measured on a 2-core AMD EPYC for both
+    families; every machine measures its own unless told ``fixed``)."""
+    codec = max(1, total // 3)
+    return max(1, total - codec), codec
+
+
+def split_candidates(total: int) -> tuple[str, ...]:
+    """Thread splits ``"model:codec"`` to try for ``total`` threads, the built-in one first."""
+    f0, c0 = default_split(total)
+    models = {total, f0}
+    codecs = {1, c0, max(1, total // 2)} | ({total} if total <= 4 else set())
+    rest = sorted({(f, c) for f in models for c in codecs} - {(f0, c0)})
+    return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
+
+
+def parse_split(value: str) -> tuple[int, int]:
+    """``"model:codec"`` -> (model threads, codec threads)."""
+    f, c = value.split(":")
+    return int(f), int(c)
+
+
 def release_memory() -> None:
     """Give the memory freed after a calibration (scratch caches, the discarded copy of
     each weight) back to the OS where the C library allows it (glibc ``malloc_trim``);
@@ -316,5 +396,6 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     return tuning
 
 
-__all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "cpu_info", "median_ms", "parse_spec",
-           "read_cache", "release_memory", "resolve", "write_cache"]
+__all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "concurrent_ms", "cpu_info", "default_split",
+           "median_ms", "parse_spec", "parse_split", "read_cache", "release_memory", "repeat",
+           "resolve", "split_candidates", "timed_ms", "write_cache"]

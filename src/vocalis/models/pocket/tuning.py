@@ -38,41 +38,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from vocalis.engine import tuning as tuning_mod
+from vocalis.engine.tuning import concurrent_ms, default_split, parse_split, split_candidates
+from vocalis.engine.tuning import repeat as _repeat
 from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
 from vocalis.models.pocket.batch import PocketBatch
 
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 1
 STEPS = 3  # frames per thread-split run
-
-
-def default_split(total: int) -> tuple[int, int]:
-    """The built-in split: about a third of the threads for the codec, the rest for the
-    FlowLM (measured on a 2-core AMD EPYC; other CPUs measure their own)."""
-    codec = max(1, total // 3)
-    return max(1, total - codec), codec
-
-
-def split_candidates(total: int) -> tuple[str, ...]:
-    """Thread splits to try for ``total`` threads, the built-in one first."""
-    f0, c0 = default_split(total)
-    models = {total, f0}
-    codecs = {1, c0, max(1, total // 2)} | ({total} if total <= 4 else set())
-    rest = sorted({(f, c) for f in models for c in codecs} - {(f0, c0)})
-    return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
-
-
-def parse_split(value: str) -> tuple[int, int]:
-    f, c = value.split(":")
-    return int(f), int(c)
 
 
 def fingerprint(model, max_batch: int) -> dict:
@@ -126,54 +105,6 @@ class _Probe:
             x = self.batch.decode_head(rows, lat, first)
         return (lambda: self.batch.decode_head(rows, lat, first),
                 lambda: self.batch.decode_tail(rows, x, first))
-
-
-def _timed(fn: Callable[[], object], threads: int) -> float:
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            return tuning_mod.median_ms(fn)
-    finally:
-        torch.set_num_threads(before)
-
-
-def concurrent_ms(tasks: list[tuple[int, Callable[[], object]]], repeats: int = 2) -> float:
-    """Shortest wall time (ms) over ``repeats`` runs (after one warm-up) of running every ``(threads, fn)`` at once, each on its own
-    Python thread with its own torch intra-op thread count (as the engine's threads)."""
-    def once() -> float:
-        barrier = threading.Barrier(len(tasks) + 1)
-        errors: list[BaseException] = []
-
-        def run(n: int, fn: Callable[[], object]) -> None:
-            torch.set_num_threads(n)
-            with torch.inference_mode():
-                barrier.wait()
-                try:
-                    fn()
-                except BaseException as e:  # noqa: BLE001 - re-raised below
-                    errors.append(e)
-
-        workers = [threading.Thread(target=run, args=t, daemon=True) for t in tasks]
-        for w in workers:
-            w.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for w in workers:
-            w.join()
-        if errors:
-            raise errors[0]
-        return (time.perf_counter() - t0) * 1000
-
-    once()  # warm-up
-    return min(once() for _ in range(repeats))
-
-
-def _repeat(fn: Callable[[], object], n: int) -> Callable[[], None]:
-    def run() -> None:
-        for _ in range(n):
-            fn()
-    return run
 
 
 def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
@@ -230,9 +161,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         p = probe["p"]
         sizes = sorted({1, p.rows})
         if name == "flow_linears":
-            return sum(_timed(p.step_fn(n), f0) for n in sizes)
+            return sum(tuning_mod.timed_ms(p.step_fn(n), f0) for n in sizes)
         if name == "codec_linears":
-            return sum(_timed(p.decode_fn(list(range(n))), c0) for n in sizes)
+            return sum(tuning_mod.timed_ms(p.decode_fn(list(range(n))), c0) for n in sizes)
         if name == "codec_pipeline":
             f, c = parse_split(split["threads"])
             head, tail = p.head_tail_fns([0])

@@ -28,6 +28,7 @@ import torch
 from vocalis.engine.family import RowOut
 from vocalis.engine.family import KEEP_CACHE_POSITIONS
 from vocalis.engine.scheduler import non_finite
+from vocalis.engine.tuning import default_split
 from vocalis.models.qwen3.model import Qwen3Model
 from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
@@ -164,19 +165,20 @@ class Qwen3Batch:
 class Qwen3Family:
     """The talker step, code predictor, EOS rule and codec of a :class:`Qwen3Model`."""
 
-    def __init__(self, model: Qwen3Model, chunked_decode: bool = True):
+    def __init__(self, model: Qwen3Model, chunked_decode: bool = True,
+                 split: tuple[int, int] | None = None):
         self.model = model
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
         self.chunked_decode = chunked_decode
+        self.split = split
         self.shared_prompt_passes = 0  # padded prompt passes that served several rows
 
     def thread_split(self, total: int) -> tuple[int, int]:
-        """(talker threads, codec threads) of ``total``. The talker and code predictor read
-        every weight once per step (memory-bound at small batches) and cost several times the
-        codec per frame, so they keep every thread; the codec thread takes a third on top
-        when it has frames. Not yet measured against the Pocket split."""
-        return total, max(1, total // 3)
+        """(model threads, codec threads) of ``total``: the split measured at load
+        (:mod:`vocalis.models.qwen3.tuning`), else the built-in one
+        (:func:`vocalis.engine.tuning.default_split`)."""
+        return self.split if self.split is not None else default_split(total)
 
     def new_batch(self, max_rows: int) -> Qwen3Batch:
         return Qwen3Batch(self.model, max_rows, self.chunked_decode)

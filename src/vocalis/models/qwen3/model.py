@@ -89,7 +89,7 @@ class Int8Linear(torch.nn.Module):
         self.register_buffer("_ends", torch.tensor([1.0, -1.0]), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        m = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30)
+        m = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_min_(1e-30)  # max |x_k|
         xa = torch.cat([x / m, self._ends.expand(*x.shape[:-1], 2)], dim=-1)
         y = torch.ops.quantized.linear_dynamic(xa, self._packed, True) * m
         return y if self.bias is None else y + self.bias
@@ -193,6 +193,7 @@ class Qwen3Model:
         if torch.backends.quantized.engine != "fbgemm":
             torch.backends.quantized.engine = "fbgemm"
         t = self.talker
+        t.untrace()  # the graphs hold the float linears
         targets = []
         with torch.no_grad():
             for dec in (t.model, t.code_predictor.model):

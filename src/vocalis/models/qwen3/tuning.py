@@ -1,0 +1,151 @@
+"""Qwen3-TTS speed choices, measured on the running machine (:mod:`vocalis.engine.tuning`).
+
+One choice:
+
+``threads`` (``"model:codec"``, e.g. ``1:1``)
+    How the engine splits its thread budget between the model thread (talker step and
+    the code predictor's 15 steps) and the codec thread (the streaming speech-tokenizer
+    decoder, one call per frame). Score: the wall time (after a warm-up) of a frame of one
+    row as the engine runs it, model and codec at once on their own threads, plus the
+    same per row at ``B = min(max_batch, 4)`` rows when the engine can hold more than one
+    (a lone stream's latency and the batched cost per row weigh the same). About 10 s
+    for an int8 0.6B model and 20 s in float32 on 2 cores, once per machine and model
+    (cached).
+
+Why it is measured: the codec costs a large share of a frame (on a 2-core AMD EPYC, one
+int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and 280 ms on
+one, the codec about 180 ms per frame on one thread and 130-150 ms on two), so whether
+the model should keep every thread beside the codec, or share the cores, depends on the
+CPU, its memory and the thread budget. On that machine the candidates came within the
+run-to-run noise of each other (``1:1`` and ``2:1`` 490-510 ms by the score above); other
+machines decide for themselves.
+
+The split changes only which thread runs what, not the kernels, so the codes and the
+audio are those of the built-in split to float rounding of the thread count. ``exact``
+models keep the built-in split and measure nothing, as Pocket's do; devices other than
+the CPU are not measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Callable
+
+import torch
+
+from vocalis.engine import tuning as tuning_mod
+from vocalis.engine.tuning import concurrent_ms, default_split, parse_split, repeat, split_candidates
+
+#: bump when the calibration method changes (old cache entries are then measured again)
+METHOD_VERSION = 1
+STEPS = 1  # frames per thread-split run
+
+
+def fingerprint(model, max_batch: int) -> dict:
+    """What the timings depend on besides the machine: the config (shapes), the compute
+    dtype, the quantization and the calibration batch size."""
+    cfg = json.dumps(model.config.to_dict(), sort_keys=True, default=str)
+    return {"family": "qwen3-tts", "config": f"{model.model_size}-{model.model_type}",
+            "config_sha": hashlib.sha256(cfg.encode()).hexdigest()[:16],
+            "dtype": str(model.talker.dtype).removeprefix("torch."),
+            "quantized": bool(model.quantized), "batch": calibration_rows(max_batch),
+            "method": METHOD_VERSION}
+
+
+def calibration_rows(max_batch: int) -> int:
+    return max(1, min(int(max_batch), 4))
+
+
+def tuning_key(model, threads: int, max_batch: int) -> dict:
+    cpu = tuning_mod.cpu_info()
+    return {"cpu": cpu["model"], "isa": cpu["isa"], "capability": cpu["capability"],
+            "threads": int(threads), "torch": torch.__version__,
+            "model": fingerprint(model, max_batch)}
+
+
+class _Probe:
+    """Timed frames of the model's own talker, code predictor and codec on scratch state
+    (zero caches and inputs, greedy picks: the kernels' cost does not depend on the values)."""
+
+    def __init__(self, model, rows: int):
+        from vocalis.models.qwen3.family import Qwen3Batch
+
+        self.model = model
+        self.rows = rows
+        self.batch = Qwen3Batch(model, rows)
+        self.batch.ensure(64, rows)
+
+    def model_fn(self, n: int) -> Callable[[], object]:
+        """One frame of ``n`` rows: the code predictor's 15 steps, then a talker step."""
+        talker, dev = self.model.talker, self.model.device
+        h = talker.spec.talker.hidden_size
+        hidden = torch.zeros(n, 1, h, dtype=talker.dtype, device=dev)
+        first = talker.codec_embed(torch.zeros(n, 1, dtype=torch.long, device=dev))
+        cache = _Rows(self.batch.cache, n)
+
+        def run() -> None:
+            talker.code_predictor.predict(hidden, first, lambda logits: logits.argmax(-1))
+            talker.decode(hidden, cache, 32)
+        return run
+
+    def codec_fn(self, n: int) -> Callable[[], object]:
+        """One frame of audio for each of ``n`` rows."""
+        frames = torch.zeros(n, 16, dtype=torch.long, device=self.model.device)
+        rows, first = list(range(n)), [False] * n
+        return lambda: self.batch.decode(rows, frames, first)
+
+
+class _Rows:
+    """The first ``n`` rows of a batch KV cache (views)."""
+
+    def __init__(self, cache, n: int):
+        self.k, self.v = cache.k[:, :n], cache.v[:, :n]
+
+    def ensure(self, n: int) -> None:
+        if n > self.k.shape[2]:
+            raise RuntimeError("scratch cache too small")
+
+
+def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
+         measure: tuning_mod.Measure | None = None) -> tuning_mod.Tuning:
+    """Decide the Qwen3 choices for ``model`` (loaded, quantized or not).
+
+    ``threads``: the engine's thread budget; ``spec``: forced choices (see
+    :func:`vocalis.engine.tuning.parse_spec`); ``measure``: replaces the timing (tests).
+    Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` configures
+    :class:`~vocalis.models.qwen3.family.Qwen3Family`.
+
+    Raises:
+        InputError: a malformed or impossible forced choice.
+    """
+    total = max(1, int(threads))
+    cpu = model.device.type == "cpu"
+    f0, c0 = default_split(total)
+    candidates = {"threads": split_candidates(total)}
+    defaults = {"threads": f"{f0}:{c0}"}
+    probe: dict[str, _Probe] = {}
+
+    def timing(name: str, value: str) -> float:
+        if "p" not in probe:
+            probe["p"] = _Probe(model, calibration_rows(max_batch))
+        p = probe["p"]
+        f, c = parse_split(value)
+        score = 0.0  # ms per frame of a lone stream plus ms per row-frame at B rows
+        for n in sorted({1, p.rows}):
+            score += concurrent_ms([(f, repeat(p.model_fn(n), STEPS)),
+                                    (c, repeat(p.codec_fn(n), STEPS))], repeats=1) / (n * STEPS)
+        return score
+
+    key = tuning_key(model, total, max_batch)
+    measurable = ("threads",) if cpu and not exact else ()
+    notes = {"threads": f"the splits follow the thread budget, {total}"}
+    result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing,
+                                lambda name, value: None, measurable, notes)
+    if probe:
+        probe.clear()
+        tuning_mod.release_memory()
+    return result
+
+
+__all__ = ["METHOD_VERSION", "STEPS", "tune", "tuning_key"]
