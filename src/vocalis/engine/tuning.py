@@ -231,6 +231,16 @@ def median_ms(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> fl
     return statistics.median(times)
 
 
+def machine_key(threads: int, model: dict) -> dict:
+    """A cache key: this CPU (model name, ISA flags, PyTorch's dispatch level), the thread
+    count, the torch version and the family's ``model`` fingerprint."""
+    import torch
+
+    cpu = cpu_info()
+    return {"cpu": cpu["model"], "isa": cpu["isa"], "capability": cpu["capability"],
+            "threads": int(threads), "torch": torch.__version__, "model": model}
+
+
 def timed_ms(fn: Callable[[], object], threads: int) -> float:
     """:func:`median_ms` of ``fn`` under inference mode with ``threads`` torch threads
     (the caller's thread count is restored)."""
@@ -397,5 +407,5 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
 
 
 __all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "concurrent_ms", "cpu_info", "default_split",
-           "median_ms", "parse_spec", "parse_split", "read_cache", "release_memory", "repeat",
+           "machine_key", "median_ms", "parse_spec", "parse_split", "read_cache", "release_memory", "repeat",
            "resolve", "split_candidates", "timed_ms", "write_cache"]

@@ -69,10 +69,7 @@ def calibration_rows(max_batch: int) -> int:
 
 
 def tuning_key(model, threads: int, max_batch: int) -> dict:
-    cpu = tuning_mod.cpu_info()
-    return {"cpu": cpu["model"], "isa": cpu["isa"], "capability": cpu["capability"],
-            "threads": int(threads), "torch": torch.__version__,
-            "model": fingerprint(model, max_batch)}
+    return tuning_mod.machine_key(threads, fingerprint(model, max_batch))
 
 
 class _Probe:
