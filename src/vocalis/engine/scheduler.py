@@ -16,7 +16,6 @@ batched products can differ.
 from __future__ import annotations
 
 import collections
-import contextlib
 import logging
 import queue
 import threading
@@ -357,8 +356,7 @@ class Engine:
                 if error is None and items:
                     rows, _, first = self._args(items)
                     try:
-                        with self._lone_first_frame(done):
-                            pcm = self.batch.decode_tail(rows, x, first).float().cpu().numpy()
+                        pcm = self.batch.decode_tail(rows, x, first).float().cpu().numpy()
                     except Exception as e:
                         error = e
                 self._emit(items, pcm, error, finishes, done)
@@ -399,21 +397,6 @@ class Engine:
         if done is not None:
             done.set()
 
-    @contextlib.contextmanager
-    def _lone_first_frame(self, done):
-        """Every thread for the codec while the model thread waits for a lone request's
-        first frame (``done`` set, see :meth:`_run`): nothing else runs then, so the time
-        to first audio gets the whole thread budget."""
-        if done is None:
-            yield
-            return
-        before = torch.get_num_threads()
-        torch.set_num_threads(self._threads["burst"])
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
-
     def _wait_for_helper(self) -> None:
         """Block until the helper thread has finished every job queued before this call."""
         synced = threading.Event()
@@ -433,8 +416,7 @@ class Engine:
                     pcm, error = None, None
                     if items:
                         try:
-                            with self._lone_first_frame(done):
-                                pcm = self._decode_full(items)
+                            pcm = self._decode_full(items)
                         except Exception as e:
                             error = e
                     self._emit(items, pcm, error, finishes, done)
@@ -459,8 +441,7 @@ class Engine:
                     x, error = None, None
                     if items:
                         try:
-                            with self._lone_first_frame(done):
-                                x = self.batch.decode_head(*self._args(items))
+                            x = self.batch.decode_head(*self._args(items))
                         except Exception as e:
                             error = e
                     self._helper_in.put(("tail", (items, x, finishes, done, error)))
