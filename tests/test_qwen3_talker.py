@@ -243,7 +243,8 @@ def assert_traced_equals_eager(talker, batch: int) -> None:
     emb = torch.randn(batch, 7, h, generator=gen)
     steps = [torch.randn(batch, 1, h, generator=gen) for _ in range(4)]
     hid = torch.randn(batch, 1, h, generator=gen)
-    c0 = talker.codec_embed(torch.randint(0, talker.spec.predictor_vocab_size, (batch, 1), generator=gen))
+    c0 = talker.codec_embed(torch.randint(0, talker.spec.predictor_vocab_size, (batch, 1),
+                                          generator=gen))
 
     def run():
         cache = talker.new_cache(batch, 8)
@@ -261,6 +262,27 @@ def assert_traced_equals_eager(talker, batch: int) -> None:
     for a, b in zip(flat(eager), flat(graph), strict=True):
         assert a.shape == b.shape and torch.equal(a, b)
     assert talker.__dict__.get("_step_graph") is None  # untraced again
+
+
+def test_fused_rms_norm_and_rolled_rope_are_the_official_formulas_bit_for_bit():
+    """The float32 RMSNorm (one ``F.rms_norm`` kernel) and RoPE (``roll`` with a signed sin)
+    equal the official formulas (``modeling:596-610``, ``rotate_half`` at ``660-724``),
+    written out here, bit for bit."""
+    from vocalis.models.qwen3.talker import RMSNorm, _rope_apply, _signed_sin, rope_tables
+
+    gen = torch.Generator().manual_seed(0)
+    for dim, shape in ((1024, (3, 7, 1024)), (128, (2, 5, 16, 128))):
+        norm = RMSNorm(dim, 1e-6)
+        with torch.no_grad():
+            norm.weight.copy_(torch.randn(dim, generator=gen))
+        x = torch.randn(*shape, generator=gen) * 3
+        h = x.to(torch.float32)
+        want = norm.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        assert torch.equal(norm(x), want)
+    q = torch.randn(2, 16, 5, 128, generator=gen)
+    cos, sin = rope_tables(1e6, 128, torch.arange(3, 8), torch.float32)
+    rotated = torch.cat((-q[..., 64:], q[..., :64]), dim=-1)
+    assert torch.equal(_rope_apply(q, cos, _signed_sin(sin)), q * cos + rotated * sin)
 
 
 @pytest.mark.parametrize("batch", [1, 3])

@@ -353,13 +353,15 @@ def test_qwen3_thread_split_follows_scores_is_cached_and_forced(qwen3_dir, cache
     assert tune_qwen3(model, 2, 4, False, measure=scores).sources == {"threads": "measured"}
     assert len(json.loads(cache.read_text())) == 2
     # forced (argument or environment) wins; exact models measure nothing
-    assert tune_qwen3(model, 2, 4, False, spec="threads=1:2", measure=never).choices == {"threads": "1:2"}
+    forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2", measure=never)
+    assert forced.choices == {"threads": "1:2"}
     monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
     assert tune_qwen3(model, 2, 4, False, measure=never).sources == {"threads": "forced"}
     monkeypatch.delenv("VOCALIS_TUNING")
     t = tune_qwen3(load_model(qwen3_dir), 2, 4, True, measure=never)
     assert (t.choices, t.sources) == ({"threads": "1:1"}, {"threads": "fixed"})
-    with pytest.raises(InputError, match=re.escape("unknown choice 'flow_linears'; this model has: threads")):
+    with pytest.raises(InputError,
+                       match=re.escape("unknown choice 'flow_linears'; this model has: threads")):
         tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
 
 

@@ -89,7 +89,8 @@ class Int8Linear(torch.nn.Module):
         self.register_buffer("_ends", torch.tensor([1.0, -1.0]), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        m = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True).clamp_min_(1e-30)  # max |x_k|
+        m = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True)  # max_k |x_k|
+        m = m.clamp_min_(1e-30)
         xa = torch.cat([x / m, self._ends.expand(*x.shape[:-1], 2)], dim=-1)
         y = torch.ops.quantized.linear_dynamic(xa, self._packed, True) * m
         return y if self.bias is None else y + self.bias

@@ -115,7 +115,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            # one kernel, the same float32 arithmetic (checked bit-equal in tests/test_qwen3_talker.py)
+            # one kernel, the same float32 arithmetic (bit-equal: tests/test_qwen3_talker.py)
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -234,7 +234,8 @@ class Attention(nn.Module):
         keys = k_cache[:, :n].transpose(1, 2)
         values = v_cache[:, :n].transpose(1, 2)
         # Causal only within a prefill from position 0 (decode: one query sees every key).
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None and int(t) > 1,
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                             is_causal=mask is None and int(t) > 1,
                                              scale=self.head_dim ** -0.5,
                                              enable_gqa=self.heads != self.kv_heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))

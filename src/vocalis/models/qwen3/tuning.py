@@ -35,7 +35,8 @@ from typing import Callable
 import torch
 
 from vocalis.engine import tuning as tuning_mod
-from vocalis.engine.tuning import concurrent_ms, default_split, parse_split, repeat, split_candidates
+from vocalis.engine.tuning import (concurrent_ms, default_split, parse_split, repeat,
+                                   split_candidates)
 
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 1
