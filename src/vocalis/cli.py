@@ -222,12 +222,12 @@ def _progress(total_chunks: int, quiet: bool):
 # --------------------------------------------------------------------------- generate
 
 
-TUNING_HELP = ("Pocket TTS speed choices: auto (measured on this machine at the first "
+TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
                "load, then cached), fixed (built-in, no measuring), or forced ones, "
-               "comma-separated: flow_linears and codec_linears = packed|default, "
-               "threads = MODEL:CODEC, codec_pipeline = on|off, codec_dtype = "
-               "float32|bfloat16; e.g. fixed,codec_dtype=bfloat16. Default: $VOCALIS_TUNING, "
-               "else auto.")
+               "comma-separated: threads = MODEL:CODEC (Pocket TTS and Qwen3-TTS); Pocket "
+               "TTS also flow_linears and codec_linears = packed|default, codec_pipeline = "
+               "on|off, codec_dtype = float32|bfloat16; e.g. fixed,codec_dtype=bfloat16. "
+               "Default: $VOCALIS_TUNING, else auto.")
 
 
 @app.command(context_settings=_SETTINGS)
