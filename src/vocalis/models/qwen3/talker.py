@@ -329,6 +329,69 @@ class Decoder(nn.Module):
         return self.norm(x)
 
 
+    def step(self, x: torch.Tensor, cache: KVCache, pos: int) -> torch.Tensor:
+        """One position ``pos`` for every row, ``x [B, 1, H]`` → final-normed ``[B, 1, H]``:
+        :meth:`run`, through the TorchScript graph of :meth:`trace_step` when there is one."""
+        graph = self.__dict__.get("_step_graph")
+        if graph is None:
+            return self.run(x, cache, pos)
+        cache.ensure(pos + 1)
+        cos, sin = self._rope(pos, 1, x)
+        return graph(x, cache.k, cache.v, cos, sin, torch.tensor([pos], device=x.device),
+                     torch.arange(pos + 1, device=x.device))
+
+    def trace_step(self) -> None:
+        """Record :meth:`step` as a TorchScript graph (``torch.jit.trace`` of
+        :class:`_DecoderStep`): the same ATen ops on the same values, so the same results
+        bit for bit, without the Python interpreter between the ops. The position enters
+        the graph as tensors (rope tables, the slot to write, the slots to read: the keys
+        the eager slice gives), so one graph serves every position, batch size and cache
+        size. Replace no linear afterwards (:meth:`untrace_step` first)."""
+        import warnings
+
+        p = self.norm.weight
+        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarning
+            cache = KVCache(self.spec, 1, 8, p.dtype, p.device)
+            x = torch.zeros(1, 1, self.spec.hidden_size, dtype=p.dtype, device=p.device)
+            cos, sin = self._tables(torch.arange(3, 4, device=p.device), p.dtype)
+            args = (x, cache.k, cache.v, cos, sin, torch.tensor([3], device=p.device),
+                    torch.arange(4, device=p.device))
+            graph = torch.jit.trace(_DecoderStep(self), args, check_trace=False)
+            _warm_up(graph, args)
+        self.__dict__["_step_graph"] = graph  # not a submodule: state_dict stays the official one
+
+    def untrace_step(self) -> None:
+        self.__dict__["_step_graph"] = None
+
+    @property
+    def traced(self) -> bool:
+        return self.__dict__.get("_step_graph") is not None
+
+
+class _DecoderStep(nn.Module):
+    """``forward(x [B, 1, H], k, v [L, B, S, H_kv, D], cos, sin [1, D], slot [1], read [n])``
+    → final-normed ``[B, 1, H]``; see :meth:`Attention.forward` for ``(slot, read)``."""
+
+    def __init__(self, decoder: Decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, x, k, v, cos, sin, slot, read):
+        for i, layer in enumerate(self.decoder.layers):
+            x = layer(x, cos, sin, k[i], v[i], (slot, read))
+        return self.decoder.norm(x)
+
+
+def _warm_up(graph, args) -> None:
+    """Run a new graph as requests will (no autograd), so that TorchScript's profiling
+    runs and optimization happen at load, not in the first request (measured: about 2 s
+    more time to first audio for the first int8 0.6B request otherwise)."""
+    with torch.inference_mode():
+        for _ in range(2):
+            graph(*args)
+
+
 class TalkerModel(Decoder):
     """``talker.model``: decoder plus the codec (3072 × H) and text (V_text × 2048) tables."""
 
@@ -392,11 +455,13 @@ class CodePredictor(nn.Module):
 
     def prefill(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """``x [B, 2, H_talker]`` → codebook-1 logits ``[B, 2048]`` (fp32)."""
-        return self._position(1)(x, cache.k, cache.v)
+        graph = self.__dict__.get("_prefill_graph")
+        return (graph or _PredictorPrefill(self))(x, cache.k, cache.v)
 
     def step(self, code: torch.Tensor, j: int, cache: KVCache) -> torch.Tensor:
         """Feed ``code [B, 1]`` = c_{j-1} at position j → codebook-j logits ``[B, 2048]``."""
-        return self._position(j)(self.model.codec_embedding[j - 2](code), cache.k, cache.v)
+        x = self.small_to_mtp_projection(self.model.codec_embedding[j - 2](code))
+        return self.lm_head[j - 1](self.model.step(x, cache, j))[:, -1].float()
 
     def predict(self, past_hidden: torch.Tensor, c0_embed: torch.Tensor, choose) -> torch.Tensor:
         """Codebooks 1..15 ``[B, 15]`` of one frame. ``choose(logits [B, 2048]) -> [B]`` picks
@@ -407,52 +472,29 @@ class CodePredictor(nn.Module):
             codes.append(choose(self.step(codes[-1][:, None], j, cache)))
         return torch.stack(codes, dim=1)
 
-    # -- the 15 positions as TorchScript graphs
-
-    def _position(self, j: int):
-        graphs = self.__dict__.get("_graphs")
-        return graphs[j] if graphs is not None else _PredictorPosition(self, j)
-
     def trace(self) -> None:
-        """Record each of the 15 fixed-position calls (:class:`_PredictorPosition`) as a
-        TorchScript graph (``torch.jit.trace``), used by :meth:`prefill` and :meth:`step`
-        from then on.
-
-        The graphs run the same ATen ops on the same tensors (the results are bit-identical;
-        ``tests/test_qwen3_talker.py`` checks at batch 1 and 3) without the Python
-        interpreter between them: the predictor is 15 small steps of ~100 ops each, and
-        measured on a 2-core AMD EPYC the eager int8 steps spent about 40% of their time
-        in Python (14 steps: 171 ms eager, 105 ms traced). Batch size is free (sizes are
-        read from the inputs); the module's linears must not be replaced afterwards
-        (:meth:`untrace` first). About 4 s for the 0.6B predictor.
-        """
+        """Record the prefill (positions 0-1, :class:`_PredictorPrefill`) and the decoder's
+        one-position step (:meth:`Decoder.trace_step`, positions 2-15) as TorchScript
+        graphs; the 15 small steps of a frame then run without the Python interpreter
+        between their ops (measured on a 2-core AMD EPYC, int8: 170 ms eager, about 105 ms
+        traced per frame). Bit-identical to eager (``tests/test_qwen3_talker.py``)."""
         import warnings
 
-        graphs = {}
         p = self.model.codec_embedding[0].weight
-        h = self.spec.talker.hidden_size
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # TracerWarning: shapes are read, positions fixed
             cache = self.new_cache(1)
-            for j in range(1, self.spec.num_code_groups):
-                x = torch.zeros(1, 2 if j == 1 else 1, h, dtype=p.dtype, device=p.device)
-                graphs[j] = torch.jit.trace(_PredictorPosition(self, j), (x, cache.k, cache.v),
-                                            check_trace=False)
-                _warm_up(graphs[j], (x, cache.k, cache.v))
-        self.__dict__["_graphs"] = graphs  # not submodules: state_dict stays the official one
+            args = (torch.zeros(1, 2, self.spec.talker.hidden_size, dtype=p.dtype, device=p.device),
+                    cache.k, cache.v)
+            graph = torch.jit.trace(_PredictorPrefill(self), args, check_trace=False)
+            _warm_up(graph, args)
+        self.__dict__["_prefill_graph"] = graph
+        self.model.trace_step()
 
     def untrace(self) -> None:
         """Drop the graphs of :meth:`trace` (eager calls again)."""
-        self.__dict__["_graphs"] = None
-
-
-def _warm_up(graph, args) -> None:
-    """Run a new graph as requests will (no autograd), so that TorchScript's profiling
-    runs and optimization happen at load, not in the first request (measured: about 2 s
-    more time to first audio for the first int8 0.6B request otherwise)."""
-    with torch.inference_mode():
-        for _ in range(2):
-            graph(*args)
+        self.__dict__["_prefill_graph"] = None
+        self.model.untrace_step()
 
 
 class _Views:
@@ -466,22 +508,19 @@ class _Views:
             raise RuntimeError("the code predictor's cache holds 16 positions")
 
 
-class _PredictorPosition(nn.Module):
-    """Position ``j`` of the code predictor as one call: ``j == 1``: ``x [B, 2, H_talker]``
-    (``[past_hidden, E(c0)]``) at positions 0-1, ``lm_head[0]``; ``j >= 2``:
-    ``x [B, 1, H_talker]`` (the codebook embedding of c_{j-1}) at position j,
-    ``lm_head[j-1]``. ``forward(x, k, v)`` → logits ``[B, 2048]`` (fp32), the cache
-    ``k, v [layers, B, 16, H_kv, D]`` written in place."""
+class _PredictorPrefill(nn.Module):
+    """The code predictor's prefill as one call: ``forward(x [B, 2, H_talker], k, v)``
+    (``[past_hidden, E(c0)]`` at positions 0-1) → codebook-1 logits ``[B, 2048]`` (fp32),
+    the cache ``k, v [layers, B, 16, H_kv, D]`` written in place."""
 
-    def __init__(self, predictor: CodePredictor, j: int):
+    def __init__(self, predictor: CodePredictor):
         super().__init__()
         self.predictor = predictor
-        self.j = j
 
     def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         cp = self.predictor
-        h = cp.model.run(cp.small_to_mtp_projection(x), _Views(k, v), 0 if self.j == 1 else self.j)
-        return cp.lm_head[self.j - 1](h)[:, -1].float()
+        h = cp.model.run(cp.small_to_mtp_projection(x), _Views(k, v), 0)
+        return cp.lm_head[0](h)[:, -1].float()
 
 
 class Talker(nn.Module):
@@ -537,64 +576,31 @@ class Talker(nn.Module):
         hidden ``[B, 1, H]``)."""
         if isinstance(pos, torch.Tensor):
             h = self.model.run_rows(embed, cache, pos)
-        elif embed.shape[1] == 1 and self.__dict__.get("_step_graph") is not None:
-            cache.ensure(pos + 1)
-            cos, sin = self.model._rope(pos, 1, embed)
-            slot = torch.tensor([pos], device=embed.device)
-            read = torch.arange(pos + 1, device=embed.device)
-            return self._step_graph(embed, cache.k, cache.v, cos, sin, slot, read)
+        elif embed.shape[1] == 1:
+            h = self.model.step(embed, cache, pos)
         else:
             h = self.model.run(embed, cache, pos)
         return self.codec_head(h)[:, -1].float(), h
 
     def trace(self) -> None:
-        """Record the one-position talker step (:class:`_TalkerStep`) and the code
-        predictor's 15 positions (:meth:`CodePredictor.trace`) as TorchScript graphs,
-        used by :meth:`decode` (int position, one position) and the predictor from then on.
-
-        Same ATen ops on the same values, so the same results bit for bit (checked in
-        ``tests/test_qwen3_talker.py``), without the Python interpreter between the ops
-        (the 28-layer step is ~1,000 small ops at batch 1). The position enters the graph
-        as tensors (rope tables, the slot to write, the slots to read), so one graph serves
-        every position, batch size and cache size. Replace no linear afterwards
-        (:meth:`untrace` first).
-        """
-        import warnings
-
+        """Record the talker's one-position step (:meth:`Decoder.trace_step`) and the code
+        predictor's prefill and step (:meth:`CodePredictor.trace`) as TorchScript graphs,
+        used from then on by :meth:`decode` (one position, every row at it) and
+        :meth:`CodePredictor.predict`. Same ATen ops on the same values, so the same
+        results bit for bit (checked in ``tests/test_qwen3_talker.py``), without the Python
+        interpreter between the ops (a 28-layer step is ~1,000 small ops). About 1-2 s.
+        Replace no linear afterwards (:meth:`untrace` first)."""
+        self.model.trace_step()
         self.code_predictor.trace()
-        h = self.spec.talker.hidden_size
-        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # TracerWarning
-            cache = self.new_cache(1, 8)
-            x = torch.zeros(1, 1, h, dtype=self.dtype, device=self.device)
-            cos, sin = self.model._tables(torch.arange(3, 4, device=self.device), self.dtype)
-            args = (x, cache.k, cache.v, cos, sin, torch.tensor([3], device=self.device),
-                    torch.arange(4, device=self.device))
-            graph = torch.jit.trace(_TalkerStep(self), args, check_trace=False)
-            _warm_up(graph, args)
-            self.__dict__["_step_graph"] = graph
 
     def untrace(self) -> None:
         """Drop the graphs of :meth:`trace` (eager calls again)."""
-        self.__dict__["_step_graph"] = None
+        self.model.untrace_step()
         self.code_predictor.untrace()
 
-
-class _TalkerStep(nn.Module):
-    """One talker position for every row: ``forward(x [B, 1, H], k, v [L, B, S, H_kv, D],
-    cos, sin [1, D], slot [1], read [n])`` → (logits ``[B, 3072]`` fp32, hidden
-    ``[B, 1, H]``); see :meth:`Attention.forward` for ``(slot, read)``."""
-
-    def __init__(self, talker: "Talker"):
-        super().__init__()
-        self.talker = talker
-
-    def forward(self, x, k, v, cos, sin, slot, read):
-        dec = self.talker.model
-        for i, layer in enumerate(dec.layers):
-            x = layer(x, cos, sin, k[i], v[i], (slot, read))
-        h = dec.norm(x)
-        return self.talker.codec_head(h)[:, -1].float(), h
+    @property
+    def traced(self) -> bool:
+        return self.model.traced
 
 
 def load_talker(checkpoint: Path | str, dtype: torch.dtype = torch.float32,
