@@ -328,7 +328,6 @@ class Decoder(nn.Module):
             x = layer(x, cos, sin, cache.k[i], cache.v[i], pos)
         return self.norm(x)
 
-
     def step(self, x: torch.Tensor, cache: KVCache, pos: int) -> torch.Tensor:
         """One position ``pos`` for every row, ``x [B, 1, H]`` → final-normed ``[B, 1, H]``:
         :meth:`run`, through the TorchScript graph of :meth:`trace_step` when there is one."""
