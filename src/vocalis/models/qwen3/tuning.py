@@ -37,6 +37,7 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, parse_split, repeat,
                                    split_candidates)
+from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 1
@@ -67,8 +68,6 @@ class _Probe:
     (zero caches and inputs, greedy picks: the kernels' cost does not depend on the values)."""
 
     def __init__(self, model, rows: int):
-        from vocalis.models.qwen3.family import Qwen3Batch
-
         self.model = model
         self.rows = rows
         self.batch = Qwen3Batch(model, rows)
@@ -80,7 +79,7 @@ class _Probe:
         h = talker.spec.talker.hidden_size
         hidden = torch.zeros(n, 1, h, dtype=talker.dtype, device=dev)
         first = talker.codec_embed(torch.zeros(n, 1, dtype=torch.long, device=dev))
-        cache = _Rows(self.batch.cache, n)
+        cache = _SliceCache(self.batch.cache, 0, n)
 
         def run() -> None:
             talker.code_predictor.predict(hidden, first, lambda logits: logits.argmax(-1))
@@ -92,17 +91,6 @@ class _Probe:
         frames = torch.zeros(n, 16, dtype=torch.long, device=self.model.device)
         rows, first = list(range(n)), [False] * n
         return lambda: self.batch.decode(rows, frames, first)
-
-
-class _Rows:
-    """The first ``n`` rows of a batch KV cache (views)."""
-
-    def __init__(self, cache, n: int):
-        self.k, self.v = cache.k[:, :n], cache.v[:, :n]
-
-    def ensure(self, n: int) -> None:
-        if n > self.k.shape[2]:
-            raise RuntimeError("scratch cache too small")
 
 
 def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
