@@ -74,10 +74,15 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def decoder(tokenizer_dir) -> SpeechDecoder:
+@pytest.fixture(scope="module", params=["default", "packed"])
+def decoder(tokenizer_dir, request) -> SpeechDecoder:
+    """The decoder with PyTorch's default kernels, and with oneDNN-packed weights (the
+    engine's choice where it measures faster): every test holds for both."""
     torch.set_num_threads(1)
-    return load_speech_decoder(tokenizer_dir)
+    dec = load_speech_decoder(tokenizer_dir)
+    dec.pack(request.param == "packed")
+    assert dec.packed == (request.param == "packed")
+    return dec
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +233,29 @@ def test_batched_streaming_rows_equal_each_row_alone(decoder, chunked, history):
         diff = float((batched[r] - solo[0]).abs().max())
         assert diff <= TOL, (r, diff)
     assert state.frames.tolist() == [h + 15 for h in history]
+
+
+def test_pack_and_unpack(tokenizer_dir, codes):
+    """Packing swaps the kernels (audio equal to float rounding); unpacking restores the
+    loaded decoder bit for bit; only float32 weights pack."""
+    from vocalis.models.layers import PackedLinear
+    from vocalis.models.qwen3.codec import CausalConv, CausalTransConv
+
+    plain, dec = load_speech_decoder(tokenizer_dir), load_speech_decoder(tokenizer_dir)
+    c = codes[7][None]
+    want = plain.stream(plain.new_state(1), c)
+    dec.pack(True)
+    convs = [m for m in dec.modules() if isinstance(m, (CausalConv, CausalTransConv))]
+    assert all(m.packed is not None for m in convs if m.conv.groups == 1)
+    assert sum(isinstance(m, PackedLinear) for m in dec.modules()) == 7 * 2 + 2 * 2 + 2
+    packed = dec.stream(dec.new_state(1), c)
+    assert float((packed - want).abs().max()) <= TOL
+    dec.pack(False)
+    assert not any(isinstance(m, PackedLinear) for m in dec.modules())
+    assert all(m.packed is None for m in convs)
+    assert torch.equal(dec.stream(dec.new_state(1), c), want)
+    with pytest.raises(ValueError, match="float32"):
+        load_speech_decoder(tokenizer_dir, dtype=torch.bfloat16).pack(True)
 
 
 def test_decode_rejects_bad_codes(decoder):

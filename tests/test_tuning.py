@@ -330,7 +330,7 @@ def qwen3_dir(tmp_path_factory):
                                    tmp_path_factory.mktemp("qwen3-tuning") / "cv", seed=3, tiny=True)
 
 
-def test_qwen3_thread_split_follows_scores_is_cached_and_forced(qwen3_dir, cache, monkeypatch):
+def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, cache, monkeypatch):
     from vocalis.models.qwen3.model import load_model
     from vocalis.models.qwen3.tuning import tune as tune_qwen3
 
@@ -339,29 +339,38 @@ def test_qwen3_thread_split_follows_scores_is_cached_and_forced(qwen3_dir, cache
 
     def scores(name, value):
         calls.append((name, value))
-        return {"2:2": 1.0}.get(value, 5.0)
+        # the packed codec measured slower here: the default kernels must win and be applied
+        assert model.decoder.packed == (name == "codec_linears" and value == "packed")
+        return {"2:2": 1.0, "default": 1.0}.get(value, 5.0)
 
+    both = {"codec_linears": "measured", "threads": "measured"}
     t = tune_qwen3(model, 2, 4, False, measure=scores)
-    assert (t.choices, t.sources) == ({"threads": "2:2"}, {"threads": "measured"})
-    assert sorted(calls) == sorted(("threads", s) for s in split_candidates(2))
+    assert (t.choices, t.sources) == ({"codec_linears": "default", "threads": "2:2"}, both)
+    assert not model.decoder.packed
+    assert sorted(calls) == sorted([("codec_linears", "default"), ("codec_linears", "packed")]
+                                   + [("threads", s) for s in split_candidates(2)])
     (entry,) = json.loads(cache.read_text()).values()
-    assert entry["choices"] == {"threads": "2:2"}
+    assert entry["choices"] == {"codec_linears": "default", "threads": "2:2"}
     assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 2
     # reused without measuring; another quantization is another key
-    assert tune_qwen3(model, 2, 4, False, measure=never).sources == {"threads": "cache"}
+    cached = {"codec_linears": "cache", "threads": "cache"}
+    assert tune_qwen3(model, 2, 4, False, measure=never).sources == cached
     model.quantize_int8()
-    assert tune_qwen3(model, 2, 4, False, measure=scores).sources == {"threads": "measured"}
+    assert tune_qwen3(model, 2, 4, False, measure=scores).sources == both
     assert len(json.loads(cache.read_text())) == 2
     # forced (argument or environment) wins; exact models measure nothing
-    forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2", measure=never)
-    assert forced.choices == {"threads": "1:2"}
+    forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed", measure=never)
+    assert forced.choices == {"codec_linears": "packed", "threads": "1:2"} and model.decoder.packed
     monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
-    assert tune_qwen3(model, 2, 4, False, measure=never).sources == {"threads": "forced"}
+    assert tune_qwen3(model, 2, 4, False, measure=never).sources["threads"] == "forced"
     monkeypatch.delenv("VOCALIS_TUNING")
-    t = tune_qwen3(load_model(qwen3_dir), 2, 4, True, measure=never)
-    assert (t.choices, t.sources) == ({"threads": "1:1"}, {"threads": "fixed"})
-    with pytest.raises(InputError,
-                       match=re.escape("unknown choice 'flow_linears'; this model has: threads")):
+    exact = load_model(qwen3_dir)
+    t = tune_qwen3(exact, 2, 4, True, measure=never)
+    assert (t.choices, t.sources) == ({"codec_linears": "default", "threads": "1:1"},
+                                      {"codec_linears": "fixed", "threads": "fixed"})
+    assert not exact.decoder.packed
+    with pytest.raises(InputError, match=re.escape(
+            "unknown choice 'flow_linears'; this model has: codec_linears, threads")):
         tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
 
 
@@ -371,7 +380,11 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     try:
         t = tts.tuning
-        assert t.sources == {"threads": "measured"}
+        assert t.sources == {"codec_linears": "measured", "threads": "measured"}
+        assert set(t.timings["codec_linears"]) == {"packed", "default"}
+        assert tts.model.decoder.packed == (t.choices["codec_linears"] == "packed")
+        assert t.choices["codec_linears"] == min(t.timings["codec_linears"],
+                                                 key=t.timings["codec_linears"].get)
         assert set(t.timings["threads"]) == set(split_candidates(2))
         assert t.choices["threads"] == min(t.timings["threads"], key=t.timings["threads"].get)
         assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
@@ -381,7 +394,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
         tts.close()
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
-    assert again.tuning.sources == {"threads": "cache"} and again.tuning.choices == t.choices
+    assert again.tuning.sources == {"codec_linears": "cache", "threads": "cache"}
+    assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],
                           "--tuning", "threads=7:7", "-o", str(cache.parent / "x.wav")],

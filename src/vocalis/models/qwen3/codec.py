@@ -29,10 +29,23 @@ from torch import nn
 from torch.nn import functional as F
 
 from vocalis.errors import InputError
+from vocalis.models.layers import can_pack_linears, pack_linears, unpack_linears
 
 CHUNK_FRAMES = 300  # M:886 chunked_decode(chunk_size=300, ...)
 CHUNK_CONTEXT = 25  # M:886 left_context_size=25
 SHORT_CONV = 2048  # outputs up to which a conv runs as per-tap matmuls (see CausalConv)
+PACK_HINT = 16  # rows oneDNN lays a packed weight out for (any row count runs; see pack)
+
+
+def _packed_weight(w: torch.Tensor) -> torch.Tensor:
+    """``w [N, K]`` (float32) reordered once into oneDNN's blocked layout for
+    :func:`_packed_linear`."""
+    return torch.ops.mkldnn._reorder_linear_weight(w.detach().float().contiguous(), PACK_HINT)
+
+
+def _packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x [M, K] @ w.T + bias`` -> ``[M, N]`` with a weight from :func:`_packed_weight`."""
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
 
 @dataclass(frozen=True)
@@ -191,6 +204,15 @@ class CausalConv(nn.Module):
         super().__init__()
         self.conv = nn.Conv1d(c_in, c_out, kernel, dilation=dilation, groups=groups)
         self.history = dilation * (kernel - 1)
+        self.packed: torch.Tensor | None = None  # see pack()
+
+    def pack(self, on: bool) -> None:
+        """Short inputs as one oneDNN matmul over the unfolded input (``on``), with the
+        weight packed once as ``[C_out, K * C_in]`` (column ``k * C_in + c`` is tap k of
+        input channel c), or as per-tap matmuls (off). Same products, float rounding apart."""
+        w = self.conv.weight
+        self.packed = (_packed_weight(w.permute(0, 2, 1).reshape(w.shape[0], -1))
+                       if on and self.conv.groups == 1 else None)
 
     def forward(self, x: torch.Tensor, st: _ConvStates) -> torch.Tensor:
         if self.history:
@@ -198,6 +220,8 @@ class CausalConv(nn.Module):
         n = x.shape[-1] - self.history
         if n > SHORT_CONV or self.conv.groups != 1:
             return self.conv(x)
+        if self.packed is not None:
+            return self._unfolded(x, n)
         # short inputs (streaming): one matmul per tap; PyTorch's CPU conv re-lays the weight
         # out on every call, which dominates when only a few outputs are computed
         w, d = self._taps(), self.conv.dilation[0]
@@ -213,6 +237,16 @@ class CausalConv(nn.Module):
         if getattr(self, "_tap_cache", None) is None or self._tap_cache[0] != key:
             self._tap_cache = (key, w.permute(2, 0, 1).contiguous())
         return self._tap_cache[1]
+
+    def _unfolded(self, x: torch.Tensor, n: int) -> torch.Tensor:
+        """``[B, C_in, n + H] -> [B, C_out, n]`` (time-major in memory) as one matmul: row
+        (b, t) of the unfolded input holds ``x[b, :, t + k * dilation]`` for every tap k."""
+        b, c, t = x.shape
+        k, d = self.conv.kernel_size[0], self.conv.dilation[0]
+        xt = x.transpose(1, 2).contiguous()  # [B, T, C_in]; a no-op on time-major input
+        cols = xt.as_strided((b, n, k, c), (t * c, c, d * c, 1), xt.storage_offset())
+        y = _packed_linear(cols.reshape(b * n, k * c), self.packed, self.conv.bias)
+        return y.view(b, n, -1).transpose(1, 2)
 
 
 class CausalTransConv(nn.Module):
@@ -233,6 +267,12 @@ class CausalTransConv(nn.Module):
         self.conv = nn.ConvTranspose1d(c_in, c_out, kernel, stride=stride)
         self.stride = stride
         self.history = (kernel - stride) // stride
+        self.packed: torch.Tensor | None = None  # see pack()
+
+    def pack(self, on: bool) -> None:
+        """The matmul through a oneDNN-packed ``[C_out * K, C_in]`` weight (``on``)."""
+        w = self.conv.weight
+        self.packed = _packed_weight(w.reshape(w.shape[0], -1).T) if on else None
 
     def forward(self, x: torch.Tensor, st: _ConvStates) -> torch.Tensor:
         if self.history:
@@ -240,7 +280,10 @@ class CausalTransConv(nn.Module):
         w, s = self.conv.weight, self.stride
         b, c_in, m = x.shape
         c_out = w.shape[1]
-        p = torch.matmul(x.transpose(1, 2), w.reshape(c_in, -1))  # [B, m, C_out * K]
+        if self.packed is not None:
+            p = _packed_linear(x.transpose(1, 2).reshape(b * m, c_in), self.packed, None)
+        else:
+            p = torch.matmul(x.transpose(1, 2), w.reshape(c_in, -1))  # [B, m, C_out * K]
         p = p.view(b, m, c_out, self.history + 1, s)
         y = p[:, 1:, :, 0] + p[:, :-1, :, 1] if self.history else p[:, :, :, 0]
         y = y + self.conv.bias[:, None]
@@ -533,6 +576,45 @@ class SpeechDecoder(nn.Module):
             [CausalConv(c.latent_dim, c.decoder_dim, 7)]
             + [DecoderBlock(dims[i], dims[i + 1], r) for i, r in enumerate(c.upsample_rates)]
             + [SnakeBeta(dims[-1]), CausalConv(dims[-1], 1, 7)])
+        self._packed_linears: list | None = None
+
+    # -- kernels
+
+    @property
+    def packed(self) -> bool:
+        """Streaming runs its matmuls through oneDNN-packed weights (:meth:`pack`)."""
+        return self._packed_linears is not None
+
+    def pack(self, on: bool = True) -> None:
+        """Run the streaming decoder's matmuls (short convolutions as one matmul over the
+        unfolded input, transposed convolutions, the transformer's and ConvNeXt blocks'
+        linears) through float32 weights reordered once for oneDNN (``on``), or through
+        PyTorch's default kernels (off, as loaded). Both compute the same products and
+        agree to float rounding; which is faster depends on the CPU (PyTorch's default
+        matmul of a few rows by a large weight used one thread and streamed about 5 GB/s
+        on a 2-core AMD EPYC, oneDNN about 15-20 GB/s), so the engine measures it
+        (:mod:`vocalis.models.qwen3.tuning`). The packed weights are a second copy of the
+        convolution weights (the long-input path and :meth:`decode` of over
+        ``SHORT_CONV`` samples keep using the originals). One-shot :meth:`decode` of
+        short inputs takes the same path.
+
+        Raises:
+            ValueError: ``on`` for weights oneDNN cannot pack (not float32 on a CPU build
+                with oneDNN).
+        """
+        if on == self.packed:
+            return
+        w = self.pre_conv.conv.weight
+        if on and not (w.dtype == torch.float32 and can_pack_linears(w.device)):
+            raise ValueError(f"oneDNN packs float32 CPU weights, not {w.dtype} on {w.device}")
+        for m in self.modules():
+            if isinstance(m, (CausalConv, CausalTransConv)):
+                m.pack(on)
+        if on:
+            self._packed_linears = pack_linears(self.pre_transformer) + pack_linears(self.upsample)
+        else:
+            unpack_linears(self._packed_linears)
+            self._packed_linears = None
 
     # -- state
 
