@@ -95,7 +95,7 @@ def test_bench_customvoice_against_official(ckpts, official_env, tmp_path):
     model, out = ckpts["0.6b-customvoice"], tmp_path / "bench.json"
     proc = run("bench", "--model", str(model), "--text", T1, "--text", T2, "--frames", "6",
                "--concurrency", "2", "--requests", "3", "--threads", "1", "--against", "official",
-               "--json", str(out), env_extra=official_env)
+               "--streaming-text", "--json", str(out), env_extra=official_env)
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     table = proc.stdout.decode()
     assert "vocalis bench" in table and "ms per frame" in table and "official" in table
@@ -106,6 +106,9 @@ def test_bench_customvoice_against_official(ckpts, official_env, tmp_path):
     assert rep["mode"]["model_type"] == "custom_voice" and rep["mode"]["speaker"] == speakers[0].lower()
     assert rep["official"]["method"] == "generate_custom_voice"
     assert rep["official"]["kwargs"] == {"speaker": speakers[0].lower()}
+    # --streaming-text: the official non_streaming_mode=False on both sides
+    assert rep["sampling"]["non_streaming_mode"] is False
+    assert rep["official"]["gen"]["non_streaming_mode"] is False
 
 
 @pytest.mark.slow

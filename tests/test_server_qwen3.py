@@ -66,6 +66,26 @@ def test_speakers_are_the_voices_and_audio_equals_the_api(served):
     assert alloy.content and len(alloy.content) > 8 * 1920 * 2
 
 
+def test_non_streaming_mode_reaches_the_model(served):
+    """``non_streaming_mode`` false (text fed along the frames, the low-latency prompt) gives
+    the API's audio for that mode, not the default's."""
+    tts, server = served["0.6b-customvoice"]
+    client = server.client()
+    wavs = {}
+    for nsm in (False, None):
+        extra = dict(language="english", **OPTS) | ({} if nsm is None else {"non_streaming_mode": nsm})
+        resp = client.audio.speech.create(model="qwen3-tts", input=TEXT, voice="ryan",
+                                          response_format="wav", extra_body=extra)
+        wavs[nsm] = sf.read(io.BytesIO(resp.content), dtype="float32")[0]
+    ref = tts.synthesize(TEXT, speaker="ryan", language="english", non_streaming_mode=False,
+                         **OPTS).samples
+    assert wavs[False].shape == ref.shape and np.abs(wavs[False] - ref).max() < 1e-4
+    assert np.abs(wavs[False] - wavs[None]).max() > 1e-2
+    status, _, body = server.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": TEXT, "voice": "ryan", "non_streaming_mode": "no"})
+    assert status == 400 and b"non_streaming_mode" in body
+
+
 def test_instructions_map_to_instruct_or_are_reported_ignored(served):
     tts, server = served["1.7b-voicedesign"]
     body = {"model": "x", "input": TEXT, "voice": "alloy", "response_format": "wav",

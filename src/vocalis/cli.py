@@ -188,6 +188,12 @@ def _check_output(output: str, fmt: str | None) -> str:
     return fmt or by_suffix
 
 
+STREAMING_TEXT_HELP = ("Qwen3: --streaming-text feeds the text to the talker along the frames "
+                       "(official non_streaming_mode=False: a short prompt pass, lower time to "
+                       "first audio); --whole-text puts all of it in the prompt first "
+                       "(non_streaming_mode=True). Default: the official method's (whole text "
+                       "for CustomVoice and VoiceDesign, streaming text for Base).")
+
 def _sampling(**options) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
@@ -195,7 +201,8 @@ def _sampling(**options) -> dict:
 def _family_options(model: str, qwen3: bool, pocket_only: dict, qwen3_only: dict, dtype: str) -> None:
     """Refuse options of the other model family (one line, exit 2)."""
     def flags(names) -> str:
-        return ", ".join("--" + n.replace("_", "-") for n in names)
+        spelled = {"non_streaming_mode": "streaming-text/--whole-text"}
+        return ", ".join("--" + spelled.get(n, n.replace("_", "-")) for n in names)
 
     if qwen3 and pocket_only:
         raise InputError(f"{flags(pocket_only)}: Pocket TTS option(s), not for the Qwen3-TTS model {model}")
@@ -293,6 +300,8 @@ def generate(
         "--xvector-only", help="Qwen3 Base: clone from the speaker embedding only (no --ref-text).")] = False,
     greedy: Annotated[bool, typer.Option(
         "--greedy", help="Qwen3: argmax instead of sampling, for the talker and the code predictor.")] = False,
+    streaming_text: Annotated[bool | None, typer.Option(
+        "--streaming-text/--whole-text", help=STREAMING_TEXT_HELP, show_default=False)] = None,
     top_k: Annotated[int | None, typer.Option(
         help="Qwen3: top-k of the talker (0 = off). Default: the checkpoint's (50).",
         show_default=False)] = None,
@@ -338,7 +347,8 @@ def generate(
     qwen3_only = _sampling(speaker=speaker, language=language, instruct=instruct, ref_audio=ref_audio,
                            ref_text=ref_text, xvector_only=xvector_only or None, greedy=greedy or None,
                            top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
-                           max_new_tokens=max_new_tokens)
+                           max_new_tokens=max_new_tokens,
+                           non_streaming_mode=None if streaming_text is None else not streaming_text)
     _family_options(model, qwen3, pocket_only, qwen3_only, dtype)
     if qwen3:
         sampling = _sampling(temperature=temperature, max_frames=max_frames, **qwen3_only)
@@ -968,6 +978,9 @@ def bench(
     greedy: Annotated[bool, typer.Option(
         "--greedy", help="Qwen3-TTS: argmax sampling on both sides (do_sample=False, "
                          "subtalker_dosample=False).")] = False,
+    streaming_text: Annotated[bool | None, typer.Option(
+        "--streaming-text/--whole-text", help=STREAMING_TEXT_HELP + " Both sides.",
+        show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch (with --against, the official package also runs at this "
@@ -1033,8 +1046,10 @@ def bench(
     from vocalis import api
 
     qwen3 = api.is_qwen3(model.strip())
+    nsm = None if streaming_text is None else not streaming_text
     _family_options(model, qwen3, {}, _sampling(speaker=speaker, instruct=instruct, language=language,
-                                                greedy=greedy or None), "float32")
+                                                greedy=greedy or None, non_streaming_mode=nsm),
+                    "float32")
     if voice is None and not qwen3 and not api.resolve_model_id(model)[2]:
         raise VoiceError(f"model {model} is not a released model, so it has no predefined "
                          "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
@@ -1042,7 +1057,8 @@ def bench(
                        threads=threads, concurrency=concurrency, frames=frames, requests=requests,
                        seed=seed, against=against, official_quantize=official_quantize,
                        session_options=engine_kw,
-                       sampling={"greedy": True} if greedy else None, speaker=speaker,
+                       sampling=_sampling(greedy=greedy or None, non_streaming_mode=nsm) or None,
+                       speaker=speaker,
                        instruct=instruct, language=language)
     from rich.console import Console
 

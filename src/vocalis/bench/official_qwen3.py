@@ -12,7 +12,8 @@ What maps to what (vocalis request options -> official keywords):
   x-vector-only prompt of the same reference audio (``create_voice_clone_prompt(ref_audio,
   x_vector_only_mode=True)``, built once, outside the timed requests);
 * sampling options keep their names (``do_sample``, ``top_k``, ``top_p``, ``temperature``,
-  ``repetition_penalty``, ``subtalker_*``, ``max_new_tokens``); ``greedy=True`` becomes
+  ``repetition_penalty``, ``subtalker_*``, ``max_new_tokens``, and the prompt layout
+  ``non_streaming_mode``); ``greedy=True`` becomes
   ``do_sample=False, subtalker_dosample=False``;
 * ``frames`` F: vocalis ``max_frames=F``, official ``max_new_tokens=F+1`` (HF generate stops
   with the last sampled token's frame dropped, so ``max_new_tokens - 1`` frames when no EOS
@@ -35,7 +36,8 @@ from vocalis.errors import HarnessError, InputError
 ENV_VAR = "VOCALIS_QWEN_PYTHON"
 RUNNER = Path(__file__).resolve().parent / "qwen3_official_runner.py"
 GEN_KEYS = ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_dosample",
-            "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "max_new_tokens")
+            "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "max_new_tokens",
+            "non_streaming_mode")
 METHODS = {"custom_voice": "custom_voice", "voice_design": "voice_design", "base": "voice_clone"}
 
 

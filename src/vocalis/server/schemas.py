@@ -34,7 +34,9 @@ class SpeechRequest(BaseModel):
     Extensions (vocalis): ``seed`` and the sampling options of :func:`vocalis.load`'s
     ``submit``; ``max_frames`` fixes the length of each text chunk (Pocket, benchmarks) or
     caps it (Qwen3); Qwen3-TTS: ``language`` (default ``auto``), ``top_k``, ``top_p``,
-    ``repetition_penalty``, ``max_new_tokens``, ``greedy``. ``normalize``: read numbers,
+    ``repetition_penalty``, ``max_new_tokens``, ``greedy``, ``non_streaming_mode`` (false:
+    the text is fed along the frames, a shorter prompt pass and an earlier first chunk; true:
+    the whole text in the prompt; default: the official method's). ``normalize``: read numbers,
     dates, money, units and abbreviations as words (default: the server's setting).
     Unknown fields are refused (400), as OpenAI does, so typos do not pass silently.
     """
@@ -67,6 +69,7 @@ class SpeechRequest(BaseModel):
     repetition_penalty: float | None = None
     max_new_tokens: int | None = None
     greedy: StrictBool | None = None
+    non_streaming_mode: StrictBool | None = None
     # Text normalization (vocalis.text.normalize): absent = the server's default (on unless
     # `vocalis serve --no-normalize`)
     normalize: StrictBool | None = None
@@ -78,5 +81,5 @@ class SpeechRequest(BaseModel):
         """The sampling options that were given (``seed`` excluded)."""
         names = ("temperature", "eos_threshold", "frames_after_eos", "noise_clamp",
                  "sampler_decode_steps", "max_tokens", "max_frames", "language", "top_k", "top_p",
-                 "repetition_penalty", "max_new_tokens", "greedy")
+                 "repetition_penalty", "max_new_tokens", "greedy", "non_streaming_mode")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
