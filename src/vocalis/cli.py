@@ -231,9 +231,10 @@ def _progress(total_chunks: int, quiet: bool):
 
 TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
                "load, then cached), fixed (built-in, no measuring), or forced ones, "
-               "comma-separated: threads = MODEL:CODEC (Pocket TTS and Qwen3-TTS); Pocket "
-               "TTS also flow_linears and codec_linears = packed|default, codec_pipeline = "
-               "on|off, codec_dtype = float32|bfloat16; e.g. fixed,codec_dtype=bfloat16. "
+               "comma-separated: threads = MODEL:CODEC and codec_linears = packed|default "
+               "(Pocket TTS and Qwen3-TTS); Pocket TTS also flow_linears = packed|default, "
+               "codec_pipeline = on|off, codec_dtype = float32|bfloat16; e.g. "
+               "fixed,codec_dtype=bfloat16. "
                "Default: $VOCALIS_TUNING, else auto.")
 
 

@@ -34,7 +34,11 @@ from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
 from vocalis.models.qwen3.talker import KVCache
 
-INITIAL_SLOTS = 256  # talker cache positions per row at start (grows in steps of 256)
+# Talker cache positions: a row of the 0.6B talker holds 28 layers x 2 x 8 heads x 128 x 4 B
+# = 229 KB per position in float32, and every row of the batch cache has as many positions
+# as the longest, so the cache grows in small steps (each step copies it once).
+SLOT_STEP = 64
+INITIAL_SLOTS = 64
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class Qwen3Batch:
     """Talker KV cache ``[L, R, S, H_kv, D]`` and the codec's streaming state of ``rows``
     rows. The cache holds only the rows in use so far (R grows with the highest row
     admitted: the engine fills the lowest free rows) and S positions (grows in steps of
-    256); an idle engine gives a grown cache back. ``chunked``: the codec replays the
+    ``SLOT_STEP``); an idle engine gives a grown cache back. ``chunked``: the codec replays the
     official 300/25 chunked decode (default, equal to the official output); False keeps
     full state over long utterances."""
 
@@ -100,7 +104,7 @@ class Qwen3Batch:
         self.model = model
         self.rows = rows
         self.chunked = chunked
-        self.cache = model.talker.new_cache(1, INITIAL_SLOTS)
+        self.cache = model.talker.new_cache(1, INITIAL_SLOTS, SLOT_STEP)
         self.codec = model.decoder.new_state(rows, chunked=chunked)
 
     @property
@@ -132,7 +136,7 @@ class Qwen3Batch:
         return self.cache.k.shape[1] > 1 or self.cache.slots > KEEP_CACHE_POSITIONS
 
     def release_memory(self) -> None:
-        self.cache = self.model.talker.new_cache(1, INITIAL_SLOTS)
+        self.cache = self.model.talker.new_cache(1, INITIAL_SLOTS, SLOT_STEP)
 
     def cache_bytes(self) -> int:
         n = self.cache.k.numel() * self.cache.k.element_size() * 2
@@ -206,7 +210,7 @@ class Qwen3Family:
         talker = self.model.talker
         for job in jobs:
             length = job.voice.prompt.prefill.shape[1]
-            batch.ensure(length + min(job.budget, 256) + 1, job.row + 1)
+            batch.ensure(length + min(job.budget, SLOT_STEP) + 1, job.row + 1)
         for group in prompt_groups(jobs, lambda j: j.voice.prompt.prefill.shape[1]):
             if len(group) == 1:
                 job = group[0]

@@ -562,8 +562,10 @@ class Talker(nn.Module):
         tables = [self.model.codec_embedding, *self.code_predictor.model.codec_embedding]
         return torch.stack([tab(codes[..., i]) for i, tab in enumerate(tables)], dim=-2).sum(-2)
 
-    def new_cache(self, batch: int = 1, slots: int = 256) -> KVCache:
-        return KVCache(self.spec.talker, batch, slots, self.dtype, self.device)
+    def new_cache(self, batch: int = 1, slots: int = 256, grow: int = 256) -> KVCache:
+        """A zeroed talker cache of ``batch`` rows and ``slots`` positions, regrown in steps
+        of ``grow`` positions."""
+        return KVCache(self.spec.talker, batch, slots, self.dtype, self.device, grow)
 
     def prefill(self, embeds: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         """Run ``embeds [B, L, H]`` from position 0. Returns (fp32 logits ``[B, L, 3072]``,
