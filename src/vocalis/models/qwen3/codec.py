@@ -29,23 +29,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from vocalis.errors import InputError
-from vocalis.models.layers import can_pack_linears, pack_linears, unpack_linears
+from vocalis.models.layers import (can_pack_linears, conv_taps_weight, pack_linears, packed_matmul,
+                                   packed_weight, unfolded_conv, unpack_linears)
 
 CHUNK_FRAMES = 300  # M:886 chunked_decode(chunk_size=300, ...)
 CHUNK_CONTEXT = 25  # M:886 left_context_size=25
 SHORT_CONV = 2048  # outputs up to which a conv runs as per-tap matmuls (see CausalConv)
-PACK_HINT = 16  # rows oneDNN lays a packed weight out for (any row count runs; see pack)
-
-
-def _packed_weight(w: torch.Tensor) -> torch.Tensor:
-    """``w [N, K]`` (float32) reordered once into oneDNN's blocked layout for
-    :func:`_packed_linear`."""
-    return torch.ops.mkldnn._reorder_linear_weight(w.detach().float().contiguous(), PACK_HINT)
-
-
-def _packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x [M, K] @ w.T + bias`` -> ``[M, N]`` with a weight from :func:`_packed_weight`."""
-    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
 
 @dataclass(frozen=True)
@@ -210,9 +199,7 @@ class CausalConv(nn.Module):
         """Short inputs as one oneDNN matmul over the unfolded input (``on``), with the
         weight packed once as ``[C_out, K * C_in]`` (column ``k * C_in + c`` is tap k of
         input channel c), or as per-tap matmuls (off). Same products, float rounding apart."""
-        w = self.conv.weight
-        self.packed = (_packed_weight(w.permute(0, 2, 1).reshape(w.shape[0], -1))
-                       if on and self.conv.groups == 1 else None)
+        self.packed = conv_taps_weight(self.conv) if on and self.conv.groups == 1 else None
 
     def forward(self, x: torch.Tensor, st: _ConvStates) -> torch.Tensor:
         if self.history:
@@ -221,7 +208,7 @@ class CausalConv(nn.Module):
         if n > SHORT_CONV or self.conv.groups != 1:
             return self.conv(x)
         if self.packed is not None:
-            return self._unfolded(x, n)
+            return unfolded_conv(x, n, self.conv, self.packed)
         # short inputs (streaming): one matmul per tap; PyTorch's CPU conv re-lays the weight
         # out on every call, which dominates when only a few outputs are computed
         w, d = self._taps(), self.conv.dilation[0]
@@ -237,16 +224,6 @@ class CausalConv(nn.Module):
         if getattr(self, "_tap_cache", None) is None or self._tap_cache[0] != key:
             self._tap_cache = (key, w.permute(2, 0, 1).contiguous())
         return self._tap_cache[1]
-
-    def _unfolded(self, x: torch.Tensor, n: int) -> torch.Tensor:
-        """``[B, C_in, n + H] -> [B, C_out, n]`` (time-major in memory) as one matmul: row
-        (b, t) of the unfolded input holds ``x[b, :, t + k * dilation]`` for every tap k."""
-        b, c, t = x.shape
-        k, d = self.conv.kernel_size[0], self.conv.dilation[0]
-        xt = x.transpose(1, 2).contiguous()  # [B, T, C_in]; a no-op on time-major input
-        cols = xt.as_strided((b, n, k, c), (t * c, c, d * c, 1), xt.storage_offset())
-        y = _packed_linear(cols.reshape(b * n, k * c), self.packed, self.conv.bias)
-        return y.view(b, n, -1).transpose(1, 2)
 
 
 class CausalTransConv(nn.Module):
@@ -272,7 +249,7 @@ class CausalTransConv(nn.Module):
     def pack(self, on: bool) -> None:
         """The matmul through a oneDNN-packed ``[C_out * K, C_in]`` weight (``on``)."""
         w = self.conv.weight
-        self.packed = _packed_weight(w.reshape(w.shape[0], -1).T) if on else None
+        self.packed = packed_weight(w.reshape(w.shape[0], -1).T) if on else None
 
     def forward(self, x: torch.Tensor, st: _ConvStates) -> torch.Tensor:
         if self.history:
@@ -281,7 +258,7 @@ class CausalTransConv(nn.Module):
         b, c_in, m = x.shape
         c_out = w.shape[1]
         if self.packed is not None:
-            p = _packed_linear(x.transpose(1, 2).reshape(b * m, c_in), self.packed, None)
+            p = packed_matmul(x.transpose(1, 2).reshape(b * m, c_in), self.packed, None)
         else:
             p = torch.matmul(x.transpose(1, 2), w.reshape(c_in, -1))  # [B, m, C_out * K]
         p = p.view(b, m, c_out, self.history + 1, s)

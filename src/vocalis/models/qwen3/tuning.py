@@ -17,9 +17,9 @@ Choices, decided in this order:
     decoder, one call per frame). Score: the wall time (after a warm-up) of a frame of one
     row as the engine runs it, model and codec at once on their own threads, plus the
     same per row at ``B = min(max_batch, 4)`` rows when the engine can hold more than one
-    (a lone stream's latency and the batched cost per row weigh the same). About 10 s
-    for an int8 0.6B model and 20 s in float32 on 2 cores, once per machine and model
-    (cached).
+    (a lone stream's latency and the batched cost per row weigh the same), the shorter of
+    two runs. About 10-15 s for an int8 0.6B model and 25 s in float32 on 2 cores, once per
+    machine and model (cached).
 
 Why it is measured: the codec costs a large share of a frame (on a 2-core AMD EPYC, one
 int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and 280 ms on
@@ -51,8 +51,10 @@ from vocalis.models.layers import can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 2
+METHOD_VERSION = 3
 STEPS = 1  # frames per thread-split run
+REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
+# chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
 
 
 def fingerprint(model, max_batch: int) -> dict:
@@ -142,7 +144,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         score = 0.0  # ms per frame of a lone stream plus ms per row-frame at B rows
         for n in sorted({1, p.rows}):
             score += concurrent_ms([(f, repeat(p.model_fn(n), STEPS)),
-                                    (c, repeat(p.codec_fn(n), STEPS))], repeats=1) / (n * STEPS)
+                                    (c, repeat(p.codec_fn(n), STEPS))], repeats=REPEATS) / (n * STEPS)
         return score
 
     key = tuning_key(model, total, max_batch)
