@@ -7,10 +7,11 @@ Choices, decided in this order:
     convolutions as one matmul over the unfolded input, transposed convolutions,
     transformer and ConvNeXt linears; :meth:`SpeechDecoder.pack
     <vocalis.models.qwen3.codec.SpeechDecoder.pack>`) or PyTorch's default kernels.
-    Score: the median time of one codec frame of one row plus one frame per row at ``B``
-    rows (below), on the codec's thread count of the built-in split. On a 2-core AMD EPYC
-    packing took a frame of one row from 160-175 to 130-160 ms on one thread and from
-    140 to 80-110 ms on two.
+    Score: the median time of one codec frame of one row plus one frame of ``B`` rows
+    (below), each on the codec's thread count of the built-in split and on every thread
+    (the engine decodes a lone request's first frame with every thread). On a 2-core AMD
+    EPYC packing took a frame of one row from 160-175 to 130-160 ms on one thread (close
+    enough for noise to rank them either way) and from 140 to 80-110 ms on two.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the model thread (talker step and
     the code predictor's 15 steps) and the codec thread (the streaming speech-tokenizer
@@ -51,7 +52,7 @@ from vocalis.models.layers import can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 3
+METHOD_VERSION = 4
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
@@ -138,8 +139,10 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         if "p" not in probe:
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
-        if name == "codec_linears":
-            return sum(timed_ms(p.codec_fn(n), c0) for n in sorted({1, p.rows}))
+        if name == "codec_linears":  # at the codec's share and at every thread (a lone
+            # request's first frame is decoded with every thread, the model waiting)
+            return sum(timed_ms(p.codec_fn(n), t) for n in sorted({1, p.rows})
+                       for t in sorted({c0, total}))
         f, c = parse_split(value)
         score = 0.0  # ms per frame of a lone stream plus ms per row-frame at B rows
         for n in sorted({1, p.rows}):
