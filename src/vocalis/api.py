@@ -485,8 +485,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
     bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures two: packed or default
     matmuls for its streaming codec and the thread split between its model and codec
-    threads (``"codec_linears=default,threads=1:1"``, :mod:`vocalis.models.qwen3.tuning`). Default: ``$VOCALIS_TUNING``, else ``"auto"``.
-    The result is ``TTS.tuning``.
+    threads (``"codec_linears=default,threads=1:1"``, :mod:`vocalis.models.qwen3.tuning`).
+    Default: ``$VOCALIS_TUNING``, else ``"auto"``. The result is ``TTS.tuning``.
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the

@@ -422,9 +422,10 @@ class StreamingConv1d(nn.Module):
         self.packed: torch.Tensor | None = None  # see pack()
 
     def pack(self, on: bool) -> None:
-        """Inputs of up to ``SHORT_CONV`` outputs (streaming) as one oneDNN matmul over the
-        unfolded input (:func:`unfolded_conv`; ``on``, stride 1 and ungrouped only) or
-        through ``conv`` (off). Same products, float rounding apart."""
+        """Calls of up to ``SHORT_CONV`` outputs (rows x samples: streaming) as one oneDNN
+        matmul over the unfolded input (:func:`unfolded_conv`; ``on``, stride 1 and
+        ungrouped only), longer ones and all (off) through ``conv``. Same products, float
+        rounding apart."""
         c = self.conv
         ok = on and c.stride[0] == 1 and c.groups == 1 and c.padding[0] == 0
         self.packed = conv_taps_weight(c) if ok else None

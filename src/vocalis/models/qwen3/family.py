@@ -96,9 +96,9 @@ class Qwen3Batch:
     """Talker KV cache ``[L, R, S, H_kv, D]`` and the codec's streaming state of ``rows``
     rows. The cache holds only the rows in use so far (R grows with the highest row
     admitted: the engine fills the lowest free rows) and S positions (grows in steps of
-    ``SLOT_STEP``); an idle engine gives a grown cache back. ``chunked``: the codec replays the
-    official 300/25 chunked decode (default, equal to the official output); False keeps
-    full state over long utterances."""
+    ``SLOT_STEP``); an idle engine gives a grown cache back. ``chunked``: the codec
+    replays the official 300/25 chunked decode (default, equal to the official output);
+    False keeps full state over long utterances."""
 
     def __init__(self, model: Qwen3Model, rows: int, chunked: bool = True):
         self.model = model
