@@ -308,8 +308,6 @@ class Transformer(nn.Module):
 
 # ---------------------------------------------------------------- packed linears
 
-SHORT_CONV = 2048  # outputs up to which a packed streaming conv runs as one unfolded matmul
-
 
 def can_pack_linears(device: torch.device) -> bool:
     """oneDNN packed float32 linears are available for this device (x86/ARM CPU builds)."""
@@ -393,14 +391,6 @@ def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
         setattr(parent, name, original)
 
 
-def pack_convs(module: nn.Module, on: bool) -> None:
-    """:meth:`StreamingConv1d.pack` / :meth:`StreamingConvTranspose1d.pack` of every
-    streaming convolution inside ``module`` (those that cannot pack keep their conv)."""
-    for m in module.modules():
-        if isinstance(m, (StreamingConv1d, StreamingConvTranspose1d)):
-            m.pack(on)
-
-
 # ---------------------------------------------------------------- streaming convolutions
 
 
@@ -419,22 +409,6 @@ class StreamingConv1d(nn.Module):
         self.conv = nn.Conv1d(c_in, c_out, kernel, stride, dilation=dilation, groups=groups,
                               bias=bias)
         self.context = (kernel - 1) * dilation + 1 - stride
-        self.packed: torch.Tensor | None = None  # see pack()
-
-    def pack(self, on: bool) -> None:
-        """Calls of up to ``SHORT_CONV`` outputs (rows x samples: streaming) as one oneDNN
-        matmul over the unfolded input (:func:`unfolded_conv`; ``on``, stride 1 and
-        ungrouped only), longer ones and all (off) through ``conv``. Same products, float
-        rounding apart."""
-        c = self.conv
-        ok = on and c.stride[0] == 1 and c.groups == 1 and c.padding[0] == 0
-        self.packed = conv_taps_weight(c) if ok else None
-
-    def _conv(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[-1] - self.context
-        if self.packed is not None and n * x.shape[0] <= SHORT_CONV:
-            return unfolded_conv(x, n, self.conv, self.packed)
-        return self.conv(x)
 
     def new_state(self, batch: int) -> list:
         w = self.conv.weight  # the state takes the weights' device and dtype
@@ -443,13 +417,13 @@ class StreamingConv1d(nn.Module):
 
     def forward(self, x: torch.Tensor, state: list | None) -> torch.Tensor:
         if self.context == 0:
-            return self._conv(x)
+            return self.conv(x)
         if state is None:
             state = self.new_state(x.shape[0])
         if state[1] and self.pad_mode == "replicate":
             state[0] = x[..., :1].expand(-1, -1, self.context).clone()
         x = torch.cat([state[0], x], dim=-1)
-        y = self._conv(x)
+        y = self.conv(x)
         state[0] = x[..., -self.context:].clone()
         state[1] = False
         return y
@@ -467,28 +441,6 @@ class StreamingConvTranspose1d(nn.Module):
         super().__init__()
         self.convtr = nn.ConvTranspose1d(c_in, c_out, kernel, stride, groups=groups, bias=bias)
         self.tail = kernel - stride
-        self.packed: torch.Tensor | None = None  # see pack()
-
-    def pack(self, on: bool) -> None:
-        """The products as one oneDNN matmul by a packed ``[C_out * K, C_in]`` weight and an
-        overlap-add (``on``; ungrouped with ``kernel == 2 * stride`` only), or through
-        ``convtr`` (off). Same products, float rounding apart."""
-        ct = self.convtr
-        ok = (on and ct.groups == 1 and ct.kernel_size[0] == 2 * ct.stride[0] and ct.padding[0] == 0
-              and ct.output_padding[0] == 0 and ct.dilation[0] == 1)
-        self.packed = packed_weight(ct.weight.reshape(ct.in_channels, -1).T) if ok else None
-
-    def _packed(self, x: torch.Tensor) -> torch.Tensor:
-        """``convtr(x)`` (``[B, C_out, (n + 1) * s]``) with :attr:`packed`: input step i
-        gives K = 2s outputs; output frame i is the first half of step i plus the second
-        half of step i - 1."""
-        b, c, n = x.shape
-        s, c_out = self.convtr.stride[0], self.convtr.out_channels
-        p = packed_matmul(x.transpose(1, 2).reshape(b * n, c), self.packed, None)
-        p = p.view(b, n, c_out, 2, s)
-        frames = torch.cat([p[:, :1, :, 0], p[:, 1:, :, 0] + p[:, :-1, :, 1], p[:, -1:, :, 1]], dim=1)
-        y = frames.permute(0, 2, 1, 3).reshape(b, c_out, (n + 1) * s)
-        return y if self.convtr.bias is None else y + self.convtr.bias[:, None]
 
     def new_state(self, batch: int) -> list:
         w = self.convtr.weight
@@ -512,9 +464,7 @@ class StreamingConvTranspose1d(nn.Module):
 
     def forward(self, x: torch.Tensor, state: list) -> torch.Tensor:
         ct = self.convtr
-        if self.packed is not None:
-            y = self._packed(x)
-        elif (ct.groups == ct.in_channels == ct.out_channels and ct.kernel_size[0] == 2 * ct.stride[0]
+        if (ct.groups == ct.in_channels == ct.out_channels and ct.kernel_size[0] == 2 * ct.stride[0]
                 and ct.padding[0] == 0 and ct.output_padding[0] == 0 and ct.dilation[0] == 1):
             y = self._depthwise(x)
         else:

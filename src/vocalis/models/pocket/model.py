@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 
 from vocalis.engine.options import FLT_MAX, OptionRange, check_option
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
-from vocalis.models.layers import can_pack_linears, pack_convs, pack_linears
+from vocalis.models.layers import can_pack_linears, pack_linears
 from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
@@ -258,8 +258,7 @@ class PocketTTSModel:
         """Move to ``device`` for inference (call once, after :meth:`load_weights`).
 
         ``pack`` (default: ``not exact``): on CPU, repack the float32 linears for oneDNN
-        (:class:`~vocalis.models.layers.PackedLinear`) and the Mimi decoder's convolutions
-        (:func:`~vocalis.models.layers.pack_convs`), equal to float rounding; faster on
+        (:class:`~vocalis.models.layers.PackedLinear`), equal to float rounding; faster on
         some CPUs, slower on others, so :func:`vocalis.load` passes ``pack=False`` and lets
         :mod:`vocalis.models.pocket.tuning` decide by measurement. ``exact=True`` keeps
         PyTorch's default kernels, whose batch-1 results are bit-identical to the official
@@ -276,7 +275,6 @@ class PocketTTSModel:
         if pack and can_pack_linears(self.device):
             pack_linears(self.flow_lm)
             pack_linears(self.mimi)
-            pack_convs(self.mimi.decoder, True)
         return self
 
     # ---------------------------------------------------------------- text

@@ -8,12 +8,8 @@ Choices, decided in this order:
     median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch, 8)`` rows,
     on the model thread count of the default split.
 ``codec_linears`` (``packed`` | ``default``)
-    The same for the Mimi decoder's transformer linears, together with its SEANet
-    convolutions (stride-1 ones as one matmul over the unfolded input, transposed ones as
-    one matmul and an overlap-add, :func:`~vocalis.models.layers.pack_convs`; PyTorch's
-    CPU convolution re-lays its weight out on every call, which dominates when a call
-    computes one frame); score: one codec frame (both stages) at 1 and at ``B`` rows, on
-    the codec thread count of the default split.
+    The same for the Mimi decoder's transformer linears; score: one codec frame
+    (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
@@ -50,12 +46,11 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import concurrent_ms, default_split, parse_split, split_candidates
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.models.layers import (PackedLinear, can_pack_linears, pack_convs, pack_linears,
-                                   unpack_linears)
+from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
 from vocalis.models.pocket.batch import PocketBatch
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 2
+METHOD_VERSION = 1
 STEPS = 3  # frames per thread-split run
 
 
@@ -146,8 +141,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             split[name] = value
             return
         if name == "codec_dtype":  # decided once (forced or default), after the others
-            if value == "bfloat16":  # packed weights are float32: back to the convs' own kernels
-                pack_convs(model.mimi.decoder, False)
+            if value == "bfloat16":
                 model.mimi.decoder.to(torch.bfloat16)
             return
         if value == "packed" and packed[name] is None:
@@ -155,8 +149,6 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         elif value == "default" and packed[name] is not None:
             unpack_linears(packed[name])
             packed[name] = None
-        if name == "codec_linears":
-            pack_convs(model.mimi.decoder, value == "packed")
 
     probe: dict[str, _Probe] = {}
 
