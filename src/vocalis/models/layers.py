@@ -329,13 +329,11 @@ class PackedLinear(nn.Module):
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
-        w = linear.weight.detach().float().contiguous()
-        self._packed = torch.ops.mkldnn._reorder_linear_weight(w, batch_hint)
+        self._packed = packed_weight(linear.weight, batch_hint)
         self._bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self._packed, self._bias,
-                                                  "none", [], "")
+        return packed_matmul(x, self._packed, self._bias)
 
 
 def packed_weight(w: torch.Tensor, batch_hint: int = 16) -> torch.Tensor:

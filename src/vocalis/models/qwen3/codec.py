@@ -562,6 +562,12 @@ class SpeechDecoder(nn.Module):
         """Streaming runs its matmuls through oneDNN-packed weights (:meth:`pack`)."""
         return self._packed_linears is not None
 
+    @property
+    def can_pack(self) -> bool:
+        """:meth:`pack` is possible: float32 weights on a CPU build with oneDNN."""
+        w = self.pre_conv.conv.weight
+        return w.dtype == torch.float32 and can_pack_linears(w.device)
+
     def pack(self, on: bool = True) -> None:
         """Run the streaming decoder's matmuls (short convolutions as one matmul over the
         unfolded input, transposed convolutions, the transformer's and ConvNeXt blocks'
@@ -583,8 +589,8 @@ class SpeechDecoder(nn.Module):
         """
         if on == self.packed:
             return
-        w = self.pre_conv.conv.weight
-        if on and not (w.dtype == torch.float32 and can_pack_linears(w.device)):
+        if on and not self.can_pack:
+            w = self.pre_conv.conv.weight
             raise ValueError(f"oneDNN packs float32 CPU weights, not {w.dtype} on {w.device}")
         for m in self.modules():
             if isinstance(m, (CausalConv, CausalTransConv)):

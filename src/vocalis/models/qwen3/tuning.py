@@ -48,7 +48,6 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, parse_split, repeat,
                                    split_candidates, timed_ms)
-from vocalis.models.layers import can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: bump when the calibration method changes (old cache entries are then measured again)
@@ -124,8 +123,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     cpu = model.device.type == "cpu"
     f0, c0 = default_split(total)
     dec = model.decoder
-    packable = (cpu and not exact and can_pack_linears(model.device)
-                and dec.pre_conv.conv.weight.dtype == torch.float32)
+    packable = cpu and not exact and dec.can_pack
     kernels = ("packed", "default") if packable else ("default",)
     candidates = {"codec_linears": kernels, "threads": split_candidates(total)}
     defaults = {"codec_linears": kernels[0], "threads": f"{f0}:{c0}"}
