@@ -93,10 +93,28 @@ def setup(tmp_path_factory):
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[3]}" for c in CASES])
 def test_engine_codes_and_audio_equal_official(setup, i):
     dirs, official, models, ref_wav = setup
+    check_against_official(models[CASES[i][0]], official, i, ref_wav)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("i", [0, 4, 5], ids=["customvoice", "eos", "base-icl"])
+def test_grouped_codec_calls_keep_the_official_audio(setup, i):
+    """The codec decoding 4 frames per call after the first (``codec_frames=4``; with an
+    EOS that ends a group early, and after in-context reference codes)."""
+    dirs, official, _, ref_wav = setup
+    with vocalis.load(str(dirs[CASES[i][0]]), exact=True, tuning="codec_frames=4") as tts:
+        calls = frames_per_codec_call(tts)
+        check_against_official(tts, official, i, ref_wav)
+    assert 4 in calls
+
+
+def check_against_official(tts, official, i, ref_wav):
+    """Case ``CASES[i]`` through ``tts``: codes equal to the official ones, waveform within
+    cosine 0.99999 of the official one-shot decode."""
     name, method, _, seed, kw = CASES[i]
     if method == "voice_clone":
         kw = dict(kw, ref_audio=str(ref_wav))
-    audio = models[name].synthesize(TEXT, seed=seed, **kw)
+    audio = tts.synthesize(TEXT, seed=seed, **kw)
     codes = np.array(audio.chunks[0]["codes"])
     off_codes, off_wav = official["arrays"][f"codes_{i}"], official["arrays"][f"wav_{i}"]
     assert codes.shape == off_codes.shape and codes.shape[0] > 0
@@ -252,13 +270,17 @@ def test_runaway_guard_and_idle_memory(tmp_path):
         assert len(audio.chunks[0]["codes"]) == 40 + 15 * n + 19
 
 
-def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path):
+@pytest.mark.parametrize("codec_frames", [1, 4])
+def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path, codec_frames):
     """Frames leave one by one through the streaming decoder; together they equal the
-    one-shot decode of the same codes (the official decode path)."""
+    one-shot decode of the same codes (the official decode path). With ``codec_frames=4``
+    the codec decodes the first frame alone and then 4 frames per call."""
     import torch
 
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=6, tiny=True)
-    with vocalis.load(str(d)) as tts:
+    with vocalis.load(str(d), tuning=f"codec_frames={codec_frames}") as tts:
+        assert tts.engine.codec_frames == codec_frames
+        calls = frames_per_codec_call(tts)
         req = tts.submit(TEXT, speaker="vivian", seed=3, max_new_tokens=30)
         pieces = []
         for ev in req.events():
@@ -267,9 +289,59 @@ def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path):
         codes = torch.tensor(req.stats.chunks[0]["codes"]).T[None]
         whole = tts.model.decoder.decode(codes)[0].numpy()
     assert len(pieces) == 29 and all(p.shape == (1920,) for p in pieces)
+    assert calls == [1] + [codec_frames] * (28 // codec_frames)
     stream = np.concatenate(pieces)
     assert stream.shape == whole.shape
     assert np.abs(stream - whole).max() < 1e-5
+
+
+def frames_per_codec_call(tts) -> list[int]:
+    """Record the frame count of every streaming-decoder call of ``tts`` (returned list)."""
+    dec, calls = tts.model.decoder, []
+    inner = dec.stream
+
+    def stream(state, codes, rows=None):
+        calls.append(int(codes.shape[-1]))
+        return inner(state, codes, rows)
+    dec.stream = stream
+    return calls
+
+
+def test_grouped_codec_calls_follow_rows_cancellation_and_finishes(tmp_path):
+    """codec_frames=4 beside arrivals, a cancellation and requests of different lengths:
+    each request's codes equal its codes alone, its audio equals the one-shot decode of
+    its codes, a cancelled stream stops and frees its row, and the engine serves on."""
+    import time
+
+    import torch
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=8, tiny=True)
+    reqs = [("Hi.", dict(speaker="ryan", seed=1, max_new_tokens=11)),
+            (TEXT, dict(speaker="serena", seed=2, max_new_tokens=23)),
+            ("Short again.", dict(speaker="dylan", seed=4, max_new_tokens=6))]
+    with vocalis.load(str(d), tuning="codec_frames=4", max_batch=4) as tts:
+        alone = [tts.synthesize(t, **kw).chunks[0]["codes"] for t, kw in reqs]
+        calls = frames_per_codec_call(tts)
+        long_one = tts.stream(TEXT, speaker="aiden", seed=9, max_new_tokens=200)
+        next(long_one)  # its first frame, decoded alone
+        handles = [tts.submit(t, **kw) for t, kw in reqs]
+        got = []
+        for h in handles:
+            pcm = [ev.samples for ev in h.events() if hasattr(ev, "samples")]
+            got.append((h.stats.chunks[0]["codes"], np.concatenate(pcm)))
+        for _ in range(3):
+            next(long_one)
+        long_one.close()  # cancels the request
+        for (codes, pcm), want in zip(got, alone):
+            assert codes == want
+            whole = tts.model.decoder.decode(torch.tensor(codes).T[None])[0].numpy()
+            assert pcm.shape == whole.shape and np.abs(pcm - whole).max() < 1e-5
+        assert max(calls) == 4 and 1 in calls  # grouped calls and lone first frames
+        deadline = time.monotonic() + 10
+        while tts.engine.status()["active_rows"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert tts.engine.status()["active_rows"] == 0
+        assert tts.synthesize("Hi.", **reqs[0][1]).chunks[0]["codes"] == alone[0]
 
 
 def test_cli_base_cloning_export_reuse_and_bad_reference_audio(tmp_path, capsys):

@@ -341,36 +341,41 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
         calls.append((name, value))
         # the packed codec measured slower here: the default kernels must win and be applied
         assert model.decoder.packed == (name == "codec_linears" and value == "packed")
-        return {"2:2": 1.0, "default": 1.0}.get(value, 5.0)
+        return {"2:2": 1.0, "default": 1.0, "2": 1.0}.get(value, 5.0)
 
-    both = {"codec_linears": "measured", "threads": "measured"}
+    both = {"codec_linears": "measured", "codec_frames": "measured", "threads": "measured"}
     t = tune_qwen3(model, 2, 4, False, measure=scores)
-    assert (t.choices, t.sources) == ({"codec_linears": "default", "threads": "2:2"}, both)
+    want = {"codec_linears": "default", "codec_frames": "2", "threads": "2:2"}
+    assert (t.choices, t.sources) == (want, both)
     assert not model.decoder.packed
     assert sorted(calls) == sorted([("codec_linears", "default"), ("codec_linears", "packed")]
+                                   + [("codec_frames", g) for g in ("1", "2", "4")]
                                    + [("threads", s) for s in split_candidates(2)])
     (entry,) = json.loads(cache.read_text()).values()
-    assert entry["choices"] == {"codec_linears": "default", "threads": "2:2"}
+    assert entry["choices"] == want
     assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 2
     # reused without measuring; another quantization is another key
-    cached = {"codec_linears": "cache", "threads": "cache"}
+    cached = {"codec_linears": "cache", "codec_frames": "cache", "threads": "cache"}
     assert tune_qwen3(model, 2, 4, False, measure=never).sources == cached
     model.quantize_int8()
     assert tune_qwen3(model, 2, 4, False, measure=scores).sources == both
     assert len(json.loads(cache.read_text())) == 2
     # forced (argument or environment) wins; exact models measure nothing
-    forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed", measure=never)
-    assert forced.choices == {"codec_linears": "packed", "threads": "1:2"} and model.decoder.packed
+    forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed,codec_frames=4",
+                        measure=never)
+    assert forced.choices == {"codec_linears": "packed", "codec_frames": "4", "threads": "1:2"}
+    assert model.decoder.packed
     monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
     assert tune_qwen3(model, 2, 4, False, measure=never).sources["threads"] == "forced"
     monkeypatch.delenv("VOCALIS_TUNING")
     exact = load_model(qwen3_dir)
     t = tune_qwen3(exact, 2, 4, True, measure=never)
-    assert (t.choices, t.sources) == ({"codec_linears": "default", "threads": "1:1"},
-                                      {"codec_linears": "fixed", "threads": "fixed"})
+    assert (t.choices, t.sources) == (
+        {"codec_linears": "default", "codec_frames": "1", "threads": "1:1"},
+        {"codec_linears": "fixed", "codec_frames": "fixed", "threads": "fixed"})
     assert not exact.decoder.packed
     with pytest.raises(InputError, match=re.escape(
-            "unknown choice 'flow_linears'; this model has: codec_linears, threads")):
+            "unknown choice 'flow_linears'; this model has: codec_linears, codec_frames, threads")):
         tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
 
 
@@ -380,8 +385,13 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     try:
         t = tts.tuning
-        assert t.sources == {"codec_linears": "measured", "threads": "measured"}
+        assert t.sources == {"codec_linears": "measured", "codec_frames": "measured",
+                             "threads": "measured"}
         assert set(t.timings["codec_linears"]) == {"packed", "default"}
+        assert set(t.timings["codec_frames"]) == {"1", "2", "4"}
+        assert t.choices["codec_frames"] == min(t.timings["codec_frames"],
+                                                key=t.timings["codec_frames"].get)
+        assert tts.engine.codec_frames == int(t.choices["codec_frames"])
         assert tts.model.decoder.packed == (t.choices["codec_linears"] == "packed")
         assert t.choices["codec_linears"] == min(t.timings["codec_linears"],
                                                  key=t.timings["codec_linears"].get)
@@ -394,7 +404,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
         tts.close()
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
-    assert again.tuning.sources == {"codec_linears": "cache", "threads": "cache"}
+    assert again.tuning.sources == {"codec_linears": "cache", "codec_frames": "cache",
+                                    "threads": "cache"}
     assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],

@@ -483,9 +483,11 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     measured on this machine at the first load and cached (:mod:`vocalis.models.pocket.tuning`);
     ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
-    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures two: packed or default
-    matmuls for its streaming codec and the thread split between its model and codec
-    threads (``"codec_linears=default,threads=1:1"``, :mod:`vocalis.models.qwen3.tuning`).
+    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures three: packed or default
+    matmuls for its streaming codec, how many frames the codec decodes per call after a
+    row's first (audio then leaves in chunks of that many frames) and the thread split
+    between its model and codec threads (``"codec_linears=default,codec_frames=1,
+    threads=1:1"``, :mod:`vocalis.models.qwen3.tuning`).
     Default: ``$VOCALIS_TUNING``, else ``"auto"``. The result is ``TTS.tuning``.
 
     Raises:
@@ -564,7 +566,8 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
 
     chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
     tts = Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
-                   full_state_decode, split=parse_split(chosen.choices["threads"]))
+                   full_state_decode, split=parse_split(chosen.choices["threads"]),
+                   codec_frames=int(chosen.choices["codec_frames"]))
     tts.tuning = chosen
     return tts
 

@@ -80,10 +80,11 @@ class Qwen3TTS(TTS):
 
     def __init__(self, model: Qwen3Model, model_id: str, released: bool, max_batch: int = 16,
                  max_queue: int = 256, threads: int | None = None, exact: bool = False,
-                 full_state_decode: bool = False, split: tuple[int, int] | None = None):
+                 full_state_decode: bool = False, split: tuple[int, int] | None = None,
+                 codec_frames: int = 1):
         super().__init__(model, model_id, released, max_batch, max_queue, threads,
                          family=Qwen3Family(model, chunked_decode=not full_state_decode,
-                                            split=split))
+                                            split=split, codec_frames=codec_frames))
         self.exact = exact
 
     @property

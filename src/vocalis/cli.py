@@ -233,8 +233,9 @@ TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
                "load, then cached), fixed (built-in, no measuring), or forced ones, "
                "comma-separated: threads = MODEL:CODEC and codec_linears = packed|default "
                "(Pocket TTS and Qwen3-TTS); Pocket TTS also flow_linears = packed|default, "
-               "codec_pipeline = on|off, codec_dtype = float32|bfloat16; e.g. "
-               "fixed,codec_dtype=bfloat16. "
+               "codec_pipeline = on|off, codec_dtype = float32|bfloat16; Qwen3-TTS "
+               "also codec_frames = 1|2|4 (frames per codec call: audio leaves in chunks "
+               "of that many frames after the first); e.g. fixed,codec_dtype=bfloat16. "
                "Default: $VOCALIS_TUNING, else auto.")
 
 

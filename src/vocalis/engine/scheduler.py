@@ -71,6 +71,9 @@ class Engine:
         # on the decoder thread (fewer threads than cores oversubscribe less); the family
         # decides (measured: vocalis.models.pocket.tuning)
         self.pipeline = bool(getattr(family, "codec_pipeline", True))
+        # frames per codec call of each row after its first (families whose codec decodes
+        # several frames in one call more cheaply per frame; see _gather)
+        self.codec_frames = max(1, int(getattr(family, "codec_frames", 1)))
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)
@@ -78,7 +81,8 @@ class Engine:
         self._cond = threading.Condition()
         self._active: dict[int, Job] = {}  # row -> job
         self._closing = False
-        self._decode_q: queue.Queue = queue.Queue(maxsize=4)
+        self._decode_q: queue.Queue = queue.Queue(maxsize=max(4, self.codec_frames))
+        self._held: collections.deque = collections.deque()  # taken from _decode_q, not decoded
         self._decoding = False  # frames are queued or being decoded
         self.steps = 0
         self.frames = 0
@@ -252,6 +256,9 @@ class Engine:
         the codec has at most the previous step's frames to decode meanwhile), then back to
         the thread count of the step."""
         if any(j.pending for j in self._active.values()):
+            if self.codec_frames > 1:  # the codec decodes what it holds meanwhile (_gather)
+                self._decoding = True
+                self._decode_q.put(([], [], None))
             before = torch.get_num_threads()
             torch.set_num_threads(self._threads["burst"])
             try:
@@ -337,6 +344,57 @@ class Engine:
     def _decode_full(self, items: list) -> np.ndarray:
         return self.batch.decode(*self._args(items)).float().cpu().numpy()
 
+    def _decode_frames(self, steps: list[list]) -> np.ndarray:
+        """The frames of consecutive steps of the same rows (``steps[k]``: the items of step
+        k; only the first step may start a row) in one codec call: ``frames [n, T, ...]``.
+        Returns PCM ``[n, T * frame_samples]``."""
+        if len(steps) == 1:
+            return self._decode_full(steps[0])
+        rows, _, first = self._args(steps[0])
+        frames = torch.stack([torch.stack([it[1] for it in col]) for col in zip(*steps)])
+        return self.batch.decode(rows, frames, first).float().cpu().numpy()
+
+    @staticmethod
+    def _open(msg: tuple) -> bool:
+        """Whether the steps after ``msg`` may join its codec call: it has frames, none
+        starts a chunk (a first frame leaves at once: time to first audio), no request
+        finishes with it and nobody waits on it."""
+        items, finishes, done = msg
+        return bool(items) and not finishes and done is None and not any(it[4] for it in items)
+
+    @staticmethod
+    def _joins(prev: tuple, msg: tuple) -> bool:
+        """Whether step ``msg`` can follow ``prev`` in one codec call: the same jobs in the
+        same rows, none starting a chunk."""
+        a, b = prev[0], msg[0]
+        return (msg[2] is None and len(a) == len(b)
+                and all(x[0] is y[0] and not y[4] for x, y in zip(a, b)))
+
+    def _next_msg(self):
+        return self._held.popleft() if self._held else self._decode_q.get()
+
+    def _gather(self, msg: tuple) -> list[tuple]:
+        """``msg`` and the steps after it that share its codec call: up to ``codec_frames``
+        steps of the same rows (decoding several frames per call costs less per frame: the
+        codec's weights are read once, its matrix products are larger). A row's first frame
+        (time to first audio), a change of rows, a finished request, or a pause of the
+        model thread longer than HOLD_S end the group."""
+        group = [msg]
+        while len(group) < self.codec_frames and self._open(group[-1]):
+            try:
+                nxt = self._held.popleft() if self._held else self._decode_q.get(
+                    timeout=self.HOLD_S)
+            except queue.Empty:
+                break
+            if nxt is None or not self._joins(group[-1], nxt):
+                self._held.appendleft(nxt)
+                break
+            group.append(nxt)
+        return group
+
+    #: longest wait (s) of the codec thread for the next step of a group (see _gather)
+    HOLD_S = 2.0
+
     def _helper_loop(self) -> None:
         self._set_threads("decoder")
         with torch.inference_mode():
@@ -347,7 +405,7 @@ class Engine:
                     continue
                 if kind == "full":
                     try:
-                        self._helper_out.put(self._decode_full(payload))
+                        self._helper_out.put(self._decode_frames(payload))
                     except Exception as e:  # re-raised by the decoder thread
                         self._helper_out.put(e)
                     continue
@@ -397,6 +455,23 @@ class Engine:
         if done is not None:
             done.set()
 
+    def _decode_split(self, steps: list[list]) -> np.ndarray:
+        """:meth:`_decode_frames` of many rows, split by rows: the first half on this thread,
+        the second on the helper (each through the whole codec)."""
+        half = len(steps[0]) // 2
+        self._helper_in.put(("full", [step[half:] for step in steps]))
+        error, first = None, None
+        try:
+            first = self._decode_frames([step[:half] for step in steps])
+        except Exception as e:
+            error = e
+        second = self._helper_out.get()
+        if isinstance(second, BaseException):
+            error = error or second
+        if error is not None:
+            raise error
+        return np.concatenate([first, second])
+
     def _wait_for_helper(self) -> None:
         """Block until the helper thread has finished every job queued before this call."""
         synced = threading.Event()
@@ -407,36 +482,25 @@ class Engine:
         self._set_threads("decoder")
         tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
-            while (msg := self._decode_q.get()) is not None:
+            while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
-                if len(items) < 4 and not self.pipeline:  # both stages on this thread
+                if len(items) >= 4 or not self.pipeline:  # both stages on this thread
                     if tails_queued:
                         self._wait_for_helper()
                         tails_queued = False
+                    group = self._gather(msg)
+                    steps = [m[0] for m in group]
                     pcm, error = None, None
                     if items:
                         try:
-                            pcm = self._decode_full(items)
+                            pcm = self._decode_split(steps) if len(items) >= 4 \
+                                else self._decode_frames(steps)
                         except Exception as e:
                             error = e
-                    self._emit(items, pcm, error, finishes, done)
-                elif len(items) >= 4:  # split by rows
-                    if tails_queued:
-                        self._wait_for_helper()
-                        tails_queued = False
-                    half = len(items) // 2
-                    pcm, error = None, None
-                    self._helper_in.put(("full", items[half:]))
-                    try:
-                        first = self._decode_full(items[:half])
-                    except Exception as e:
-                        error = e
-                    second = self._helper_out.get()
-                    if isinstance(second, BaseException):
-                        error = error or second
-                    elif error is None:
-                        pcm = np.concatenate([first, second])
-                    self._emit(items, pcm, error, finishes, done)
+                    fs = self.family.frame_samples
+                    for k, (items_k, finishes_k, done_k) in enumerate(group):
+                        part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
+                        self._emit(items_k, part, error, finishes_k, done_k)
                 else:  # pipeline: first stage here, second stage on the helper
                     x, error = None, None
                     if items:
@@ -446,7 +510,7 @@ class Engine:
                             error = e
                     self._helper_in.put(("tail", (items, x, finishes, done, error)))
                     tails_queued = True
-                if self._decode_q.empty():
+                if self._decode_q.empty() and not self._held:
                     self._decoding = False
 
 

@@ -241,7 +241,8 @@ def machine_key(threads: int, model: dict) -> dict:
             "threads": int(threads), "torch": torch.__version__, "model": model}
 
 
-def timed_ms(fn: Callable[[], object], threads: int) -> float:
+def timed_ms(fn: Callable[[], object], threads: int, repeats: int = 5,
+             warmup: int = 2) -> float:
     """:func:`median_ms` of ``fn`` under inference mode with ``threads`` torch threads
     (the caller's thread count is restored)."""
     import torch
@@ -250,7 +251,7 @@ def timed_ms(fn: Callable[[], object], threads: int) -> float:
     torch.set_num_threads(threads)
     try:
         with torch.inference_mode():
-            return median_ms(fn)
+            return median_ms(fn, repeats, warmup)
     finally:
         torch.set_num_threads(before)
 

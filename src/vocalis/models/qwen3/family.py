@@ -153,8 +153,9 @@ class Qwen3Batch:
         return self.decode(rows, x, first)
 
     def decode(self, rows: list[int], frames: torch.Tensor, first: list) -> torch.Tensor:
-        """PCM ``[n, 1920]`` of one frame ``frames [n, 16]`` for each of ``rows``; a row
-        whose ``first`` entry is set starts afresh (after its :class:`DecodeStart` prefix)."""
+        """PCM ``[n, 1920]`` of one frame ``frames [n, 16]`` for each of ``rows``, or
+        ``[n, T * 1920]`` of T consecutive frames ``frames [n, T, 16]``; a row whose
+        ``first`` entry is set starts afresh (after its :class:`DecodeStart` prefix)."""
         dec = self.model.decoder
         starts = [i for i, f in enumerate(first) if f]
         if starts:
@@ -163,15 +164,20 @@ class Qwen3Batch:
                 prefix = getattr(first[i], "prefix", None)
                 if prefix is not None and prefix.shape[0]:
                     dec.stream(self.codec, prefix.T[None].to(frames.device), rows=torch.tensor([rows[i]]))
-        return dec.stream(self.codec, frames[:, :, None], rows=torch.tensor(rows))
+        codes = frames[:, :, None] if frames.dim() == 2 else frames.transpose(1, 2)
+        return dec.stream(self.codec, codes, rows=torch.tensor(rows))
 
 
 class Qwen3Family:
     """The talker step, code predictor, EOS rule and codec of a :class:`Qwen3Model`."""
 
+    #: the codec's first stage is the identity: one thread runs the whole codec
+    codec_pipeline = False
+
     def __init__(self, model: Qwen3Model, chunked_decode: bool = True,
-                 split: tuple[int, int] | None = None):
+                 split: tuple[int, int] | None = None, codec_frames: int = 1):
         self.model = model
+        self.codec_frames = codec_frames  # frames per codec call after a row's first
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
         self.chunked_decode = chunked_decode
