@@ -3,8 +3,11 @@
 Requests wait in a bounded queue and are admitted into free rows of a batch between
 steps. Every step advances all active rows by one frame in one FlowLM pass; the new
 frames are decoded by the Mimi decoder on a second thread (all rows at once, each with
-its own streaming state), so decoding overlaps the next FlowLM step. Rows retire at the
-end of their text; cancelled requests leave within one step.
+its own streaming state), so decoding overlaps the next FlowLM step. A family whose codec
+decodes several frames per call more cheaply (``codec_frames`` > 1, Qwen3-TTS) has the
+codec thread gather that many steps of the same rows into one call after each row's first
+frame (:meth:`Engine._gather`). Rows retire at the end of their text; cancelled requests
+leave within one step.
 
 The engine owns requests, rows, admission, cancellation, frame budgets, failures and
 streaming; the family (Pocket TTS: :mod:`vocalis.models.pocket.family`) owns the math,
@@ -334,7 +337,9 @@ class Engine:
     # The helper handles its jobs in order, so events leave in order in both modes. Before
     # the decoder thread runs the second stage itself (split mode) it waits until the
     # helper has finished every second stage queued before: a row's SEANet state must hold
-    # its previous frame, and that frame's audio must leave first.
+    # its previous frame, and that frame's audio must leave first. Families without a
+    # pipeline (codec_pipeline False) run the whole codec on the decoder thread, gathering
+    # up to codec_frames steps per call (_gather); many rows are still split by rows.
 
     @staticmethod
     def _args(items: list) -> tuple[list[int], torch.Tensor, list]:
@@ -377,8 +382,9 @@ class Engine:
         """``msg`` and the steps after it that share its codec call: up to ``codec_frames``
         steps of the same rows (decoding several frames per call costs less per frame: the
         codec's weights are read once, its matrix products are larger). A row's first frame
-        (time to first audio), a change of rows, a finished request, or a pause of the
-        model thread longer than HOLD_S end the group."""
+        (time to first audio), a change of rows, a finished request or a prompt pass end
+        the group, so a lone request's groups do not depend on timing (its samples are the
+        same run to run); HOLD_S only guards against a stalled model thread."""
         group = [msg]
         while len(group) < self.codec_frames and self._open(group[-1]):
             try:
@@ -393,7 +399,7 @@ class Engine:
         return group
 
     #: longest wait (s) of the codec thread for the next step of a group (see _gather)
-    HOLD_S = 2.0
+    HOLD_S = 30.0
 
     def _helper_loop(self) -> None:
         self._set_threads("decoder")
