@@ -14,16 +14,17 @@ Choices, decided in this order:
     enough for noise to rank them either way) and from 140 to 80-110 ms on two.
 ``codec_frames`` (``1`` | ``2`` | ``4``)
     How many frames of a row the codec decodes in one call after the row's first frame
-    (which always leaves alone: time to first audio). The engine holds a row's decoded
-    frames until that many steps have run, the row's text chunk ends or the rows change
-    (:meth:`Engine._gather <vocalis.engine.scheduler.Engine._gather>`). More frames per
-    call read the codec's weights once for all of them and give its matrix products more
-    rows; audio then leaves in chunks of that many frames. Score: the median time per frame
-    of one row's codec call of that many frames on the codec's threads of the built-in
-    split. On a 2-core AMD EPYC (packed kernels, one thread) a frame cost 155 ms alone, 120
-    ms in calls of 2 and 92 ms in calls of 4, and an int8 0.6B stream went from 300-350 to
-    230-260 ms per frame with calls of 4. ``--tuning codec_frames=1`` restores audio frame
-    by frame.
+    (which always leaves alone: time to first audio). The engine holds a row's frames
+    until that many steps have run, the row's text chunk ends, the rows change or a prompt
+    pass starts (:meth:`Engine._gather <vocalis.engine.scheduler.Engine._gather>`). More
+    frames per call read the codec's weights once for all of them and give its matrix
+    products more rows; audio then leaves in chunks of that many frames. Score: the median
+    time per frame of one row's codec call of that many frames on the codec's threads of
+    the built-in split. On a 2-core AMD EPYC (packed kernels, one thread) a frame cost 155
+    ms alone, 120 ms in calls of 2 and 92 ms in calls of 4; 8 concurrent int8 0.6B streams
+    went from 0.51-0.59x to 0.69-0.72x real time with calls of 4, while a lone stream,
+    bounded by its model thread, gained little. ``--tuning codec_frames=1`` restores audio
+    frame by frame.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the model thread (talker step and
     the code predictor's 15 steps) and the codec thread (the streaming speech-tokenizer
