@@ -102,7 +102,7 @@ def test_grouped_codec_calls_keep_the_official_audio(setup, i):
     """The codec decoding 4 frames per call after the first (``codec_frames=4``; with an
     EOS that ends a group early, and after in-context reference codes)."""
     dirs, official, _, ref_wav = setup
-    with vocalis.load(str(dirs[CASES[i][0]]), exact=True, tuning="codec_frames=4") as tts:
+    with vocalis.load(str(dirs[CASES[i][0]]), exact=True, tuning="fixed,codec_frames=4") as tts:
         calls = frames_per_codec_call(tts)
         check_against_official(tts, official, i, ref_wav)
     assert 4 in calls
@@ -278,7 +278,7 @@ def test_stream_concatenates_to_the_one_shot_decode_of_its_codes(tmp_path, codec
     import torch
 
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=6, tiny=True)
-    with vocalis.load(str(d), tuning=f"codec_frames={codec_frames}") as tts:
+    with vocalis.load(str(d), tuning=f"fixed,codec_frames={codec_frames}") as tts:
         assert tts.engine.codec_frames == codec_frames
         calls = frames_per_codec_call(tts)
         req = tts.submit(TEXT, speaker="vivian", seed=3, max_new_tokens=30)
@@ -319,7 +319,7 @@ def test_grouped_codec_calls_follow_rows_cancellation_and_finishes(tmp_path):
     reqs = [("Hi.", dict(speaker="ryan", seed=1, max_new_tokens=11)),
             (TEXT, dict(speaker="serena", seed=2, max_new_tokens=23)),
             ("Short again.", dict(speaker="dylan", seed=4, max_new_tokens=6))]
-    with vocalis.load(str(d), tuning="codec_frames=4", max_batch=4) as tts:
+    with vocalis.load(str(d), tuning="fixed,codec_frames=4", max_batch=4) as tts:
         alone = [tts.synthesize(t, **kw).chunks[0]["codes"] for t, kw in reqs]
         calls = frames_per_codec_call(tts)
         long_one = tts.stream(TEXT, speaker="aiden", seed=9, max_new_tokens=200)

@@ -265,3 +265,28 @@ def test_sixteen_clients_that_leave_mid_stream_free_every_row(served):
         "model": "qwen3-tts", "input": TEXT, "voice": "ryan", "response_format": "pcm", **OPTS})
     assert status == 200
     assert np.abs(np.frombuffer(data, "<i2").astype(np.float32) / 32767 - ref).max() < 1e-4
+
+
+def test_grouped_codec_calls_stream_the_api_audio_and_the_log_names_the_choices(tmp_path, caplog):
+    """A model loaded with ``codec_frames=4`` (audio in bursts of 4 frames after the first):
+    the server's startup log names its speed choices, and its streamed PCM equals the API's
+    audio."""
+    import logging
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=4, tiny=True)
+    with vocalis.load(str(d), max_batch=4, tuning="fixed,codec_frames=4") as tts:
+        with caplog.at_level(logging.INFO, logger="vocalis.server"):
+            app = create_app(tts, voices_dir=tmp_path / "voices")
+        line = next(r.getMessage() for r in caplog.records if "serving" in r.getMessage())
+        assert "speed choices:" in line and "codec_frames=4 (forced)" in line
+        server = Server(app)
+        try:
+            client = server.client()
+            with client.audio.speech.with_streaming_response.create(
+                    model="qwen3-tts", input=TEXT, voice="ryan", response_format="pcm",
+                    extra_body=dict(language="english", stream=True, **OPTS)) as r:
+                pcm = np.frombuffer(b"".join(r.iter_bytes()), dtype="<i2").astype(np.float32) / 32767
+        finally:
+            server.stop()
+        ref = tts.synthesize(TEXT, speaker="ryan", language="english", **OPTS).samples
+    assert pcm.shape == ref.shape == (8 * 1920,) and np.abs(pcm - ref).max() < 1e-4

@@ -41,7 +41,8 @@ def fresh(checkpoints):
 
     def make():
         tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
-                           tuning="flow_linears=default,codec_linears=default,threads=1:1")
+                           tuning="flow_linears=default,codec_linears=default,threads=1:1,"
+                                  "codec_pipeline=on")  # nothing measured, nothing cached
         loaded.append(tts)
         return tts.model
     yield make
@@ -314,10 +315,21 @@ def test_forcing_the_opt_in_codec_dtype_still_caches_the_measured_choices(fresh,
     assert t.sources["flow_linears"] == "measured" and t.sources["codec_dtype"] == "forced"
     again = tune(fresh(), 2, 4, False, spec="codec_dtype=bfloat16", measure=never)
     assert again.sources["flow_linears"] == "cache"
-    # a forced measurable choice makes the others' timings depend on it: nothing cached
+    # a forced measurable choice makes the others' timings depend on it: they are cached
+    # for loads forcing the same choice (a server restarted with it measures nothing); a
+    # load forcing nothing does not use them
     cache.unlink()
-    tune(fresh(), 2, 4, False, spec="threads=1:1", measure=Scores(model, FAST_DEFAULT_FLOW))
-    assert not cache.exists()
+    t = tune(fresh(), 2, 4, False, spec="threads=1:1", measure=Scores(model, FAST_DEFAULT_FLOW))
+    (entry,) = json.loads(cache.read_text()).values()
+    assert entry["key"]["forced"] == {"threads": "1:1"} and "threads" not in entry["choices"]
+    again = tune(fresh(), 2, 4, False, spec="threads=1:1", measure=never)
+    assert again.choices == t.choices and again.sources["flow_linears"] == "cache"
+    assert tune(fresh(), 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW)).sources[
+        "threads"] == "measured"
+    # a load forcing a choice with no entry of its own reads the unforced entry
+    assert tune(fresh(), 2, 4, False, spec="threads=2:1",
+                measure=never).sources["flow_linears"] == "cache"
+    assert len(json.loads(cache.read_text())) == 2
 
 
 # ---------------------------------------------------------------- Qwen3-TTS: the thread split

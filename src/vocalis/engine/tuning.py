@@ -356,8 +356,11 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     ``measurable``) the default; else the cached value for ``key`` (when it is still a
     candidate); else every candidate is measured with ``measure`` (the candidates of later
     choices are measured with earlier decisions applied) and the fastest kept. Newly
-    measured choices are written to the cache together with the cached ones, unless a
-    measurable choice was forced (the measurements then depend on it).
+    measured choices are written to the cache together with the cached ones. When a
+    measurable choice is forced, the measurements depend on it: they are cached under
+    ``key`` plus the forced choices (read first by a load forcing the same ones, which
+    otherwise reads the entry of ``key`` alone), so that a server started with the same
+    forced choice does not measure again.
 
     Raises:
         InputError: a malformed spec (see :func:`parse_spec`).
@@ -367,7 +370,11 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
         spec, origin = os.environ[ENV], f"${ENV}"
     mode, forced = parse_spec(spec, candidates, origin, notes)
     measurable = tuple(candidates) if measurable is None else measurable
-    cached = read_cache(key) if mode == "auto" else None
+    pinned = {n: v for n, v in sorted(forced.items()) if n in measurable}
+    entry_key = dict(key, forced=pinned) if pinned else key
+    cached = None
+    if mode == "auto":
+        cached = (read_cache(entry_key) if pinned else None) or read_cache(key)
     cached_choices = (cached or {}).get("choices", {})
     tuning = Tuning({}, {}, key=key)
     measured_any = False
@@ -393,18 +400,16 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
         tuning.choices[name], tuning.sources[name] = value, source
     if measured_any:
         tuning.calibration_ms = (time.perf_counter() - t_start) * 1000
-    # timings taken beside a forced measurable choice depend on it: not cached
-    if measured_any and not set(forced) & set(measurable):
+    if measured_any:  # timings taken beside forced choices are kept under them
         keep = {n: v for n, v in tuning.choices.items()
                 if tuning.sources[n] in ("measured", "cache")}
         where = (f"cached in {cache_path()}" if write_cache(
-            key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
+            entry_key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
             else "not cached")
+        if pinned:
+            where += ", for loads that force " + ",".join(f"{n}={v}" for n, v in pinned.items())
         log.info("tuning measured in %.1f s: %s (%s)", tuning.calibration_ms / 1000,
                  tuning.describe(), where)
-    elif measured_any:
-        log.info("tuning measured in %.1f s: %s (not cached: some choices were forced)",
-                 tuning.calibration_ms / 1000, tuning.describe())
     return tuning
 
 

@@ -384,7 +384,9 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     for h in hosted:
         if len(hosted) > 1:
             h.voices.served_as = h.model_id
-        log.info("serving %s as model %r", h.tts.model_id, h.model_id)
+        tuning = getattr(h.tts, "tuning", None)
+        log.info("serving %s as model %r%s", h.tts.model_id, h.model_id,
+                 f"; speed choices: {tuning.describe()}" if tuning is not None else "")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
