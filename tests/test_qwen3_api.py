@@ -181,6 +181,38 @@ def test_requests_arriving_together_share_a_padded_prompt_pass(setup):
         assert a == b
 
 
+@pytest.mark.slow
+def test_a_shared_prompt_pass_into_rows_that_are_not_neighbours(setup):
+    """Two requests arriving together while rows 0 and 2 still speak take rows 1 and 3:
+    their padded prompt pass cannot write the batch cache in place (the path for rows side
+    by side), and each still gets the codes it gets alone."""
+    _, _, models, _ = setup
+    tts = models["0.6b-customvoice"]
+    eng = tts.engine
+    pair = [("One two three four.", dict(speaker="serena", seed=21)),
+            ("One, two, three.", dict(speaker="dylan", seed=22))]
+    alone = [tts.synthesize(t, max_new_tokens=N, **kw).chunks[0]["codes"] for t, kw in pair]
+    with eng._cond:  # admitted in one step: rows 0, 1, 2
+        a = tts.submit("A long one.", speaker="ryan", seed=1, max_new_tokens=4000)
+        b = tts.submit("Short.", speaker="aiden", seed=2, max_new_tokens=3)
+        c = tts.submit("Another long one.", speaker="vivian", seed=3, max_new_tokens=4000)
+    list(b.events())
+    passes = eng.family.shared_prompt_passes
+    with eng._cond:
+        assert len(eng._active) == 2 and 1 not in eng._active  # b's row is free again
+        handles = [tts.submit(t, max_new_tokens=N, **kw) for t, kw in pair]
+    together = []
+    for h in handles:
+        list(h.events())
+        together.append(h.stats.chunks[0]["codes"])
+    for h in (a, c):
+        h.cancel()
+        list(h.events())
+        assert h.stats.cancelled  # still speaking when the pair arrived: rows 1 and 3
+    assert eng.family.shared_prompt_passes == passes + 1
+    assert together == alone
+
+
 def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
     tts = vocalis.load(str(d))
@@ -244,23 +276,49 @@ def test_cli_generate_writes_the_api_audio_and_refuses_bad_options(tmp_path, cap
     assert listed[0] == "vivian (default on the server)" and "sohee" in listed and len(listed) == 10
 
 
-def test_runaway_guard_and_idle_memory(tmp_path):
+def test_runaway_guard_and_idle_memory(tmp_path, caplog):
     """Random weights almost never emit EOS: the guard stops a request after
     40 + 15 x (text tokens) frames (vocalis.models.qwen3.model.guard_frames), unless the model
-    was loaded exact (then only max_new_tokens - 1 bounds it). Rows grown by a batch go back
-    when the engine is idle."""
-    import time
+    was loaded exact (then only max_new_tokens - 1 bounds it), and logs a warning; a request
+    that reaches a max_new_tokens it set itself gets no warning. Rows grown by a batch go
+    back when the engine is idle."""
+    import logging
+
+    def warnings():
+        records = {id(r): r for r in caplog.records}  # reached by one or two routes
+        n = sum("without EOS" in r.getMessage() for r in records.values())
+        caplog.clear()
+        return n
 
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=5, tiny=True)
     text = "Hi."
+    # on the engine's own logger: the CLI's log set-up (run earlier in this process by other
+    # tests) stops vocalis records from reaching the root logger
+    logger = logging.getLogger("vocalis.engine.scheduler")
+    logger.addHandler(caplog.handler)
+    try:
+        _guard_cases(d, text, warnings)
+    finally:
+        logger.removeHandler(caplog.handler)
+
+
+def _guard_cases(d, text, warnings):
+    import time
+
     with vocalis.load(str(d)) as tts:
         n = len(tts.model.tokenizer.encode(text))
         audio = tts.synthesize(text, speaker="ryan", seed=1)
         assert audio.chunks[0]["eos_step"] is None
         assert len(audio.chunks[0]["codes"]) == 40 + 15 * n
+        assert warnings() == 1
+        # asked for more than the guard allows: the guard stops it, and says so
+        audio = tts.synthesize(text, speaker="ryan", seed=1, max_new_tokens=40 + 15 * n + 30)
+        assert len(audio.chunks[0]["codes"]) == 40 + 15 * n and warnings() == 1
         hs = [tts.submit(text, speaker="ryan", seed=i, max_new_tokens=5) for i in range(3)]
         for h in hs:
             list(h.events())
+            assert h.stats.frames == 4
+        assert warnings() == 0  # the length they asked for
         deadline = time.monotonic() + 10
         while tts.engine.batch.cache.k.shape[1] > 1 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -268,6 +326,7 @@ def test_runaway_guard_and_idle_memory(tmp_path):
     with vocalis.load(str(d), exact=True) as tts:
         audio = tts.synthesize(text, speaker="ryan", seed=1, max_new_tokens=40 + 15 * n + 20)
         assert len(audio.chunks[0]["codes"]) == 40 + 15 * n + 19
+        assert warnings() == 0
 
 
 @pytest.mark.parametrize("codec_frames", [1, 4])

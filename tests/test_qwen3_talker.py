@@ -410,3 +410,28 @@ def test_bfloat16_follows_the_official_bfloat16_path(variants):
     g = run_case(v, greedy)
     print("bf16 greedy frames equal:", int((g == off_greedy["codes"]).all(1).sum()), "of", len(g))
     assert torch.equal(g, off_greedy["codes"])
+
+
+
+def test_the_kv_cache_grows_in_steps_then_by_a_quarter_and_keeps_what_it_holds():
+    """Capacity after ``ensure(n)``: the current one plus the next multiple of ``grow`` slots
+    that holds n, or of a quarter of the capacity once that is larger (from 32 slots n = 33
+    gives 64 and n = 200 gives 224; from 512 slots n = 513 gives 640, not 544); the keys and
+    values already written stay in place and the new slots are zero."""
+    from vocalis.models.qwen3.talker import DecoderSpec, KVCache
+
+    spec = DecoderSpec(hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
+                       intermediate_size=16, rms_norm_eps=1e-6, rope_theta=1e4)
+    cache = KVCache(spec, batch=2, slots=32, dtype=torch.float32, grow=32)
+    cache.k.normal_(), cache.v.normal_()
+    k, v = cache.k.clone(), cache.v.clone()
+    sizes = []
+    for n in (32, 33, 64, 65, 200):
+        cache.ensure(n)
+        sizes.append(cache.slots)
+    assert sizes == [32, 64, 64, 96, 224]
+    assert torch.equal(cache.k[:, :, :32], k) and torch.equal(cache.v[:, :, :32], v)
+    assert cache.k[:, :, 32:].abs().sum() == 0 and cache.v[:, :, 32:].abs().sum() == 0
+    big = KVCache(spec, batch=1, slots=512, dtype=torch.float32, grow=32)
+    big.ensure(513)
+    assert big.slots == 640

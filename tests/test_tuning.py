@@ -169,9 +169,9 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     t = tune(model, 2, 4, True, measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1",
                          "codec_pipeline": "on", "codec_dtype": "float32"}
-    with pytest.raises(InputError, match="flow_linears='packed' is not a candidate"):
+    with pytest.raises(InputError, match="flow_linears='packed' is not allowed"):
         tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
-    with pytest.raises(InputError, match="codec_dtype='bfloat16' is not a candidate here "
+    with pytest.raises(InputError, match="codec_dtype='bfloat16' is not allowed here "
                                          r"\(an exact model stays float32\)"):
         tune(fresh(), 2, 4, True, spec="codec_dtype=bfloat16", measure=never)
     packed = fresh()
@@ -184,10 +184,10 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     ("flow_linears=fast", "use one of packed, default"),
     ("flow_linears=packed,flow_linears=default", "flow_linears is given twice"),
     ("auto,fixed", "give one of 'auto' or 'fixed', not both"),
-    ("threads=2:9", "threads='2:9' is not a candidate here (the splits follow the thread "
+    ("threads=2:9", "threads='2:9' is not allowed here (the splits follow the thread "
                     "budget, 2)"),
     ("linears=packed", "unknown choice 'linears'; this model has: flow_linears, codec_linears"),
-    ("threads=3:1", "threads='3:1' is not a candidate"),
+    ("threads=3:1", "threads='3:1' is not allowed"),
     ("packed", "is not name=value"),
 ])
 def test_bad_forced_choices_name_the_fix(fresh, cache, spec, message):
@@ -250,7 +250,7 @@ def test_cli_reports_a_bad_tuning_in_one_line(checkpoints, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr
     lines = [x for x in out.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and "threads='fast' is not a candidate" in lines[0], out.stderr
+    assert len(lines) == 1 and "threads='fast' is not allowed" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
 
 
@@ -424,4 +424,4 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
                           "--tuning", "threads=7:7", "-o", str(cache.parent / "x.wav")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
-    assert "threads='7:7' is not a candidate" in out.stderr
+    assert "threads='7:7' is not allowed" in out.stderr

@@ -23,6 +23,8 @@ defaults; ``greedy=True`` switches both samplers to argmax.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import numbers
 from pathlib import Path
@@ -203,7 +205,8 @@ class Qwen3TTS(TTS):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                                  or not 0 <= int(seed) < 2**63):
             raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}", param="seed")
-        return Qwen3Params(gen, max_frames, None, None if seed is None else int(seed))
+        return Qwen3Params(gen, max_frames, None, None if seed is None else int(seed),
+                           "max_new_tokens" in gen_user)
 
     def _prepare(self, text, voice, seed, options: dict):
         """(engine input, text chunks, params, seed) of one request; raises on bad input."""
@@ -285,7 +288,7 @@ class Qwen3TTS(TTS):
                                         m.ref_ids(clone.ref_text) if icl else None, ref_codes,
                                         False if nsm is None else nsm)
         guard = None if self.exact else guard_frames(n_text)
-        params = Qwen3Params(params.gen, params.max_frames, guard, params.seed)
+        params = dataclasses.replace(params, guard=guard)
         inp = Qwen3Input(prompt, ref_codes)
         return inp, [(text, ids[0].tolist(), 0)], params, params.seed
 

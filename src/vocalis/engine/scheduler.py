@@ -52,6 +52,7 @@ class Job:
     frames: int = 0
     failed: bool = False
     pending: bool = False  # its next text chunk awaits the prompt pass
+    asked_budget: bool = False  # the chunk's budget is a length the request asked for
     chunk_info: list[dict] = field(default_factory=list)
 
 
@@ -225,7 +226,8 @@ class Engine:
         if job.chunk >= len(job.chunks):
             return False
         text, ids, _ = job.chunks[job.chunk]
-        job.budget = self.family.start_chunk(job)
+        job.asked_budget = getattr(job.params, "max_frames", None) is not None
+        job.budget = self.family.start_chunk(job)  # may set asked_budget
         job.step = 0
         job.pending = True
         job.chunk_info.append({"text": text, "token_ids": list(ids), "frames": 0,
@@ -303,7 +305,7 @@ class Engine:
             job.chunk_info[-1]["frames"] += 1
             self.frames += 1
             if job.step >= job.budget:
-                if job.params.max_frames is None:
+                if not job.asked_budget:  # a runaway guard or a default length stopped it
                     log.warning("request %d chunk %d reached its maximum length (%d frames) "
                                 "without EOS", job.req.id, job.chunk, job.budget)
                 self._end_chunk(job, finishes)

@@ -148,7 +148,7 @@ def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuni
                              f"{', '.join(candidates) or 'none'}")
         if value not in candidates[name]:
             why = f" ({notes[name]})" if notes and name in notes else ""
-            raise InputError(f"{origin}: {name}={value!r} is not a candidate here{why}; use "
+            raise InputError(f"{origin}: {name}={value!r} is not allowed here{why}; use "
                              f"one of {', '.join(candidates[name])}")
     return mode, pairs
 

@@ -36,8 +36,9 @@ from vocalis.models.qwen3.talker import KVCache
 
 # Talker cache positions: a row of the 0.6B talker holds 28 layers x 2 x 8 heads x 128 x 4 B
 # = 229 KB per position in float32, and every row of the batch cache has as many positions
-# as the longest, so the cache grows in small steps (each step copies it once).
-SLOT_STEP = 64
+# as the longest, so the cache grows in small steps (each step copies it once; a large
+# cache grows by a quarter: KVCache.ensure).
+SLOT_STEP = 32
 INITIAL_SLOTS = 64
 
 
@@ -45,12 +46,14 @@ INITIAL_SLOTS = 64
 class Qwen3Params:
     """Per-request options: the official sampling and length options (``gen``), and
     ``max_frames``: an explicit frame limit (None: the runaway guard's ``guard`` frames, or
-    only ``max_new_tokens`` when ``guard`` is None)."""
+    only ``max_new_tokens`` when ``guard`` is None). ``asked_max_new_tokens``: the request
+    set ``max_new_tokens`` itself (reaching it is then no runaway worth a warning)."""
 
     gen: GenerationParams
     max_frames: int | None = None
     guard: int | None = None
     seed: int | None = None
+    asked_max_new_tokens: bool = False
 
 
 @dataclass
@@ -202,6 +205,8 @@ class Qwen3Family:
         p: Qwen3Params = job.params
         budget = p.gen.max_new_tokens - 1
         limit = p.max_frames if p.max_frames is not None else p.guard
+        job.asked_budget = p.max_frames is not None or (
+            p.asked_max_new_tokens and (limit is None or budget <= limit))
         return budget if limit is None else min(budget, limit)
 
     def prefill(self, batch: Qwen3Batch, jobs: list) -> None:
@@ -214,9 +219,9 @@ class Qwen3Family:
         the row's own steps overwrite them before any read (steps attend to slots
         ``0..pos`` only)."""
         talker = self.model.talker
-        for job in jobs:
-            length = job.voice.prompt.prefill.shape[1]
-            batch.ensure(length + min(job.budget, SLOT_STEP) + 1, job.row + 1)
+        # grow the cache once for every row (each growth copies it)
+        batch.ensure(max(j.voice.prompt.prefill.shape[1] + min(j.budget, SLOT_STEP) + 1
+                         for j in jobs), max(j.row for j in jobs) + 1)
         for group in prompt_groups(jobs, lambda j: j.voice.prompt.prefill.shape[1]):
             if len(group) == 1:
                 job = group[0]
@@ -224,17 +229,23 @@ class Qwen3Family:
                                                 batch.row_cache(job.row))
                 self._start(job, logits[0], hidden[0], job.voice.prompt.prefill.shape[1])
                 continue
+            group = sorted(group, key=lambda j: j.row)
             prompts = [j.voice.prompt.prefill[0] for j in group]  # [L_i, H] each
             t = max(p.shape[0] for p in prompts)
             embeds = prompts[0].new_zeros(len(group), t, prompts[0].shape[-1])
             for i, p in enumerate(prompts):
                 embeds[i, :p.shape[0]] = p
-            tmp = talker.new_cache(len(group), t)
-            logits, hidden = talker.prefill(embeds, tmp)
+            a, b = group[0].row, group[-1].row + 1
+            if b - a == len(group):  # consecutive rows (arrivals together): write in place
+                logits, hidden = talker.prefill(embeds, _SliceCache(batch.cache, a, b))
+            else:
+                tmp = talker.new_cache(len(group), t)
+                logits, hidden = talker.prefill(embeds, tmp)
+                for i, job in enumerate(group):
+                    batch.cache.k[:, job.row, :t] = tmp.k[:, i, :t]
+                    batch.cache.v[:, job.row, :t] = tmp.v[:, i, :t]
             self.shared_prompt_passes += 1
             for i, (job, p) in enumerate(zip(group, prompts)):
-                batch.cache.k[:, job.row, :t] = tmp.k[:, i, :t]
-                batch.cache.v[:, job.row, :t] = tmp.v[:, i, :t]
                 self._start(job, logits[i], hidden[i], p.shape[0])
 
     @staticmethod

@@ -150,9 +150,10 @@ def _rope_apply(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) ->
 class KVCache:
     """Static zeroed key/value cache: ``k, v [layers, B, S, Hkv, D]``.
 
-    ``ensure(n)`` regrows the capacity (copying) in steps of ``grow`` slots when a request
-    runs past it, so a long default ``max_new_tokens`` does not allocate its worst case up
-    front."""
+    ``ensure(n)`` regrows the capacity (copying) in steps of ``grow`` slots, or of a quarter
+    of the capacity once that is more (so the copies of a long request stay linear in its
+    length), when a request runs past it: a long default ``max_new_tokens`` does not
+    allocate its worst case up front."""
 
     def __init__(self, spec: DecoderSpec, batch: int, slots: int, dtype: torch.dtype,
                  device: torch.device | str = "cpu", grow: int = 256):
@@ -168,7 +169,8 @@ class KVCache:
     def ensure(self, n: int) -> None:
         if n <= self.slots:
             return
-        extra = -(-(n - self.slots) // self.grow) * self.grow
+        step = max(self.grow, self.slots // 4 // self.grow * self.grow)
+        extra = -(-(n - self.slots) // step) * step
         pad = list(self.k.shape)
         pad[2] = extra
         self.k = torch.cat([self.k, self.k.new_zeros(pad)], dim=2)
