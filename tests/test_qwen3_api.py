@@ -242,6 +242,23 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     tts.close()
 
 
+def test_cli_generate_of_no_frames_says_so(tmp_path, capsys):
+    """``--max-new-tokens 1`` gives no frame (HF stops before the last token's frame): the
+    CLI writes an empty WAV and says there was no audio, not a TTFA of 0 ms."""
+    import soundfile as sf
+
+    from vocalis import cli
+
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    out = tmp_path / "a.wav"
+    assert cli.main(["generate", "--model", str(d), "--text", "Hi.", "--speaker", "ryan",
+                     "--max-new-tokens", "1", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "no audio" in err and "TTFA" not in err, err
+    wav, sr = sf.read(out, dtype="float32")
+    assert sr == 24000 and wav.shape == (0,)
+
+
 def test_cli_generate_writes_the_api_audio_and_refuses_bad_options(tmp_path, capsys):
     import soundfile as sf
 

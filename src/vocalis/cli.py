@@ -451,8 +451,10 @@ def generate(
     wall_s = time.perf_counter() - t0
     x_rt = duration_s / wall_s if wall_s > 0 else float("inf")
     where = "stdout" if to_stdout else str(output)
-    log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), TTFA %.0f ms", where, duration_s,
-             wall_s, x_rt, ttfa_ms or 0.0)
+    first = "no audio (the request ended before its first frame)" if ttfa_ms is None \
+        else f"TTFA {ttfa_ms:.0f} ms"
+    log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), %s", where, duration_s, wall_s,
+             x_rt, first)
 
 
 class _CtrlC:
