@@ -24,7 +24,6 @@ defaults; ``greedy=True`` switches both samplers to argmax.
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import numbers
 from pathlib import Path
