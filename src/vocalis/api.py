@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from vocalis.audio.stretch import Stretcher, check_speed
+from vocalis.engine.openmp import frees_thread_pool, set_threads
 from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
@@ -218,6 +219,7 @@ class TTS:
 
     # ---------------------------------------------------------------- voices
 
+    @frees_thread_pool
     def voice(self, src: str | Path | Voice | VoiceState | None = None) -> Voice:
         """A voice from a predefined name, an audio file, or a ``.safetensors`` voice state.
 
@@ -315,6 +317,7 @@ class TTS:
                 weakref.finalize(self, self._engine.close)
             return self._engine
 
+    @frees_thread_pool
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                normalize: bool = False, **sampling) -> Request:
         """Queue a request and return its handle at once (see :mod:`vocalis.engine.types`).
@@ -458,6 +461,7 @@ class TTS:
         self.close()
 
 
+@frees_thread_pool
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
          max_batch: int = 16, max_queue: int = 256, quantize: bool = False,
          exact: bool = False, dtype: str = "float32", full_state_decode: bool = False,
@@ -504,7 +508,7 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise InputError(f"threads must be an integer >= 1, got {threads!r}")
-        torch.set_num_threads(threads)
+        set_threads(threads)
     if isinstance(model_id, str) and is_qwen3(model_id.strip()):
         return _load_qwen3(model_id.strip(), dev, threads, max_batch, max_queue, quantize, exact,
                            dtype, full_state_decode, tuning)

@@ -32,6 +32,7 @@ import numpy as np
 
 from vocalis.api import TTS, Voice
 from vocalis.engine.options import OptionRange, check_option
+from vocalis.engine.openmp import frees_thread_pool
 from vocalis.errors import InputError, VoiceError
 from vocalis.models.qwen3.family import Qwen3Family, Qwen3Input, Qwen3Params
 from vocalis.models.qwen3.model import Qwen3Model, guard_frames
@@ -99,6 +100,7 @@ class Qwen3TTS(TTS):
 
     # ---------------------------------------------------------------- voices
 
+    @frees_thread_pool
     def voice(self, src=None, ref_text: str | None = None, xvector_only: bool = False) -> Voice:
         """A voice of this model.
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from vocalis.engine.family import Family
+from vocalis.engine.openmp import set_threads
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CapacityError, GenerationError
 
@@ -63,10 +64,9 @@ class Engine:
                  threads: int | None = None):
         self.family = family
         # torch's intra-op thread count is per calling thread once set there (OpenMP/MKL
-        # thread-local settings), so the two engine threads split the budget instead of
-        # oversubscribing it: about a third for the codec, the rest for the FlowLM. A prompt
-        # pass at an idle engine gets the whole budget. (Measured on 2 cores: small codec ops
-        # get slower, not faster, with 2 OpenMP threads in a non-main thread.)
+        # thread-local settings, set through vocalis.engine.openmp.set_threads so that it
+        # holds), so the two engine threads split the budget instead of oversubscribing
+        # it. A prompt pass at an idle engine gets the whole budget.
         # The family decides the split (``thread_split(total) -> (model, codec)``).
         total = threads or torch.get_num_threads()
         flow, decoder = family.thread_split(total)
@@ -145,7 +145,7 @@ class Engine:
     # ---------------------------------------------------------------- scheduler
 
     def _set_threads(self, role: str) -> None:
-        torch.set_num_threads(self._threads[role])
+        set_threads(self._threads[role])
 
     def _run(self) -> None:
         self._set_threads("flow")
@@ -265,11 +265,11 @@ class Engine:
                 self._decoding = True
                 self._decode_q.put(([], [], None))
             before = torch.get_num_threads()
-            torch.set_num_threads(self._threads["burst"])
+            set_threads(self._threads["burst"])
             try:
                 self._prefill_rows(finishes)
             finally:
-                torch.set_num_threads(before)
+                set_threads(before)
 
     def _fail(self, job: Job, error: BaseException, finishes: list) -> None:
         self._release(job, failed=True)

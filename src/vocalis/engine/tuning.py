@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from vocalis.engine.openmp import release_thread_pool, set_threads
 from vocalis.errors import InputError
 
 log = logging.getLogger("vocalis.tuning")
@@ -244,30 +245,37 @@ def machine_key(threads: int, model: dict) -> dict:
 def timed_ms(fn: Callable[[], object], threads: int, repeats: int = 5,
              warmup: int = 2) -> float:
     """:func:`median_ms` of ``fn`` under inference mode with ``threads`` torch threads
-    (the caller's thread count is restored)."""
+    (the caller's thread count is restored, and its OpenMP worker pool freed, so that
+    timings taken after this one on other threads are not slowed by it:
+    :mod:`vocalis.engine.openmp`)."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    set_threads(threads)
     try:
         with torch.inference_mode():
             return median_ms(fn, repeats, warmup)
     finally:
-        torch.set_num_threads(before)
+        set_threads(before)
+        release_thread_pool()
 
 
 def concurrent_ms(tasks: list[tuple[int, Callable[[], object]]], repeats: int = 2) -> float:
     """Shortest wall time (ms) over ``repeats`` runs (after one warm-up) of running every
     ``(threads, fn)`` at once, each on its own Python thread with its own torch intra-op
-    thread count (as the engine's model and codec threads run)."""
+    thread count (as the engine's model and codec threads run). The caller's OpenMP worker
+    pool is freed first (:mod:`vocalis.engine.openmp`): as in the engine, only these
+    threads own one."""
     import torch
+
+    release_thread_pool()
 
     def once() -> float:
         barrier = threading.Barrier(len(tasks) + 1)
         errors: list[BaseException] = []
 
         def run(n: int, fn: Callable[[], object]) -> None:
-            torch.set_num_threads(n)
+            set_threads(n)
             with torch.inference_mode():
                 barrier.wait()
                 try:

@@ -50,7 +50,7 @@ from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, 
 from vocalis.models.pocket.batch import PocketBatch
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 1
+METHOD_VERSION = 2
 STEPS = 3  # frames per thread-split run
 
 

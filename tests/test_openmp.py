@@ -1,0 +1,138 @@
+"""Per-thread intra-op thread counts and OpenMP pools (vocalis.engine.openmp).
+
+What is observed is independent of the code under test: the thread count PyTorch reports
+inside the thread that runs the work, and the operating system's list of the process's
+threads (``/proc/self/task``), where each OpenMP pool worker is one thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import torch
+
+import vocalis
+from vocalis.engine.openmp import release_thread_pool, set_threads
+from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+linux = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc/self/task")
+
+
+def os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def in_thread(fn):
+    """Run ``fn`` on a new thread (fresh per-thread OpenMP state); return its result."""
+    out = {}
+
+    def run():
+        try:
+            out["v"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            out["e"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "e" in out:
+        raise out["e"]
+    return out["v"]
+
+
+@pytest.fixture
+def restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def work() -> None:
+    a = torch.randn(1500, 1500)
+    (a @ a).sum()
+    (a + a).sum()
+
+
+def test_a_count_set_before_the_threads_first_operation_holds(restore_threads):
+    """A thread sets one thread, another thread then sets two, and only then does the first
+    one compute: it must still run on one thread. (With ``torch.set_num_threads`` alone,
+    PyTorch's lazy per-thread init gives it the other thread's two at its first operation:
+    the engine's codec thread ran on every thread that way.)"""
+    ready, go = threading.Event(), threading.Event()
+    seen = {}
+
+    def worker():
+        set_threads(1)
+        ready.set()
+        go.wait()
+        work()
+        seen["count"] = torch.get_num_threads()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    ready.wait()
+    torch.set_num_threads(2)
+    go.set()
+    t.join()
+    assert seen["count"] == 1
+
+
+@linux
+def test_release_thread_pool_ends_the_callers_pool_workers():
+    """Two threads of work leave one pool worker behind in the calling thread;
+    :func:`release_thread_pool` ends it, and the next parallel work builds it again."""
+    def run():
+        set_threads(2)
+        before = os_threads()
+        work()
+        with_pool = os_threads()
+        released = release_thread_pool()
+        after = os_threads()
+        work()
+        return before, with_pool, released, after, os_threads()
+
+    before, with_pool, released, after, again = in_thread(run)
+    assert with_pool == before + 1
+    assert released is True
+    assert after == before
+    assert again == before + 1
+
+
+@linux
+def test_engine_threads_keep_their_counts_and_callers_keep_no_pool(tmp_path):
+    """In the engine, the codec thread decodes on its share of the split (one of two
+    threads) even though the model thread takes both for each prompt pass; and a caller
+    that computed on two threads before ``submit`` is left without an OpenMP pool."""
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    with vocalis.load(str(d), threads=2, tuning="fixed,threads=1:1,codec_frames=2") as tts:
+        engine = tts.engine
+        counts = {"decode": set(), "prefill": set()}
+        batch, family = engine.batch, engine.family
+        decode, prefill = batch.decode, family.prefill
+
+        def counted_decode(*a, **k):
+            counts["decode"].add(torch.get_num_threads())
+            return decode(*a, **k)
+
+        def counted_prefill(*a, **k):
+            counts["prefill"].add(torch.get_num_threads())
+            return prefill(*a, **k)
+
+        batch.decode, family.prefill = counted_decode, counted_prefill
+        for seed in (1, 2):  # the second request arrives after the first prompt pass
+            tts.synthesize("Hello there, how are you today?", speaker="ryan", seed=seed,
+                         max_new_tokens=8)
+        assert counts == {"decode": {1}, "prefill": {2}}
+
+        def caller():
+            set_threads(2)
+            work()  # the caller's own two-thread work: one pool worker
+            with_pool = os_threads()
+            audio = tts.synthesize("One more sentence.", speaker="ryan", seed=3,
+                                 max_new_tokens=6)
+            return with_pool, os_threads(), audio
+
+        with_pool, after, audio = in_thread(caller)
+        assert audio.samples.size > 0
+        assert after == with_pool - 1  # the engine's threads made none; the caller's is gone
