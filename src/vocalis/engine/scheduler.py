@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from vocalis.engine.family import Family
-from vocalis.engine.openmp import set_threads
+from vocalis.engine.openmp import release_thread_pool, set_threads
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CapacityError, GenerationError
 
@@ -183,8 +183,12 @@ class Engine:
                 if decode_items or finishes:
                     self._decoding = True
                     done = threading.Event() if burst and len(admitted) == 1 else None
+                    if done is not None:  # a lone first frame: the codec thread decodes it
+                        # on every thread while this one waits; this thread's pool goes
+                        # first, so that only one pool lives (vocalis.engine.openmp)
+                        release_thread_pool()
                     self._decode_q.put((decode_items, finishes, done))
-                    if done is not None:  # a lone first frame: decode it without contention
+                    if done is not None:
                         done.wait()
                 if burst:
                     self._set_threads("flow")
@@ -341,7 +345,9 @@ class Engine:
     # helper has finished every second stage queued before: a row's SEANet state must hold
     # its previous frame, and that frame's audio must leave first. Families without a
     # pipeline (codec_pipeline False) run the whole codec on the decoder thread, gathering
-    # up to codec_frames steps per call (_gather); many rows are still split by rows.
+    # up to codec_frames steps per call (_gather); many rows are still split by rows. A
+    # lone request's first frame at an idle engine (the model thread waits for it: time to
+    # first audio) runs through both stages here on every thread.
 
     @staticmethod
     def _args(items: list) -> tuple[list[int], torch.Tensor, list]:
@@ -492,19 +498,26 @@ class Engine:
         with torch.inference_mode():
             while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
-                if len(items) >= 4 or not self.pipeline:  # both stages on this thread
+                # both stages on this thread: many rows, no pipeline, or a lone first frame
+                if len(items) >= 4 or not self.pipeline or done is not None:
                     if tails_queued:
                         self._wait_for_helper()
                         tails_queued = False
                     group = self._gather(msg)
                     steps = [m[0] for m in group]
                     pcm, error = None, None
+                    alone = done is not None  # a lone first frame, the model thread waiting
+                    if alone:
+                        self._set_threads("burst")
                     if items:
                         try:
                             pcm = self._decode_split(steps) if len(items) >= 4 \
                                 else self._decode_frames(steps)
                         except Exception as e:
                             error = e
+                    if alone:  # back to this thread's share, without a pool beside the
+                        self._set_threads("decoder")  # model thread's
+                        release_thread_pool()
                     fs = self.family.frame_samples
                     for k, (items_k, finishes_k, done_k) in enumerate(group):
                         part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
