@@ -18,6 +18,7 @@ import torch
 
 import vocalis
 from vocalis.engine import tuning as tuning_mod
+from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
 from vocalis.models.layers import PackedLinear
 from vocalis.models.pocket.tuning import split_candidates, tune
@@ -205,7 +206,7 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
                              "codec_dtype": "fixed"}
         for name, options in (("flow_linears", ("packed", "default")),
                               ("codec_linears", ("packed", "default")),
-                              ("threads", split_candidates(2)), ("codec_pipeline", ("on", "off"))):
+                              ("threads", measured_splits(2)), ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
             assert t.choices[name] == min(options, key=t.timings[name].get)
@@ -407,7 +408,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
         assert tts.model.decoder.packed == (t.choices["codec_linears"] == "packed")
         assert t.choices["codec_linears"] == min(t.timings["codec_linears"],
                                                  key=t.timings["codec_linears"].get)
-        assert set(t.timings["threads"]) == set(split_candidates(2))
+        # only splits of the budget are measured (on 2 threads: 1:1); others may be forced
+        assert set(t.timings["threads"]) == set(measured_splits(2)) == {"1:1"}
         assert t.choices["threads"] == min(t.timings["threads"], key=t.timings["threads"].get)
         assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
         audio = tts.synthesize("Hello there.", speaker=tts.speakers[0], seed=1, max_frames=4)
@@ -425,3 +427,25 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "threads='7:7' is not allowed" in out.stderr
+
+
+def test_only_splits_of_the_budget_are_measured_and_others_may_be_forced(cache):
+    """The measured splits give the two threads the budget together (model + codec ==
+    threads), the built-in one first; every one of them may also be forced, as may the
+    oversubscribing ones. A candidate the family does not measure (None) is never chosen."""
+    assert measured_splits(1) == ("1:1",)
+    assert measured_splits(2) == ("1:1",)
+    assert measured_splits(4) == ("3:1", "2:2", "1:3")
+    assert measured_splits(6) == ("4:2", "5:1", "3:3", "2:4", "1:5")
+    for total in (1, 2, 3, 4, 6, 8):
+        assert all(sum(tuning_mod.parse_split(s)) == total or total == 1
+                   for s in measured_splits(total))
+        assert set(measured_splits(total)) <= set(split_candidates(total))
+    assert {"1:2", "2:2", "2:1"} <= set(split_candidates(2))
+
+    def measure(name, value):
+        return None if value in ("a", "c") else {"b": 5.0, "d": 7.0}[value]
+
+    t = tuning_mod.resolve({"k": 1}, {"x": ("a", "b", "c", "d")}, {"x": "a"}, "auto",
+                           measure, lambda n, v: None)
+    assert t.choices == {"x": "b"} and t.timings == {"x": {"b": 5.0, "d": 7.0}}

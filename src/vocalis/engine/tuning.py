@@ -316,11 +316,26 @@ def default_split(total: int) -> tuple[int, int]:
 
 
 def split_candidates(total: int) -> tuple[str, ...]:
-    """Thread splits ``"model:codec"`` to try for ``total`` threads, the built-in one first."""
+    """Thread splits ``"model:codec"`` allowed for ``total`` threads, the built-in one
+    first: the splits of the budget (:func:`measured_splits`, the ones measured) and, for
+    experiments, splits that give the two threads more than the budget together."""
     f0, c0 = default_split(total)
     models = {total, f0}
     codecs = {1, c0, max(1, total // 2)} | ({total} if total <= 4 else set())
-    rest = sorted({(f, c) for f in models for c in codecs} - {(f0, c0)})
+    pairs = {(f, c) for f in models for c in codecs}
+    pairs |= {parse_split(s) for s in measured_splits(total)}
+    rest = sorted(pairs - {(f0, c0)})
+    return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
+
+
+def measured_splits(total: int) -> tuple[str, ...]:
+    """The splits a calibration measures: the built-in one, then every ``model:codec`` with
+    ``model + codec == total``. Splits that oversubscribe the budget are not measured: once
+    each thread's count held (:mod:`vocalis.engine.openmp`), they only came out ahead by the
+    noise of a short timing (on a 2-core AMD EPYC an int8 Pocket calibration chose ``1:2``
+    by 8%, and that split ran 1.74x real time against 2.61x for ``1:1``)."""
+    f0, c0 = default_split(total)
+    rest = [(total - c, c) for c in range(1, total) if (total - c, c) != (f0, c0)]
     return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
 
 
@@ -349,8 +364,9 @@ def release_memory() -> None:
         pass
 
 
-Measure = Callable[[str, str], float]
-"""``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds."""
+Measure = Callable[[str, str], "float | None"]
+"""``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds, or
+None for a candidate the family does not measure (allowed when forced, never chosen)."""
 
 
 def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[str, str],
@@ -400,8 +416,10 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             scores = {}
             for option in options:
                 apply(name, option)
-                scores[option] = round(float(measure(name, option)), 3)
-            value, source = min(options, key=lambda o: scores[o]), "measured"
+                score = measure(name, option)
+                if score is not None:  # None: the family does not measure this option
+                    scores[option] = round(float(score), 3)
+            value, source = min(scores, key=lambda o: scores[o]), "measured"
             tuning.timings[name] = scores
             measured_any = True
         apply(name, value)
@@ -422,5 +440,6 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
 
 
 __all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "concurrent_ms", "cpu_info",
-           "default_split", "machine_key", "median_ms", "parse_spec", "parse_split", "read_cache",
-           "release_memory", "repeat", "resolve", "split_candidates", "timed_ms", "write_cache"]
+           "default_split", "machine_key", "measured_splits", "median_ms", "parse_spec",
+           "parse_split", "read_cache", "release_memory", "repeat", "resolve", "split_candidates",
+           "timed_ms", "write_cache"]

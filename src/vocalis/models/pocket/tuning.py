@@ -44,13 +44,14 @@ from typing import Callable
 import torch
 
 from vocalis.engine import tuning as tuning_mod
-from vocalis.engine.tuning import concurrent_ms, default_split, parse_split, split_candidates
+from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
+                                   split_candidates)
 from vocalis.engine.tuning import repeat as _repeat
 from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
 from vocalis.models.pocket.batch import PocketBatch
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 2
+METHOD_VERSION = 4  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits of the budget only
 STEPS = 3  # frames per thread-split run
 
 
@@ -152,7 +153,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
 
     probe: dict[str, _Probe] = {}
 
-    def timing(name: str, value: str) -> float:
+    def timing(name: str, value: str) -> float | None:
         if "p" not in probe:
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
@@ -169,6 +170,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                                       (c, _repeat(head, STEPS)), (c, _repeat(tail, STEPS))])
             return concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)),
                                   (c, _repeat(p.decode_fn([0]), STEPS))])
+        if value not in measured_splits(total):
+            return None  # oversubscribes the budget: allowed when forced, not measured
         f, c = parse_split(value)
         head, tail = p.head_tail_fns([0])
         score = concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)), (c, _repeat(head, STEPS)),

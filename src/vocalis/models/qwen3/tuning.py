@@ -40,8 +40,11 @@ int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and
 one, the codec about 180 ms per frame on one thread and 130-150 ms on two), so whether
 the model should keep every thread beside the codec, or share the cores, depends on the
 CPU, its memory and the thread budget. On that machine the candidates came within the
-run-to-run noise of each other (``1:1`` and ``2:1`` 490-510 ms by the score above); other
-machines decide for themselves.
+run-to-run noise of each other (``1:1`` and ``2:1`` 490-510 ms by the score above) until
+the engine's thread counts began to hold (:mod:`vocalis.engine.openmp`; before, both
+threads of every split ran on the same count); since then int8 scored ``1:1`` 223 ms,
+``2:2`` 223, ``2:1`` 318 and ``1:2`` 373 at one row, and ``1:1`` clearly best (348 ms
+against 443-523) with 4 rows. Other machines decide for themselves.
 
 The split changes only which thread runs what, and the two codec kernels compute the same
 products, so the codes are those of the built-in choices and the audio agrees with them
@@ -59,14 +62,14 @@ from typing import Callable
 import torch
 
 from vocalis.engine import tuning as tuning_mod
-from vocalis.engine.tuning import (concurrent_ms, default_split, parse_split, repeat,
-                                   split_candidates, timed_ms)
+from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
+                                   repeat, split_candidates, timed_ms)
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 6
+METHOD_VERSION = 7  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of the budget only
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
@@ -152,7 +155,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         if name == "codec_linears":
             dec.pack(value == "packed")
 
-    def timing(name: str, value: str) -> float:
+    def timing(name: str, value: str) -> float | None:
         if "p" not in probe:
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
@@ -163,6 +166,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         if name == "codec_frames":  # ms per frame on the codec's threads
             g = int(value)
             return timed_ms(p.codec_fn(1, g), c0, repeats=3, warmup=1) / g
+        if value not in measured_splits(total):
+            return None  # oversubscribes the budget: allowed when forced, not measured
         f, c = parse_split(value)
         score = 0.0  # ms per frame of a lone stream plus ms per row-frame at B rows
         for n in sorted({1, p.rows}):
