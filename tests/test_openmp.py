@@ -13,32 +13,10 @@ import threading
 import pytest
 import torch
 
-import vocalis
-from vocalis.engine.openmp import release_thread_pool, set_threads
+from vocalis.engine.openmp import set_threads
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 
 linux = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc/self/task")
-
-
-def os_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
-def in_thread(fn):
-    """Run ``fn`` on a new thread (fresh per-thread OpenMP state); return its result."""
-    out = {}
-
-    def run():
-        try:
-            out["v"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            out["e"] = e
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    if "e" in out:
-        raise out["e"]
-    return out["v"]
 
 
 @pytest.fixture
@@ -78,65 +56,106 @@ def test_a_count_set_before_the_threads_first_operation_holds(restore_threads):
     assert seen["count"] == 1
 
 
+def run_alone(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (no threads left by other tests) and return
+    the JSON it prints last."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "VOCALIS_TUNING": "fixed"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+PRELUDE = """
+import json, os, threading
+import torch
+from vocalis.engine.openmp import release_thread_pool, set_threads
+
+def os_threads():
+    return len(os.listdir("/proc/self/task"))
+
+def work():
+    a = torch.randn(1500, 1500)
+    (a @ a).sum()
+    (a + a).sum()
+
+def in_thread(fn):
+    out = {}
+    t = threading.Thread(target=lambda: out.update(v=fn()))
+    t.start()
+    t.join()
+    return out["v"]
+"""
+
+
 @linux
 def test_release_thread_pool_ends_the_callers_pool_workers():
     """Two threads of work leave one pool worker behind in the calling thread;
     :func:`release_thread_pool` ends it, and the next parallel work builds it again."""
-    def run():
-        set_threads(2)
-        before = os_threads()
-        work()
-        with_pool = os_threads()
-        released = release_thread_pool()
-        after = os_threads()
-        work()
-        return before, with_pool, released, after, os_threads()
-
-    before, with_pool, released, after, again = in_thread(run)
-    assert with_pool == before + 1
-    assert released is True
-    assert after == before
-    assert again == before + 1
+    r = run_alone(PRELUDE + """
+def run():
+    set_threads(2)
+    before = os_threads()
+    work()
+    with_pool = os_threads()
+    released = release_thread_pool()
+    after = os_threads()
+    work()
+    return dict(before=before, with_pool=with_pool, released=released, after=after,
+                again=os_threads())
+print(json.dumps(in_thread(run)))
+""")
+    assert r["with_pool"] == r["before"] + 1
+    assert r["released"] is True
+    assert r["after"] == r["before"]
+    assert r["again"] == r["before"] + 1
 
 
 @linux
 def test_engine_threads_keep_their_counts_and_callers_keep_no_pool(tmp_path):
     """In the engine, the codec thread decodes on its share of the split (one of two
     threads) even though the model thread takes both for each prompt pass (and it for a
-    lone request's first frame); and a caller
-    that computed on two threads before ``submit`` is left without an OpenMP pool."""
+    lone request's first frame); and a caller that computed on two threads before
+    ``submit`` is left without an OpenMP pool."""
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
-    with vocalis.load(str(d), threads=2, tuning="fixed,threads=1:1,codec_frames=2") as tts:
-        engine = tts.engine
-        counts = {"decode": set(), "prefill": set()}
-        batch, family = engine.batch, engine.family
-        decode, prefill = batch.decode, family.prefill
+    r = run_alone(PRELUDE + f"""
+import vocalis
+with vocalis.load({str(d)!r}, threads=2, tuning="fixed,threads=1:1,codec_frames=2") as tts:
+    engine = tts.engine
+    seen = {{"decode": set(), "prefill": set()}}
+    batch, family = engine.batch, engine.family
+    decode, prefill = batch.decode, family.prefill
 
-        def counted_decode(rows, frames, first):
-            # a lone first frame at an idle engine is decoded on every thread (the model
-            # thread waits for it); every other call on the codec thread's one
-            alone = len(rows) == 1 and all(first)
-            counts["decode"].add((alone, torch.get_num_threads()))
-            return decode(rows, frames, first)
+    def counted_decode(rows, frames, first):
+        # a lone first frame at an idle engine is decoded on every thread (the model
+        # thread waits for it); every other call on the codec thread's one
+        seen["decode"].add((len(rows) == 1 and all(first), torch.get_num_threads()))
+        return decode(rows, frames, first)
 
-        def counted_prefill(*a, **k):
-            counts["prefill"].add(torch.get_num_threads())
-            return prefill(*a, **k)
+    def counted_prefill(*a, **k):
+        seen["prefill"].add(torch.get_num_threads())
+        return prefill(*a, **k)
 
-        batch.decode, family.prefill = counted_decode, counted_prefill
-        for seed in (1, 2):  # the second request arrives after the first prompt pass
-            tts.synthesize("Hello there, how are you today?", speaker="ryan", seed=seed,
-                         max_new_tokens=8)
-        assert counts == {"decode": {(True, 2), (False, 1)}, "prefill": {2}}
+    batch.decode, family.prefill = counted_decode, counted_prefill
+    for seed in (1, 2):  # the second request arrives after the first prompt pass
+        tts.synthesize("Hello there, how are you today?", speaker="ryan", seed=seed,
+                       max_new_tokens=8)
 
-        def caller():
-            set_threads(2)
-            work()  # the caller's own two-thread work: one pool worker
-            with_pool = os_threads()
-            audio = tts.synthesize("One more sentence.", speaker="ryan", seed=3,
-                                 max_new_tokens=6)
-            return with_pool, os_threads(), audio
+    def caller():
+        set_threads(2)
+        work()  # the caller's own two-thread work: one pool worker
+        with_pool = os_threads()
+        audio = tts.synthesize("One more sentence.", speaker="ryan", seed=3, max_new_tokens=6)
+        return with_pool, os_threads(), int(audio.samples.size)
 
-        with_pool, after, audio = in_thread(caller)
-        assert audio.samples.size > 0
-        assert after == with_pool - 1  # the engine's threads made none; the caller's is gone
+    with_pool, after, samples = in_thread(caller)
+    print(json.dumps(dict(decode=sorted(seen["decode"]), prefill=sorted(seen["prefill"]),
+                          with_pool=with_pool, after=after, samples=samples)))
+""")
+    assert r["decode"] == [[False, 1], [True, 2]] and r["prefill"] == [2]
+    assert r["samples"] > 0
+    assert r["after"] == r["with_pool"] - 1  # the engine's threads made none; the caller's is gone
