@@ -32,8 +32,8 @@ intra-op thread count (``Engine._set_threads``). Two properties of PyTorch's CPU
    alone, ``gomp_pause_host`` in ``team.c``). The thread's next parallel region builds a
    new pool (a ``pthread_create`` per worker, tens of microseconds).
 
-Where PyTorch's parallel backend is not OpenMP, or the runtime is not libgomp (macOS,
-Windows), :func:`release_thread_pool` does nothing; :func:`set_threads` works everywhere.
+Where no libgomp is loaded (another OpenMP runtime: macOS, Windows, some conda builds),
+:func:`release_thread_pool` does nothing; :func:`set_threads` works everywhere.
 """
 
 from __future__ import annotations
@@ -70,17 +70,14 @@ def _loaded(prefix: str) -> ctypes.CDLL | None:
 
 def _runtime() -> ctypes.CDLL | None:
     """The loaded libgomp (never a second copy: ``RTLD_NOLOAD``), once PyTorch is imported;
-    None when PyTorch's parallel backend is not OpenMP or the runtime lacks
-    ``omp_pause_resource_all``."""
+    None when none is loaded or it lacks ``omp_pause_resource_all``. (Not
+    ``torch.__config__.parallel_info()``: it starts PyTorch's inter-op threads.)"""
     global _lib, _looked
     with _lock:
         if _looked:
             return _lib
-        import torch
+        import torch  # noqa: F401 - loads the OpenMP runtime PyTorch was built with
 
-        if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
-            _looked = True
-            return None
         lib = _loaded("libgomp")
         if lib is not None and not hasattr(lib, "omp_pause_resource_all"):
             lib = None
