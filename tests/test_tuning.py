@@ -72,36 +72,45 @@ class Scores:
 
 FAST_DEFAULT_FLOW = {("flow_linears", "default"): 1.0, ("flow_linears", "packed"): 2.0,
                      ("codec_linears", "packed"): 1.0, ("codec_linears", "default"): 2.0,
-                     ("threads", "2:1"): 1.0, ("codec_pipeline", "off"): 1.0}
+                     ("threads", "2:2"): 1.0, ("codec_pipeline", "off"): 1.0}
+# at 2 threads the only split of the budget, 1:1, is taken without measuring; at 4 threads
+# the splits 3:1, 2:2 and 1:3 are measured (2:2 wins above)
 
 
 def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     model = fresh()
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "2:1",
+    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "1:1",
                          "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "threads": "measured", "codec_pipeline": "measured",
-                         "codec_dtype": "fixed"}  # bf16 is opt-in
+                         "threads": "fixed", "codec_pipeline": "measured",
+                         "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every candidate was timed, each with its own kernels in place
     assert sorted(scores.calls) == sorted(
         [("flow_linears", "packed"), ("flow_linears", "default"), ("codec_linears", "packed"),
-         ("codec_linears", "default")] + [("threads", s) for s in split_candidates(2)]
-        + [("codec_pipeline", "on"), ("codec_pipeline", "off")])
+         ("codec_linears", "default"), ("codec_pipeline", "on"), ("codec_pipeline", "off")])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
     assert scores.seen[("codec_linears", "packed")][1] == {PackedLinear}
     # the decision is what the model now runs with
     assert kinds(model.flow_lm) == {torch.nn.Linear}
     assert kinds(model.mimi) == {PackedLinear}
-    assert t.timings["threads"]["2:1"] == 1.0
+    assert "threads" not in t.timings
     # and it was stored under this machine's key
     stored = json.loads(cache.read_text())
     (entry,) = stored.values()
-    assert entry["choices"] == {k: v for k, v in t.choices.items() if k != "codec_dtype"}
+    assert entry["choices"] == {k: v for k, v in t.choices.items()
+                                if k not in ("codec_dtype", "threads")}
     assert entry["key"]["threads"] == 2 and entry["key"]["torch"] == torch.__version__
     assert entry["key"]["cpu"] == tuning_mod.cpu_info()["model"]
+    # with 4 threads the splits of the budget are measured, and only those
+    model = fresh()
+    scores = Scores(model, FAST_DEFAULT_FLOW)
+    t = tune(model, threads=4, max_batch=4, exact=False, measure=scores)
+    assert (t.choices["threads"], t.sources["threads"]) == ("2:2", "measured")
+    assert [v for n, v in scores.calls if n == "threads"] == ["3:1", "2:2", "1:3"]
+    assert t.timings["threads"] == {"3:1": 5.0, "2:2": 1.0, "1:3": 5.0}
 
 
 def never(name, value):
@@ -115,7 +124,7 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
-                             "threads": "cache", "codec_pipeline": "cache",
+                             "threads": "fixed", "codec_pipeline": "cache",
                              "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
     assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
@@ -136,7 +145,7 @@ def test_changed_key_measures_again(fresh, cache, monkeypatch):
     moved = Scores(model, {("flow_linears", "packed"): 0.1, ("codec_linears", "default"): 0.1})
     t = tune(model, 2, 4, False, measure=moved)
     assert t.choices["flow_linears"] == "packed" and t.choices["codec_linears"] == "default"
-    assert {t.sources[k] for k in ("flow_linears", "codec_linears", "threads",
+    assert {t.sources[k] for k in ("flow_linears", "codec_linears",
                                    "codec_pipeline")} == {"measured"}
     assert len(json.loads(cache.read_text())) == 3  # three keys, three entries
 
@@ -202,11 +211,12 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     try:
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                             "threads": "measured", "codec_pipeline": "measured",
+                             "threads": "fixed", "codec_pipeline": "measured",
                              "codec_dtype": "fixed"}
+        assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", ("packed", "default")),
                               ("codec_linears", ("packed", "default")),
-                              ("threads", measured_splits(2)), ("codec_pipeline", ("on", "off"))):
+                              ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
             assert t.choices[name] == min(options, key=t.timings[name].get)
@@ -220,7 +230,7 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     again = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4)
     again.close()
     assert set(again.tuning.sources.values()) == {"cache", "fixed"}
-    assert again.tuning.sources["codec_dtype"] == "fixed"
+    assert again.tuning.sources["flow_linears"] == "cache"
     assert again.tuning.choices == t.choices
 
 
@@ -301,11 +311,11 @@ def test_damaged_cache_entries_are_measured_again(fresh, cache):
     cache.write_text(json.dumps(entry))
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(fresh(), 2, 4, False, measure=scores)
-    assert t.sources["flow_linears"] == t.sources["threads"] == "measured"
+    assert t.sources["flow_linears"] == t.sources["codec_linears"] == "measured"
     for text in ("not json", "[1, 2, 3]"):
         cache.write_text(text)
         t = tune(fresh(), 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
-        assert t.sources["threads"] == "measured"
+        assert t.sources["flow_linears"] == "measured"
     assert json.loads(cache.read_text())  # rewritten as a JSON object
 
 
@@ -326,7 +336,7 @@ def test_forcing_the_opt_in_codec_dtype_still_caches_the_measured_choices(fresh,
     again = tune(fresh(), 2, 4, False, spec="threads=1:1", measure=never)
     assert again.choices == t.choices and again.sources["flow_linears"] == "cache"
     assert tune(fresh(), 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW)).sources[
-        "threads"] == "measured"
+        "flow_linears"] == "measured"
     # a load forcing a choice with no entry of its own reads the unforced entry
     assert tune(fresh(), 2, 4, False, spec="threads=2:1",
                 measure=never).sources["flow_linears"] == "cache"
@@ -357,22 +367,27 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
         return {"2:2": 1.0, "default": 1.0, "2": 1.0}.get(value, 5.0)
 
     both = {"codec_linears": "measured", "codec_frames": "measured", "threads": "measured"}
-    t = tune_qwen3(model, 2, 4, False, measure=scores)
+    t = tune_qwen3(model, 4, 4, False, measure=scores)  # 4 threads: the splits 3:1, 2:2, 1:3
     want = {"codec_linears": "default", "codec_frames": "2", "threads": "2:2"}
     assert (t.choices, t.sources) == (want, both)
     assert not model.decoder.packed
     assert sorted(calls) == sorted([("codec_linears", "default"), ("codec_linears", "packed")]
                                    + [("codec_frames", g) for g in ("1", "2", "4")]
-                                   + [("threads", s) for s in split_candidates(2)])
+                                   + [("threads", s) for s in ("3:1", "2:2", "1:3")])
     (entry,) = json.loads(cache.read_text()).values()
     assert entry["choices"] == want
-    assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 2
+    assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 4
     # reused without measuring; another quantization is another key
     cached = {"codec_linears": "cache", "codec_frames": "cache", "threads": "cache"}
-    assert tune_qwen3(model, 2, 4, False, measure=never).sources == cached
+    assert tune_qwen3(model, 4, 4, False, measure=never).sources == cached
     model.quantize_int8()
-    assert tune_qwen3(model, 2, 4, False, measure=scores).sources == both
+    assert tune_qwen3(model, 4, 4, False, measure=scores).sources == both
     assert len(json.loads(cache.read_text())) == 2
+    # on 2 threads the only split of the budget is taken unmeasured
+    calls.clear()
+    t = tune_qwen3(model, 2, 4, False, measure=scores)
+    assert (t.choices["threads"], t.sources["threads"]) == ("1:1", "fixed")
+    assert not [c for c in calls if c[0] == "threads"]
     # forced (argument or environment) wins; exact models measure nothing
     forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed,codec_frames=4",
                         measure=never)
@@ -399,7 +414,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     try:
         t = tts.tuning
         assert t.sources == {"codec_linears": "measured", "codec_frames": "measured",
-                             "threads": "measured"}
+                             "threads": "fixed"}
         assert set(t.timings["codec_linears"]) == {"packed", "default"}
         assert set(t.timings["codec_frames"]) == {"1", "2", "4"}
         assert t.choices["codec_frames"] == min(t.timings["codec_frames"],
@@ -408,9 +423,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
         assert tts.model.decoder.packed == (t.choices["codec_linears"] == "packed")
         assert t.choices["codec_linears"] == min(t.timings["codec_linears"],
                                                  key=t.timings["codec_linears"].get)
-        # only splits of the budget are measured (on 2 threads: 1:1); others may be forced
-        assert set(t.timings["threads"]) == set(measured_splits(2)) == {"1:1"}
-        assert t.choices["threads"] == min(t.timings["threads"], key=t.timings["threads"].get)
+        # only splits of the budget are measured: on 2 threads 1:1 is the only one
+        assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
         audio = tts.synthesize("Hello there.", speaker=tts.speakers[0], seed=1, max_frames=4)
         assert audio.samples.size == 4 * 1920 and np.isfinite(audio.samples).all()
@@ -419,7 +433,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
     assert again.tuning.sources == {"codec_linears": "cache", "codec_frames": "cache",
-                                    "threads": "cache"}
+                                    "threads": "fixed"}
     assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],
@@ -432,7 +446,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
 def test_only_splits_of_the_budget_are_measured_and_others_may_be_forced(cache):
     """The measured splits give the two threads the budget together (model + codec ==
     threads), the built-in one first; every one of them may also be forced, as may the
-    oversubscribing ones. A candidate the family does not measure (None) is never chosen."""
+    oversubscribing ones. A candidate that is not a contender is never measured or chosen,
+    and a lone contender is taken without measuring."""
     assert measured_splits(1) == ("1:1",)
     assert measured_splits(2) == ("1:1",)
     assert measured_splits(4) == ("3:1", "2:2", "1:3")
@@ -443,9 +458,17 @@ def test_only_splits_of_the_budget_are_measured_and_others_may_be_forced(cache):
         assert set(measured_splits(total)) <= set(split_candidates(total))
     assert {"1:2", "2:2", "2:1"} <= set(split_candidates(2))
 
-    def measure(name, value):
-        return None if value in ("a", "c") else {"b": 5.0, "d": 7.0}[value]
+    calls = []
 
-    t = tuning_mod.resolve({"k": 1}, {"x": ("a", "b", "c", "d")}, {"x": "a"}, "auto",
-                           measure, lambda n, v: None)
-    assert t.choices == {"x": "b"} and t.timings == {"x": {"b": 5.0, "d": 7.0}}
+    def measure(name, value):
+        calls.append((name, value))
+        return {"a": 1.0, "b": 5.0, "c": 1.0, "d": 7.0}[value]
+
+    t = tuning_mod.resolve({"k": 1}, {"x": ("a", "b", "c", "d"), "y": ("a", "b")},
+                           {"x": "a", "y": "a"}, "auto", measure, lambda n, v: None,
+                           contenders={"x": ("b", "d"), "y": ("b",)})
+    assert t.choices == {"x": "b", "y": "b"} and t.timings == {"x": {"b": 5.0, "d": 7.0}}
+    assert t.sources == {"x": "measured", "y": "fixed"} and calls == [("x", "b"), ("x", "d")]
+    forced = tuning_mod.resolve({"k": 1}, {"x": ("a", "b", "c", "d")}, {"x": "a"}, "x=c",
+                                never, lambda n, v: None, contenders={"x": ("b", "d")})
+    assert (forced.choices, forced.sources) == ({"x": "c"}, {"x": "forced"})

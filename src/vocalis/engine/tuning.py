@@ -364,21 +364,23 @@ def release_memory() -> None:
         pass
 
 
-Measure = Callable[[str, str], "float | None"]
-"""``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds, or
-None for a candidate the family does not measure (allowed when forced, never chosen)."""
+Measure = Callable[[str, str], float]
+"""``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds."""
 
 
 def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[str, str],
             spec, measure: Measure, apply: Callable[[str, str], None],
             measurable: tuple[str, ...] | None = None,
-            notes: dict[str, str] | None = None) -> Tuning:
+            notes: dict[str, str] | None = None,
+            contenders: dict[str, tuple[str, ...]] | None = None) -> Tuning:
     """Decide every choice in ``candidates`` (in order) and ``apply`` each decision.
 
-    ``spec``: as in :func:`parse_spec`, or None to read ``$VOCALIS_TUNING``. For each
-    choice: a forced value wins; else with ``"fixed"`` (or a choice outside
-    ``measurable``) the default; else the cached value for ``key`` (when it is still a
-    candidate); else every candidate is measured with ``measure`` (the candidates of later
+    ``spec``: as in :func:`parse_spec`, or None to read ``$VOCALIS_TUNING``.
+    ``contenders``: per choice, the candidates that are measured (default: all of them);
+    the others may be forced, never chosen. For each choice: a forced value wins; else
+    with ``"fixed"`` (or a choice outside ``measurable``) the default; else with a single
+    contender that one, unmeasured; else the cached value for ``key`` (when it is still a
+    contender); else every contender is measured with ``measure`` (the candidates of later
     choices are measured with earlier decisions applied) and the fastest kept. Newly
     measured choices are written to the cache together with the cached ones. When a
     measurable choice is forced, the measurements depend on it: they are cached under
@@ -404,10 +406,13 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     measured_any = False
     t_start = time.perf_counter()
     for name, options in candidates.items():
+        options = (contenders or {}).get(name, options)
         if name in forced:
             value, source = forced[name], "forced"
-        elif mode == "fixed" or name not in measurable or len(options) < 2:
+        elif mode == "fixed" or name not in measurable or not options:
             value, source = defaults[name], "fixed"
+        elif len(options) == 1:
+            value, source = options[0], "fixed"
         elif cached_choices.get(name) in options:
             value, source = cached_choices[name], "cache"
             if name in cached["timings"]:
@@ -416,9 +421,7 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             scores = {}
             for option in options:
                 apply(name, option)
-                score = measure(name, option)
-                if score is not None:  # None: the family does not measure this option
-                    scores[option] = round(float(score), 3)
+                scores[option] = round(float(measure(name, option)), 3)
             value, source = min(scores, key=lambda o: scores[o]), "measured"
             tuning.timings[name] = scores
             measured_any = True

@@ -16,6 +16,8 @@ Choices, decided in this order:
     frames, run on real threads as the engine runs it: the FlowLM stepping while the decoder thread runs
     the first codec stage and the helper thread the second (1 row), and the FlowLM stepping
     ``B`` rows while the two codec threads decode half the rows each (as its split mode).
+    Only splits that add up to the budget are measured: on 2 threads ``1:1`` is the only
+    one and is taken without measuring.
 
 ``codec_pipeline`` (``on`` | ``off``)
     When a step decodes few frames (fewer than 4 rows), run the codec's two stages on two
@@ -153,7 +155,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
 
     probe: dict[str, _Probe] = {}
 
-    def timing(name: str, value: str) -> float | None:
+    def timing(name: str, value: str) -> float:
         if "p" not in probe:
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
@@ -170,8 +172,6 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                                       (c, _repeat(head, STEPS)), (c, _repeat(tail, STEPS))])
             return concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)),
                                   (c, _repeat(p.decode_fn([0]), STEPS))])
-        if value not in measured_splits(total):
-            return None  # oversubscribes the budget: allowed when forced, not measured
         f, c = parse_split(value)
         head, tail = p.head_tail_fns([0])
         score = concurrent_ms([(f, _repeat(p.step_fn(1), STEPS)), (c, _repeat(head, STEPS)),
@@ -199,7 +199,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
-                                measurable, notes)
+                                measurable, notes, {"threads": measured_splits(total)})
     if probe:
         probe.clear()
         tuning_mod.release_memory()
