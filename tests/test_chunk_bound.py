@@ -142,11 +142,11 @@ def test_cli_200k_characters_no_traceback(checkpoints, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "vocalis.cli", "generate", "--model", str(ckpt), "--voice",
          str(ckpt / "voice.wav"), "--text-file", str(src), "--max-frames", "1", "--max-tokens",
-         "200", "--seed", "0", "-o", str(out)], capture_output=True, env=env, timeout=900)
+         "1000", "--seed", "0", "-o", str(out)], capture_output=True, env=env, timeout=900)
     err = proc.stderr.decode()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     info = sf.info(str(out))
-    # 200 001 tokens in pieces of at most 200 tokens (max_tokens), one frame each
-    assert info.frames >= 1000 * 1920 and info.frames % 1920 == 0
-    assert "inside words longer than 200 tokens" in err
+    # 200 001 tokens in pieces of at most 1000 tokens (max_tokens), one frame each
+    assert info.frames >= 200 * 1920 and info.frames % 1920 == 0
+    assert "inside words longer than 1000 tokens" in err
