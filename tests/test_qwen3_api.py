@@ -11,6 +11,7 @@ streaming decoder) by length and cosine.
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -149,6 +150,40 @@ def test_a_seeded_request_gives_the_same_codes_alone_and_beside_others(setup):
     alone, together = codes_alone_and_together(tts, reqs, N)
     for a, b in zip(alone, together):
         assert a == b
+
+
+@pytest.mark.slow
+def test_first_audio_does_not_wait_for_the_talker_step(setup):
+    """A request's first frame goes to the codec before the talker step that prepares its
+    next frame: its audio arrives while that step (the family's ``finish_step``, held back
+    here by a gate that only this test opens) has not run, and the audio is the same as
+    without the gate."""
+    _, _, models, _ = setup
+    tts = models["0.6b-customvoice"]
+    want = tts.synthesize(TEXT, speaker="ryan", seed=5, max_frames=6).samples
+    family = tts.family
+    gate, held, opened = threading.Event(), threading.Event(), []
+    real = family.finish_step
+
+    def gated(batch):
+        if not held.is_set():
+            held.set()
+            opened.append(gate.wait(60))  # False: nobody opened it (the audio waited for it)
+        real(batch)
+
+    family.finish_step = gated
+    try:
+        chunks = tts.stream(TEXT, speaker="ryan", seed=5, max_frames=6)
+        first = next(chunks)  # (the talker step may not have been reached yet)
+        assert not gate.is_set() and held.wait(60)
+        gate.set()
+        got = np.concatenate([first, *chunks])
+    finally:
+        gate.set()
+        del family.finish_step
+    assert opened == [True]
+    assert first.shape == (1920,)
+    np.testing.assert_array_equal(got, want)
 
 
 def codes_alone_and_together(tts, reqs, max_new_tokens):

@@ -79,5 +79,10 @@ class Family(Protocol):
         """One frame for each job (``jobs[r]`` in row r, or None); ``job.step`` is the frame
         index within the chunk. Raises only for a failure of the whole step."""
 
+    # Optional: ``finish_step(batch) -> None``, work that follows a step but that its frames
+    # do not need (Qwen3: the talker step preparing the next frame). The engine calls it
+    # once after each step, once that step's frames have gone to the codec; it raises only
+    # for a failure of the whole step.
+
 
 __all__ = ["KEEP_CACHE_POSITIONS", "Family", "FamilyBatch", "RowOut"]

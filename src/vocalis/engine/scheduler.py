@@ -172,14 +172,17 @@ class Engine:
                     self._end_chunk(job, finishes)  # set up its first chunk
                 self._retire_cancelled(finishes)
                 self._prefill(finishes)
+                stepped = False
                 if self._active:
                     try:
                         self._step(decode_items, finishes)
+                        stepped = True
                     except Exception as e:  # a failure of the whole step: fail its rows
                         log.exception("engine step failed")
                         for row, job in list(self._active.items()):
                             self._release(job, failed=True)
                             finishes.append((job, e))
+                done = None
                 if decode_items or finishes:
                     self._decoding = True
                     done = threading.Event() if burst and len(admitted) == 1 else None
@@ -190,9 +193,32 @@ class Engine:
                     self._decode_q.put((decode_items, finishes, done))
                     if done is not None:
                         done.wait()
+                if stepped:
+                    if burst and done is None and decode_items:  # the codec decodes beside it
+                        self._set_threads("flow")
+                    self._finish_step()  # after a lone first frame: on every thread
                 if burst:
                     self._set_threads("flow")
         self._decode_q.put(None)
+
+    def _finish_step(self) -> None:
+        """The family's work that follows a step without its frames needing it (its
+        ``finish_step``, e.g. Qwen3's talker step), run once the frames have gone to the
+        codec. A failure fails the rows of the engine, as a failed step does."""
+        finish = getattr(self.family, "finish_step", None)
+        if finish is None:
+            return
+        try:
+            finish(self.batch)
+        except Exception as e:
+            log.exception("engine step failed")
+            finishes = []
+            for job in list(self._active.values()):
+                self._release(job, failed=True)
+                finishes.append((job, e))
+            if finishes:
+                self._decoding = True
+                self._decode_q.put(([], finishes, None))
 
     def _take_admissions(self) -> list[Job]:
         out = []

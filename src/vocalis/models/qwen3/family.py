@@ -186,6 +186,7 @@ class Qwen3Family:
         self.chunked_decode = chunked_decode
         self.split = split
         self.shared_prompt_passes = 0  # padded prompt passes that served several rows
+        self._talker_step = None  # the talker step left by step() for finish_step()
 
     def thread_split(self, total: int) -> tuple[int, int]:
         """(model threads, codec threads) of ``total``: the split measured at load
@@ -258,9 +259,13 @@ class Qwen3Family:
         st.history = torch.zeros(1, 0, dtype=torch.long, device=logits.device)
 
     def step(self, batch: Qwen3Batch, jobs: list) -> list[RowOut | None]:
+        """One frame of each row: its first codebook from the logits of its last talker
+        pass, the other 15 from the code predictor (every row at once). The talker step
+        that prepares the next frame is left to :meth:`finish_step`."""
         model, talker = self.model, self.model.talker
         spec = talker.spec
         n = len(jobs)
+        self._talker_step = None
         out: list[RowOut | None] = [None] * n
         cont: list[int] = []
         c0: list[torch.Tensor] = []
@@ -302,16 +307,35 @@ class Qwen3Family:
 
         rest = talker.code_predictor.predict(hidden, talker.codec_embed(first), pick)  # [m, 15]
         frames = torch.cat([first, rest], dim=1)  # [m, 16]
-        # 3. talker step of every row at its own position (rows without a frame: padding)
+        # 3. the input of the talker step of every row (rows without a frame: padding); the
+        # step itself runs in finish_step, after these frames have gone to the codec
         embed = torch.zeros(n, 1, spec.talker.hidden_size, dtype=talker.dtype, device=model.device)
         sums = talker.frame_embed(frames[:, None])  # [m, 1, H]
         positions = [0] * n
         for i, r in enumerate(cont):
-            st, prompt = jobs[r].state, jobs[r].voice.prompt
-            t = jobs[r].step
+            job, st, prompt = jobs[r], jobs[r].state, jobs[r].voice.prompt
+            t = job.step
             text = prompt.trailing[:, t:t + 1] if t < prompt.trailing.shape[1] else prompt.tts_pad
             embed[r] = (sums[i:i + 1] + text)[0]
             positions[r] = st.pos
+            start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
+            job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame
+            out[r] = RowOut(frame=frames[i], start=start)
+        self._talker_step = (batch, embed, [jobs[r] for r in cont], cont, positions)
+        return out
+
+    def finish_step(self, batch: Qwen3Batch) -> None:
+        """The talker step of the last :meth:`step`'s rows (each at its own position): the
+        logits of their next frame's first codebook. The engine calls it after that step's
+        frames have gone to the codec, so their audio does not wait for it (a lone request's
+        first audio comes one talker step sooner). A no-op when the step produced no frame.
+
+        Raises: what the talker raises (the engine fails the step's rows)."""
+        pending, self._talker_step = self._talker_step, None
+        if pending is None:
+            return
+        _, embed, cont_jobs, cont, positions = pending
+        talker, n = self.model.talker, embed.shape[0]
         live = {positions[r] for r in cont}
         batch.ensure(max(live) + 1)
         if len(live) == 1:  # every row at one position: the plain kernel path (as batch 1)
@@ -321,15 +345,11 @@ class Qwen3Family:
                 if r not in cont:
                     positions[r] = 0
             logits, hid = talker.decode(embed, _SliceCache(batch.cache, 0, n),
-                                        torch.tensor(positions, dtype=torch.long, device=model.device))
-        for i, r in enumerate(cont):
-            job, st = jobs[r], jobs[r].state
+                                        torch.tensor(positions, dtype=torch.long, device=embed.device))
+        for job, r in zip(cont_jobs, cont):
+            st = job.state
             st.logits, st.hidden = logits[r:r + 1], hid[r:r + 1]
             st.pos += 1
-            start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
-            job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame
-            out[r] = RowOut(frame=frames[i], start=start)
-        return out
 
     def _decode_runs(self, batch: Qwen3Batch, embed: torch.Tensor, rows: list[int], pos: int):
         """Rows at one shared position ``pos``: each contiguous run of ``rows`` goes through
