@@ -408,8 +408,13 @@ def test_bad_inputs_get_openai_envelopes(server):
     s, _, data = server.request("POST", "/v1/audio/speech", b"x" * (2 * 1024 * 1024),
                                 {"Content-Type": "application/json"})
     assert_envelope(s, data, 413, None, "request_too_large")
+    # refused before routing, still counted under its route
+    m = server.metrics()
+    assert m['vocalis_http_requests_total{method="POST",route="/v1/audio/speech",status="413"}'] >= 1
     s, _, data = server.request("GET", "/v1/nothing-here")
     assert_envelope(s, data, 404, None, "not_found")
+    assert server.metrics()[
+        'vocalis_http_requests_total{method="GET",route="unmatched",status="404"}'] >= 1
     s, _, data = server.request("PUT", "/v1/audio/speech")
     assert_envelope(s, data, 405)
 

@@ -215,7 +215,8 @@ class Qwen3TTS(TTS):
         opts = dict(options)
         unknown = sorted(set(opts) - set(KNOWN))
         if unknown:
-            raise InputError(f"unknown option(s) {', '.join(unknown)} for Qwen3-TTS; known: {', '.join(KNOWN)}")
+            raise InputError(f"unknown option(s) {', '.join(unknown)} for Qwen3-TTS; known: {', '.join(KNOWN)}",
+                             param=unknown[0])
         params = self._params(seed, opts)
         for k in STRINGS:
             if opts.get(k) is not None and not isinstance(opts[k], str):

@@ -278,10 +278,22 @@ class Gate:
         finally:
             for fn in scope.get(ON_EXIT, ()):
                 fn(failed)
-            route = scope.get("route")
-            template = getattr(route, "path", None) or ("static" if path.startswith("/static/")
-                                                        else "unmatched")
-            self.state.metrics.http.labels(template, method, str(status_box["status"])).inc()
+            self.state.metrics.http.labels(self._template(scope, path), method,
+                                           str(status_box["status"])).inc()
+
+    def _template(self, scope, path: str) -> str:
+        """The route template of a request for the metrics; a request refused here before
+        routing (401, 413) is counted under its route when the path is one (no parameters)."""
+        route = getattr(scope.get("route"), "path", None)
+        if route:
+            return route
+        if path.startswith("/static/"):
+            return "static"
+        inner = self.app  # down the middleware stack to the router
+        while inner is not None and not hasattr(inner, "routes"):
+            inner = getattr(inner, "app", None)
+        plain = {getattr(r, "path", None) for r in getattr(inner, "routes", ())}
+        return path if path in plain and "{" not in path else "unmatched"
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -585,8 +597,8 @@ def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
         if tts.model.takes_instruct:
             options["instruct"] = body.instructions
             return options, None
-        return options, (f"ignored: {tts.model.name} ({tts.model.model_type}, {tts.model.model_size}) "
-                         "has no instruction control; Qwen3-TTS VoiceDesign and 1.7B CustomVoice do")
+        return options, (f"ignored: {tts.model.name} (Qwen3-TTS {tts.model.kind}) has no "
+                         "instruction control; Qwen3-TTS VoiceDesign and 1.7B CustomVoice do")
     return options, INSTRUCTIONS_NOTE
 
 

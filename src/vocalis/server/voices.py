@@ -262,7 +262,7 @@ class VoiceStore:
         check_name(name, "name")
         if not self.clones:
             raise APIError(400, f"{self.tts.model.name} does not clone voices (Qwen3-TTS "
-                                f"{self.tts.model.model_type}); "
+                                f"{self.tts.model.kind}); "
                                 + (f"its speakers are: {', '.join(self.predefined)}" if self.predefined
                                    else "describe the voice in instructions")
                                 + "; Base models clone", param="audio_sample", code="voice_cloning_unsupported")

@@ -160,6 +160,14 @@ class Qwen3Model:
         return supported_languages(self.talker)
 
     @property
+    def kind(self) -> str:
+        """The released model's name for this kind, e.g. ``0.6B CustomVoice``, ``1.7B Base``."""
+        size = {"0b6": "0.6B", "1b7": "1.7B"}.get(self.model_size, self.model_size)
+        kind = {"base": "Base", "custom_voice": "CustomVoice",
+                "voice_design": "VoiceDesign"}.get(self.model_type, self.model_type)
+        return f"{size} {kind}"
+
+    @property
     def takes_instruct(self) -> bool:
         """VoiceDesign and 1.7B CustomVoice; 0.6B CustomVoice ignores it (official
         ``qwen3_tts_model.py:799-800``); Base has no instruct."""
