@@ -178,10 +178,7 @@ class Engine:
                         self._step(decode_items, finishes)
                         stepped = True
                     except Exception as e:  # a failure of the whole step: fail its rows
-                        log.exception("engine step failed")
-                        for row, job in list(self._active.items()):
-                            self._release(job, failed=True)
-                            finishes.append((job, e))
+                        self._fail_active(e, finishes)
                 done = None
                 if decode_items or finishes:
                     self._decoding = True
@@ -211,14 +208,18 @@ class Engine:
         try:
             finish(self.batch)
         except Exception as e:
-            log.exception("engine step failed")
-            finishes = []
-            for job in list(self._active.values()):
-                self._release(job, failed=True)
-                finishes.append((job, e))
+            finishes: list = []
+            self._fail_active(e, finishes)
             if finishes:
                 self._decoding = True
                 self._decode_q.put(([], finishes, None))
+
+    def _fail_active(self, error: BaseException, finishes: list) -> None:
+        """A failure of a whole step: every active row fails with ``error``."""
+        log.exception("engine step failed")
+        for job in list(self._active.values()):
+            self._release(job, failed=True)
+            finishes.append((job, error))
 
     def _take_admissions(self) -> list[Job]:
         out = []

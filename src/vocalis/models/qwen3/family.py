@@ -321,7 +321,7 @@ class Qwen3Family:
             start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
             job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame
             out[r] = RowOut(frame=frames[i], start=start)
-        self._talker_step = (batch, embed, [jobs[r] for r in cont], cont, positions)
+        self._talker_step = (embed, [jobs[r] for r in cont], cont, positions)
         return out
 
     def finish_step(self, batch: Qwen3Batch) -> None:
@@ -334,7 +334,7 @@ class Qwen3Family:
         pending, self._talker_step = self._talker_step, None
         if pending is None:
             return
-        _, embed, cont_jobs, cont, positions = pending
+        embed, cont_jobs, cont, positions = pending
         talker, n = self.model.talker, embed.shape[0]
         live = {positions[r] for r in cont}
         batch.ensure(max(live) + 1)
