@@ -238,6 +238,7 @@ class Gate:
     def __init__(self, app, state: ServerState):
         self.app = app
         self.state = state
+        self._plain: set[str] | None = None
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -289,11 +290,13 @@ class Gate:
             return route
         if path.startswith("/static/"):
             return "static"
-        inner = self.app  # down the middleware stack to the router
-        while inner is not None and not hasattr(inner, "routes"):
-            inner = getattr(inner, "app", None)
-        plain = {getattr(r, "path", None) for r in getattr(inner, "routes", ())}
-        return path if path in plain and "{" not in path else "unmatched"
+        if self._plain is None:  # once: the router's paths without parameters
+            inner = self.app  # down the middleware stack to the router
+            while inner is not None and not hasattr(inner, "routes"):
+                inner = getattr(inner, "app", None)
+            self._plain = {p for p in (getattr(r, "path", None) for r in getattr(inner, "routes", ()))
+                           if p and "{" not in p}
+        return path if path in self._plain else "unmatched"
 
 
 def _header(scope, name: bytes) -> str | None:
