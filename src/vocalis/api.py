@@ -463,15 +463,17 @@ class TTS:
 
 @frees_thread_pool
 def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
-         max_batch: int = 16, max_queue: int = 256, quantize: bool = False,
+         max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
          exact: bool = False, dtype: str = "float32", full_state_decode: bool = False,
          tuning: str | dict | None = None) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
     Weights come from the hub at the pinned revision (the gated repo with voice cloning,
-    else the open one, saying so) or from the paths in a YAML config. ``quantize``: dynamic
-    int8 FlowLM linears, or for Qwen3-TTS the talker and code-predictor linears
-    (CPU, float32; faster, not bit-identical). ``max_batch``: rows run together;
+    else the open one, saying so) or from the paths in a YAML config. ``quantize``
+    (``True`` = ``"int8"``): dynamic int8 FlowLM linears, or for Qwen3-TTS the talker and
+    code-predictor linears (CPU, float32; faster, not bit-identical); Qwen3-TTS also takes
+    ``"int4"`` (4-bit weights in blocks of 32, x86 with AVX2, a kernel built at first use
+    with the C++ compiler: :mod:`vocalis.models.qwen3.int4`). ``max_batch``: rows run together;
     ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
     PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
     package (the default oneDNN-packed linears agree to float rounding, and are faster).
@@ -497,9 +499,11 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
-        InputError: bad device or thread count.
+        InputError: bad device, thread count or quantize mode; int4 for Pocket TTS, or where
+        its kernel cannot be built.
     """
     dev = _check_device(device)
+    quantize = quantize_mode(quantize)
     if dtype not in ("float32", "bfloat16"):
         raise InputError(f"unknown dtype {dtype!r}: use float32 or bfloat16")
     for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
@@ -515,6 +519,9 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     if dtype != "float32" or full_state_decode:
         raise InputError("dtype and full_state_decode are Qwen3-TTS options; Pocket TTS runs in "
                          "float32 (use quantize for int8)")
+    if quantize == "int4":
+        raise InputError("quantize int4 is a Qwen3-TTS option; Pocket TTS quantizes to int8 "
+                         "(quantize=True or 'int8')", param="quantize")
     cfg, name, released = resolve_model_id(model_id)
     from vocalis import hub
 
@@ -541,6 +548,20 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     return tts
 
 
+def quantize_mode(quantize) -> str | None:
+    """``quantize`` of :func:`load` → ``None``, ``"int8"`` or ``"int4"``.
+
+    Raises InputError for anything else (naming the accepted values)."""
+    if quantize is False or quantize is None:
+        return None
+    if quantize is True:
+        return "int8"
+    if isinstance(quantize, str) and quantize.strip().lower() in ("int8", "int4"):
+        return quantize.strip().lower()
+    raise InputError(f"unknown quantize {quantize!r}: use false, true (= int8), 'int8' or 'int4'",
+                     param="quantize")
+
+
 def is_qwen3(model_id: str) -> bool:
     """A Qwen3-TTS id, Hub repo id, or local folder whose config.json is Qwen3-TTS's."""
     from vocalis.models.qwen3.checkpoint import is_qwen3 as _is_qwen3
@@ -554,7 +575,7 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     from vocalis.models.qwen3.model import load_model
 
     if quantize and dev.type != "cpu":
-        raise InputError("int8 quantization runs on the CPU only: drop quantize or use cpu")
+        raise InputError(f"{quantize} quantization runs on the CPU only: drop quantize or use cpu")
     if quantize and dtype != "float32":
         raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32")
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
@@ -563,7 +584,7 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     name = release.model_id if release is not None else path.name  # messages name the folder
     model = load_model(path, name, dtype=dtype, device=dev)
     if quantize:
-        model.quantize_int8()
+        model.quantize(quantize)
     model.talker.trace()
     from vocalis.engine.tuning import parse_split
     from vocalis.models.qwen3.tuning import tune

@@ -65,6 +65,9 @@ MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (s
               "qwen3-tts/0.6b-base, qwen3-tts/1.7b-{base,customvoice,voicedesign}, the Hub repo "
               "id Qwen/Qwen3-TTS-12Hz-..., or a local Qwen3-TTS checkpoint folder.")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
+QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predictor with 4-bit "
+                      "weights (x86 CPU with AVX2; its kernel is built at first use with the C++ "
+                      "compiler, g++). Implies --quantize.")
 
 
 # --------------------------------------------------------------------------- logging
@@ -324,6 +327,8 @@ def generate(
     quantize: Annotated[bool, typer.Option(
         help="Dynamic int8 linears: Pocket FlowLM, Qwen3 talker and code predictor (CPU only, "
              "float32; faster, not bit-identical to fp32).")] = False,
+    quantize_mode: Annotated[str | None, typer.Option(
+        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
     exact: Annotated[bool, typer.Option(
         help="Keep PyTorch's default CPU kernels and measure no speed choices: bit-identical "
              "to the official package (the measured choices agree to float rounding).")] = False,
@@ -358,7 +363,8 @@ def generate(
         sampling = _sampling(temperature=temperature, max_frames=max_frames, **pocket_only)
 
     try:
-        tts = api.load(model, device=device, threads=threads, quantize=quantize, exact=exact,
+        tts = api.load(model, device=device, threads=threads,
+                       quantize=quantize_mode or quantize, exact=exact,
                        dtype=dtype, tuning=tuning)
         if qwen3:
             v = voice  # the request resolves it with its mode (speaker, reference, prompt)
@@ -1008,7 +1014,10 @@ def bench(
                           "interpreter $VOCALIS_QWEN_PYTHON, at --threads.",
         show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
-        help="vocalis side: dynamic int8 FlowLM (CPU; faster, not bit-identical).")] = False,
+        help="vocalis side: dynamic int8 linears (Pocket FlowLM; Qwen3 talker and code "
+             "predictor; CPU; faster, not bit-identical).")] = False,
+    quantize_mode: Annotated[str | None, typer.Option(
+        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
     official_quantize: Annotated[bool, typer.Option(
         "--official-quantize", help="Load the official model with quantize=True (its int8 "
                                     "path).")] = False,
@@ -1033,8 +1042,8 @@ def bench(
 
     check_texts(text)
     engine_kw, extra = parse_session_options(session_options)
-    if quantize:
-        engine_kw["quantize"] = True
+    if quantize or quantize_mode:
+        engine_kw["quantize"] = quantize_mode or True
     if tuning is not None:
         engine_kw["tuning"] = tuning
     if extra:
@@ -1131,6 +1140,11 @@ def serve(
         "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
         "words (English, French, German, Spanish, Italian, Portuguese, Russian, Japanese, Korean) "
         "for requests without a `normalize` field.")] = True,
+    quantize: Annotated[bool, typer.Option(
+        help="Dynamic int8 linears for every --model (Pocket FlowLM; Qwen3 talker and code "
+             "predictor; CPU; faster, not bit-identical).")] = False,
+    quantize_mode: Annotated[str | None, typer.Option(
+        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
     ray: Annotated[bool, typer.Option(
         "--ray", help="Serve on Ray Serve: replicas that each load the model and its engine, "
                       "behind Serve's HTTP proxy at --host/--port (needs pip install "
@@ -1164,7 +1178,8 @@ def serve(
                    voice=voice, max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout,
                    model_name=model_name, normalize=normalize, ray_address=ray_address,
                    replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
-                   replica_gpus=replica_gpus, ray_cpus=ray_cpus)
+                   replica_gpus=replica_gpus, ray_cpus=ray_cpus,
+                   quantize=quantize_mode or quantize)
         return
     ray_only = {"--ray-address": ray_address,
                 "--replicas": replicas, "--autoscale": autoscale,
@@ -1183,7 +1198,8 @@ def serve(
     run(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
-        model_name=model_name or None, on_ready=ready, normalize=normalize)
+        model_name=model_name or None, on_ready=ready, normalize=normalize,
+        quantize=quantize_mode or quantize)
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,

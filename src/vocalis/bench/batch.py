@@ -87,7 +87,7 @@ def parse_session_options(text: str | dict | None,
                           family: str = "pocket") -> tuple[dict, dict]:
     """``--session-options`` JSON -> (load keywords, default request options).
 
-    Load keywords: ``max_batch``, ``max_queue`` (engine limits), ``quantize`` (int8 FlowLM).
+    Load keywords: ``max_batch``, ``max_queue`` (engine limits), ``quantize`` (true or ``"int8"``; ``"int4"`` for Qwen3-TTS).
 
     Raises:
         InputError: not a JSON object, unknown key, or an invalid value.
@@ -113,8 +113,9 @@ def parse_session_options(text: str | dict | None,
                          f"known: {', '.join(LOAD_KEYS + option_names(family))}")
     for k, v in load_kw.items():
         if k == "quantize":
-            if not isinstance(v, bool):
-                raise InputError(f"--session-options: quantize must be true or false, got {v!r}")
+            if not isinstance(v, bool) and v not in ("int8", "int4"):
+                raise InputError("--session-options: quantize must be true, false, \"int8\" or "
+                                 f"\"int4\", got {v!r}")
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"--session-options: {k} must be an integer >= 1, got {v!r}")

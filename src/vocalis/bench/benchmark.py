@@ -189,6 +189,12 @@ def add_frame_figures(summary: dict, per_request: list[dict] | None) -> dict:
     return summary
 
 
+def _quantize_mode(value):
+    from vocalis.api import quantize_mode
+
+    return quantize_mode(value)
+
+
 def run_bench(model: str, texts: list[str], voice: str | None = None, *, device: str = "cpu",
               threads: int | None = None, concurrency: int = 1, frames: int | None = None,
               requests: int | None = None, seed: int = 0, against: str | None = None,
@@ -203,6 +209,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         cpu {model, isa, capability, logical_cpus}, loadavg_before}, tuning (Pocket: the
         speed choices, see vocalis.engine.tuning.Tuning.as_dict; else null), model, config, device, threads, torch_threads, voice, texts,
         text_chars, concurrency, requests, frames, seed, sampling, session_options, quantize,
+        quantize_mode (null, "int8" or "int4"),
         family ("pocket-tts" | "qwen3-tts"), mode (Qwen3: {model_type, folder, speaker,
         instruct, language, ref_audio, xvector_only}; Pocket: null),
         vocalis: {load_ms, voice_ms, warmup: PASS, session: PASS, per_request: [...]}
@@ -324,6 +331,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
         "texts": texts, "text_chars": [len(t) for t in texts], "concurrency": concurrency,
         "requests": n_req, "frames": frames, "seed": seed, "sampling": sampling,
         "session_options": engine_kw, "quantize": bool(engine_kw.get("quantize", False)),
+        "quantize_mode": _quantize_mode(engine_kw.get("quantize", False)),
         "family": "qwen3-tts" if q3 is not None else "pocket-tts",
         "mode": qwen3.describe(q3) if q3 is not None else None,
         "vocalis": {"load_ms": _r(load_ms), "voice_ms": _r(voice_ms), "warmup": warm,
@@ -427,7 +435,8 @@ def render_table(report: dict):
                     f"{report['requests']} request(s)"
                     + (f", {report['frames']} frames/chunk" if report["frames"] else ""))
     t.add_column("metric")
-    t.add_column("vocalis" + (" int8" if report.get("quantize") else ""), justify="right")
+    mode = report.get("quantize_mode") or ("int8" if report.get("quantize") else None)
+    t.add_column("vocalis" + (f" {mode}" if mode else ""), justify="right")
     if off:
         t.add_column("official" + (" int8" if off.get("quantize") else "")
                      + f" ({official_label(off)})", justify="right")

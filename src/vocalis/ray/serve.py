@@ -40,7 +40,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ray import serve
@@ -82,6 +82,7 @@ class ServeArgs(BaseModel):
     device: str = "cpu"
     threads: int | None = Field(None, ge=1)
     tuning: str | None = None
+    quantize: bool | Literal["int8", "int4"] = False
 
     @field_validator("model")
     @classmethod
@@ -184,7 +185,8 @@ class VocalisServer:
             for m in a.models():
                 kw = {"tuning": a.tuning} if a.tuning is not None else {}
                 self.tts.append(vocalis.load(m, device=a.device, threads=a.threads,
-                                             max_batch=a.max_batch, max_queue=a.max_queue, **kw))
+                                             max_batch=a.max_batch, max_queue=a.max_queue,
+                                             quantize=a.quantize, **kw))
         except BaseException:
             for t in self.tts:
                 t.close()
@@ -335,7 +337,7 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
         device: str = "cpu", threads: int | None = None, model_name: list[str] | None = None,
         normalize: bool = True, shutdown_timeout: float = 10.0,
         on_ready: Callable[[str], None] | None = None,
-        stop: threading.Event | None = None) -> None:
+        stop: threading.Event | None = None, quantize: bool | str = False) -> None:
     """``vocalis serve --ray``: deploy the application on a Ray cluster (``address``; None
     starts a local instance on 127.0.0.1), serve it at ``host:port`` through Serve's HTTP
     proxy until SIGINT/SIGTERM (or ``stop`` is set), then delete it (in-flight requests get
@@ -363,7 +365,7 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
         "voices_dir": absolute(voices_dir) if voices_dir else None,
         "voice": absolute(voice), "api_key": api_key, "max_batch": max_batch,
         "max_queue": max_queue, "max_input_chars": max_input_chars, "normalize": normalize,
-        "device": device, "threads": threads})
+        "device": device, "threads": threads, "quantize": quantize})
     if args.voices_dir is None:
         from vocalis.server.run import default_voices_dir
 

@@ -42,7 +42,8 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
         shutdown_timeout: float = 10.0, quiet: bool = False,
         model_name: str | list[str] | None = None,
-        on_ready: Callable[[str], None] | None = None, normalize: bool = True) -> None:
+        on_ready: Callable[[str], None] | None = None, normalize: bool = True,
+        quantize: bool | str = False) -> None:
     """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
     the first is the default) until SIGINT/SIGTERM.
 
@@ -53,6 +54,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     :func:`vocalis.server.app.served_model_name`). ``normalize``: the requests' default for
     text normalization (see :func:`vocalis.server.app.create_app`). Every model gets its own engine with
     ``max_batch``, ``max_queue`` and ``threads``; they share the machine's cores.
+    ``quantize``: as :func:`vocalis.load`, for every model.
 
     Raises:
         InputError: bad limits, a busy port, an invalid ``model_name``.
@@ -83,7 +85,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     try:
         for m in models:
             loaded.append(vocalis.load(m, device=device, threads=threads, max_batch=max_batch,
-                                       max_queue=max_queue))
+                                       max_queue=max_queue, quantize=quantize))
         vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
         try:
             vdir.mkdir(parents=True, exist_ok=True)

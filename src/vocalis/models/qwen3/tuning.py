@@ -84,7 +84,7 @@ def fingerprint(model, max_batch: int) -> dict:
     return {"family": "qwen3-tts", "config": f"{model.model_size}-{model.model_type}",
             "config_sha": hashlib.sha256(cfg.encode()).hexdigest()[:16],
             "dtype": str(model.talker.dtype).removeprefix("torch."),
-            "quantized": bool(model.quantized), "batch": calibration_rows(max_batch),
+            "quantized": model.quantized or False, "batch": calibration_rows(max_batch),
             "method": METHOD_VERSION}
 
 

@@ -1,0 +1,130 @@
+"""4-bit weight-only linears for the CPU (Qwen3-TTS ``quantize="int4"``).
+
+A frame of the 0.6B model reads the talker's weights once and the code predictor's 15
+times (about 1.6 GB per frame in int8, ``README.md`` "What bounds it"): on a few CPU cores
+its speed is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those
+bytes. PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) were 2-30x slower
+than fbgemm's int8 at one row on the development machine, so the product is a small C++
+kernel of ours (``kernels/q4.cpp``, x86 with AVX2), built at first use by
+``torch.utils.cpp_extension`` (needs a C++ compiler; cached under
+``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``).
+
+Format (per output channel ``n``, per block ``b`` of 32 inputs, input size padded with
+zero weights to a multiple of 256):
+
+* weights: ``d_w = max |w| / 7``, ``q_w = clamp(round(w / d_w), -8, 7)``;
+* activations, per call and row: ``d_x = max |x| / 127``, ``q_x = round(x / d_x)``;
+* ``y_n = sum_b d_w[n, b] * d_x[b] * sum_i q_w[n, b, i] * q_x[b, i]``, the block sums exact
+  in int32, the rest in float32 in a fixed order: a row's result does not depend on the
+  other rows of the call (nor on the thread count), so a seeded request gives the same
+  codes alone and in a batch.
+
+The error of one output against float32 is bounded by the two roundings (half a step each):
+``|y - x.w| <= sum_b (d_w/2 * ||x_b||_1 + d_x/2 * ||q_w d_w||_1)`` over the blocks
+(``tests/test_qwen3_int4.py`` checks it). Being 4-bit, that error is about 5x the int8
+path's: measure the codes on the released weights before relying on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import shutil
+import threading
+from pathlib import Path
+
+import torch
+
+from vocalis.errors import InputError
+
+_SOURCE = Path(__file__).with_name("kernels") / "q4.cpp"
+_LOCK = threading.Lock()
+_LOADED: list[bool] = []  # [True] once the op library is registered
+
+
+def kernel_available() -> str | None:
+    """None when the int4 kernel can run here, else why not (one sentence)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"the int4 kernel needs an x86-64 CPU with AVX2 (this is {platform.machine()})"
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        return "the int4 kernel needs a CPU with AVX2 (PyTorch reports " \
+               f"{torch.backends.cpu.get_cpu_capability()})"
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        return "the int4 kernel is built at first use and needs a C++ compiler (Debian: " \
+               "apt-get install g++)"
+    return None
+
+
+def load_kernel() -> None:
+    """Build (first time on this machine) and register ``torch.ops.vocalis_q4``.
+
+    Raises:
+        InputError (param ``quantize``): not an x86 CPU with AVX2, no C++ compiler, or the
+            build failed; the message names the cause and the int8 alternative.
+    """
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED:
+            return
+        why = kernel_available()
+        if why is not None:
+            raise InputError(f"{why}: use quantize='int8'", param="quantize")
+        # cpp_extension logs a CUDA warning at import on CPU-only machines: not ours to show
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+        from torch.utils.cpp_extension import load
+
+        try:
+            load("vocalis_q4", [str(_SOURCE)], extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
+        except Exception as e:  # compiler or linker failure: its first line says which
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputError(f"the int4 kernel could not be built ({first}): check the C++ "
+                             "compiler (g++) or use quantize='int8'", param="quantize") from None
+        _LOADED.append(True)
+
+
+def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``weight [N, K]`` float32 → ``(packed [N, Kp/2] uint8, scales [N, Kp/32] float32)``,
+    ``Kp`` = K rounded up to 256 (see the module docstring for the format)."""
+    load_kernel()
+    packed, scales = torch.ops.vocalis_q4.pack(weight.detach().float().contiguous())
+    return packed, scales
+
+
+class Int4Linear(torch.nn.Module):
+    """4-bit replacement of a float32 ``nn.Linear`` (CPU, AVX2; see the module docstring).
+
+    ``prompt``: an :class:`~vocalis.models.qwen3.model.Int8Linear` of the same weights for
+    calls of several positions per row (``x [B, T, K]`` with ``T > 1``: the talker's prompt
+    pass). There the 4-bit kernel, which unpacks its nibbles per call, is slower than
+    fbgemm's int8 (compute-bound, 49 positions); one-position calls (every frame's step) use
+    the 4-bit weights. Which kernel runs depends on the call's shape per row only, so a
+    request's result still does not depend on the other rows. ``None``: always 4-bit.
+
+    Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.
+    """
+
+    def __init__(self, linear: torch.nn.Linear, prompt: torch.nn.Module | None = None):
+        super().__init__()
+        w = linear.weight.detach().float()
+        self.out_features, self.in_features = w.shape
+        packed, scales = pack(w)
+        self.register_buffer("packed", packed, persistent=False)
+        self.register_buffer("scales", scales, persistent=False)
+        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach().float(),
+                                                                        requires_grad=False)
+        self.prompt = prompt
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.prompt is not None and x.dim() >= 3 and x.shape[-2] > 1:
+            return self.prompt(x)
+        y = torch.ops.vocalis_q4.linear(x, self.packed, self.scales)
+        return y if self.bias is None else y.add_(self.bias)
+
+    def extra_repr(self) -> str:
+        tail = ", int8 for prompt passes" if self.prompt is not None else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, int4{tail}"
+
+
+__all__ = ["Int4Linear", "kernel_available", "load_kernel", "pack"]
