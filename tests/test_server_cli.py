@@ -151,3 +151,36 @@ def test_serve_busy_port_is_a_one_line_error(checkpoints):
                             "--port", str(port)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith("error: cannot listen on 127.0.0.1:")
+
+
+def test_serve_quantize_mode_int4_serves_the_quantized_model(tmp_path):
+    """``vocalis serve --quantize-mode int4``: the served audio is the 4-bit model's (the same
+    seeded request through ``vocalis.load(quantize="int4")``), not the float32 model's."""
+    import numpy as np
+
+    import vocalis
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    ckpt = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=4, tiny=True)
+    req = {"model": "cv", "input": "Served in four bits.", "voice": "ryan",
+           "response_format": "pcm", "seed": 3, "max_new_tokens": 8}
+    proc = Proc(["--model", str(ckpt), "--port", "0", "--quantize-mode", "int4",
+                 "--voices-dir", str(tmp_path / "voices"), "-q"]).wait_ready(180)
+    try:
+        status, pcm = proc.request("POST", "/v1/audio/speech", req)
+        assert status == 200, pcm
+    finally:
+        assert proc.stop() == 0, proc.log()
+    got = np.frombuffer(pcm, "<i2").astype(np.float64) / 32767
+    opts = dict(speaker="ryan", seed=3, max_new_tokens=8)
+    with vocalis.load(str(ckpt), quantize="int4") as tts:
+        q4 = tts.synthesize(req["input"], **opts).samples
+    with vocalis.load(str(ckpt)) as tts:
+        fp = tts.synthesize(req["input"], **opts).samples
+
+    def cos(a, b):
+        n = min(len(a), len(b))
+        return float(np.dot(a[:n], b[:n]) / (np.linalg.norm(a[:n]) * np.linalg.norm(b[:n])))
+
+    assert got.shape == q4.shape and np.abs(got - q4).max() < 2 / 32767  # 16-bit rounding
+    assert cos(got, fp) < 0.99  # not the float32 model's audio
