@@ -70,6 +70,14 @@ QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predi
                       "compiler, g++). Implies --quantize.")
 
 
+def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:
+    """``--quantize`` and ``--quantize-mode`` as ``vocalis.load``'s ``quantize`` (the mode
+    wins); InputError (exit 2) for an unknown mode, before anything loads."""
+    from vocalis.api import quantize_mode as check
+
+    return check(quantize_mode) if quantize_mode is not None else bool(quantize)
+
+
 # --------------------------------------------------------------------------- logging
 
 
@@ -364,7 +372,7 @@ def generate(
 
     try:
         tts = api.load(model, device=device, threads=threads,
-                       quantize=quantize_mode or quantize, exact=exact,
+                       quantize=_quantize(quantize, quantize_mode), exact=exact,
                        dtype=dtype, tuning=tuning)
         if qwen3:
             v = voice  # the request resolves it with its mode (speaker, reference, prompt)
@@ -1042,8 +1050,8 @@ def bench(
 
     check_texts(text)
     engine_kw, extra = parse_session_options(session_options)
-    if quantize or quantize_mode:
-        engine_kw["quantize"] = quantize_mode or True
+    if quantize or quantize_mode is not None:
+        engine_kw["quantize"] = _quantize(quantize, quantize_mode)
     if tuning is not None:
         engine_kw["tuning"] = tuning
     if extra:
@@ -1179,7 +1187,7 @@ def serve(
                    model_name=model_name, normalize=normalize, ray_address=ray_address,
                    replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
                    replica_gpus=replica_gpus, ray_cpus=ray_cpus,
-                   quantize=quantize_mode or quantize)
+                   quantize=_quantize(quantize, quantize_mode))
         return
     ray_only = {"--ray-address": ray_address,
                 "--replicas": replicas, "--autoscale": autoscale,
@@ -1199,7 +1207,7 @@ def serve(
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
         model_name=model_name or None, on_ready=ready, normalize=normalize,
-        quantize=quantize_mode or quantize)
+        quantize=_quantize(quantize, quantize_mode))
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
