@@ -863,3 +863,14 @@ def test_sigterm_to_the_process_group_stops_a_local_instance_quickly(ckpt, tmp_p
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_serve_args_take_the_quantize_modes_of_load():
+    """A Serve application's ``quantize`` arg takes what ``vocalis.load`` takes (pydantic
+    checks it before any replica starts; a bad one names the field)."""
+    from vocalis.ray.serve import parse_args
+
+    for good in (False, True, "int8", "int4"):
+        assert parse_args({"model": "m", "quantize": good}).quantize == good
+    with pytest.raises(vocalis.InputError, match="quantize"):
+        parse_args({"model": "m", "quantize": "int3"})
