@@ -222,7 +222,13 @@ def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, monkeypatch, ca
             "--quantize-mode", "int2", "-o", "-"]
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown quantize 'int2'" in err[0]
+    assert len(err) == 1 and "--quantize-mode must be int8 or int4, got 'int2'" in err[0]
+    bench = ["bench", "--model", str(ckpt), "--speaker", "ryan", "--frames", "2",
+             "--text", TEXT * 2, "--text", TEXT * 3, "--quantize-mode", "int4",
+             "--session-options", '{"quantize": "int8"}']
+    assert cli.main(bench) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "contradicts" in err[0]
     monkeypatch.setenv("PATH", "")
     why = int4.kernel_available()
     assert why is not None and "C++ compiler" in why

@@ -520,8 +520,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
         raise InputError("dtype and full_state_decode are Qwen3-TTS options; Pocket TTS runs in "
                          "float32 (use quantize for int8)")
     if quantize == "int4":
-        raise InputError("quantize int4 is a Qwen3-TTS option; Pocket TTS quantizes to int8 "
-                         "(quantize=True or 'int8')", param="quantize")
+        raise InputError(f"{model_id}: int4 is a Qwen3-TTS option; Pocket TTS quantizes to int8 "
+                         "(--quantize, or quantize=True in Python)", param="quantize")
     cfg, name, released = resolve_model_id(model_id)
     from vocalis import hub
 
@@ -585,6 +585,7 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     model = load_model(path, name, dtype=dtype, device=dev)
     if quantize:
         model.quantize(quantize)
+        log.info("%s: talker and code predictor in %s", name, quantize)
     model.talker.trace()
     from vocalis.engine.tuning import parse_split
     from vocalis.models.qwen3.tuning import tune

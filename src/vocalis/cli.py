@@ -67,15 +67,18 @@ MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (s
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
 QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predictor with 4-bit "
                       "weights (x86 CPU with AVX2; its kernel is built at first use with the C++ "
-                      "compiler, g++). Implies --quantize.")
+                      "compiler, g++). Implies --quantize, and wins over --no-quantize.")
 
 
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:
     """``--quantize`` and ``--quantize-mode`` as ``vocalis.load``'s ``quantize`` (the mode
     wins); InputError (exit 2) for an unknown mode, before anything loads."""
-    from vocalis.api import quantize_mode as check
-
-    return check(quantize_mode) if quantize_mode is not None else bool(quantize)
+    if quantize_mode is None:
+        return bool(quantize)
+    mode = quantize_mode.strip().lower()
+    if mode not in ("int8", "int4"):
+        raise InputError(f"--quantize-mode must be int8 or int4, got {quantize_mode!r}")
+    return mode
 
 
 # --------------------------------------------------------------------------- logging
@@ -1051,7 +1054,13 @@ def bench(
     check_texts(text)
     engine_kw, extra = parse_session_options(session_options)
     if quantize or quantize_mode is not None:
-        engine_kw["quantize"] = _quantize(quantize, quantize_mode)
+        from vocalis.api import quantize_mode as mode_of
+
+        flag = _quantize(quantize, quantize_mode)
+        if "quantize" in engine_kw and mode_of(engine_kw["quantize"]) != mode_of(flag):
+            raise InputError(f"--session-options quantize {engine_kw['quantize']!r} contradicts "
+                             f"--quantize/--quantize-mode ({flag!r}): give one of them")
+        engine_kw["quantize"] = flag
     if tuning is not None:
         engine_kw["tuning"] = tuning
     if extra:

@@ -69,18 +69,22 @@ def load_kernel() -> None:
             return
         why = kernel_available()
         if why is not None:
-            raise InputError(f"{why}: use quantize='int8'", param="quantize")
+            raise InputError(f"{why}: use int8 instead (--quantize-mode int8, quantize='int8')",
+                             param="quantize")
         # cpp_extension logs a CUDA warning at import on CPU-only machines: not ours to show
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
         from torch.utils.cpp_extension import load
 
+        logging.getLogger(__name__).info(
+            "loading the int4 kernel (built once per machine and kernel version, about 40 s)")
         try:
             load("vocalis_q4", [str(_SOURCE)], extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
                  extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
         except Exception as e:  # compiler or linker failure: its first line says which
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise InputError(f"the int4 kernel could not be built ({first}): check the C++ "
-                             "compiler (g++) or use quantize='int8'", param="quantize") from None
+                             "compiler (g++) or use int8 (--quantize-mode int8, quantize='int8')",
+                             param="quantize") from None
         _LOADED.append(True)
 
 
