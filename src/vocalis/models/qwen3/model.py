@@ -186,7 +186,7 @@ class Qwen3Model:
         ``"int4"`` (:class:`~vocalis.models.qwen3.int4.Int4Linear`, weights in blocks of
         32 with a float32 scale each; x86 with AVX2 and a C++ compiler, the kernel being
         built at first use). With int4 the talker's linears also keep an int8 copy for its
-        prompt pass (several positions per row, where fbgemm's int8 is faster): about 0.66
+        prompt pass (several positions per row, where fbgemm's int8 is faster): about 0.72
         GB of talker weights instead of 0.44 GB at 0.6B.
 
         Converted: q/k/v/o and gate/up/down of every talker and predictor decoder layer,
