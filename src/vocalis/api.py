@@ -548,6 +548,10 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     return tts
 
 
+#: what ``quantize`` names besides True/False (True = "int8"); int4 is Qwen3-TTS only
+QUANTIZE_MODES = ("int8", "int4")
+
+
 def quantize_mode(quantize) -> str | None:
     """``quantize`` of :func:`load` → ``None``, ``"int8"`` or ``"int4"``.
 
@@ -556,7 +560,7 @@ def quantize_mode(quantize) -> str | None:
         return None
     if quantize is True:
         return "int8"
-    if isinstance(quantize, str) and quantize.strip().lower() in ("int8", "int4"):
+    if isinstance(quantize, str) and quantize.strip().lower() in QUANTIZE_MODES:
         return quantize.strip().lower()
     raise InputError(f"unknown quantize {quantize!r}: use false, true (= int8), 'int8' or 'int4'",
                      param="quantize")

@@ -73,11 +73,13 @@ QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predi
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:
     """``--quantize`` and ``--quantize-mode`` as ``vocalis.load``'s ``quantize`` (the mode
     wins); InputError (exit 2) for an unknown mode, before anything loads."""
+    from vocalis.api import QUANTIZE_MODES
+
     if quantize_mode is None:
         return bool(quantize)
     mode = quantize_mode.strip().lower()
-    if mode not in ("int8", "int4"):
-        raise InputError(f"--quantize-mode must be int8 or int4, got {quantize_mode!r}")
+    if mode not in QUANTIZE_MODES:
+        raise InputError(f"--quantize-mode must be {' or '.join(QUANTIZE_MODES)}, got {quantize_mode!r}")
     return mode
 
 

@@ -113,7 +113,9 @@ def parse_session_options(text: str | dict | None,
                          f"known: {', '.join(LOAD_KEYS + option_names(family))}")
     for k, v in load_kw.items():
         if k == "quantize":
-            if not isinstance(v, bool) and v not in ("int8", "int4"):
+            from vocalis.api import QUANTIZE_MODES
+
+            if not (isinstance(v, bool) or (isinstance(v, str) and v.strip().lower() in QUANTIZE_MODES)):
                 raise InputError("--session-options: quantize must be true, false, \"int8\" or "
                                  f"\"int4\", got {v!r}")
             continue

@@ -39,7 +39,7 @@ from vocalis.errors import InputError
 
 _SOURCE = Path(__file__).with_name("kernels") / "q4.cpp"
 _LOCK = threading.Lock()
-_LOADED: list[bool] = []  # [True] once the op library is registered
+_loaded = False  # True once torch.ops.vocalis_q4 is registered
 
 
 def kernel_available() -> str | None:
@@ -62,10 +62,11 @@ def load_kernel() -> None:
         InputError (param ``quantize``): not an x86 CPU with AVX2, no C++ compiler, or the
             build failed; the message names the cause and the int8 alternative.
     """
-    if _LOADED:
+    global _loaded
+    if _loaded:
         return
     with _LOCK:
-        if _LOADED:
+        if _loaded:
             return
         why = kernel_available()
         if why is not None:
@@ -85,7 +86,7 @@ def load_kernel() -> None:
             raise InputError(f"the int4 kernel could not be built ({first}): check the C++ "
                              "compiler (g++) or use int8 (--quantize-mode int8, quantize='int8')",
                              param="quantize") from None
-        _LOADED.append(True)
+        _loaded = True
 
 
 def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdint>
 
-// Block of 32 weights along K: 16 bytes of nibbles (byte j: element j low, j+16 high, +8 offset).
 static inline float hsum8(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
