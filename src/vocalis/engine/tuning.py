@@ -372,7 +372,8 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             spec, measure: Measure, apply: Callable[[str, str], None],
             measurable: tuple[str, ...] | None = None,
             notes: dict[str, str] | None = None,
-            contenders: dict[str, tuple[str, ...]] | None = None) -> Tuning:
+            contenders: dict[str, tuple[str, ...]] | None = None,
+            rounds: dict[str, int] | None = None) -> Tuning:
     """Decide every choice in ``candidates`` (in order) and ``apply`` each decision.
 
     ``spec``: as in :func:`parse_spec`, or None to read ``$VOCALIS_TUNING``.
@@ -381,7 +382,10 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     with ``"fixed"`` (or a choice outside ``measurable``) the default; else with a single
     contender that one, unmeasured; else the cached value for ``key`` (when it is still a
     contender); else every contender is measured with ``measure`` (the candidates of later
-    choices are measured with earlier decisions applied) and the fastest kept. Newly
+    choices are measured with earlier decisions applied) and the fastest kept. With
+    ``rounds[name]`` > 1 the contenders are measured that many times, in turn (forward,
+    then backward, ...), and each keeps its shortest score: a slow spell of the machine (another
+    process, a frequency change) then has to hit every round of one contender to mislead. Newly
     measured choices are written to the cache together with the cached ones. When a
     measurable choice is forced, the measurements depend on it: they are cached under
     ``key`` plus the forced choices (read first by a load forcing the same ones, which
@@ -418,10 +422,13 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             if name in cached["timings"]:
                 tuning.timings[name] = cached["timings"][name]
         else:
-            scores = {}
-            for option in options:
-                apply(name, option)
-                scores[option] = round(float(measure(name, option)), 3)
+            scores: dict[str, float] = {}
+            for r in range(max(1, (rounds or {}).get(name, 1))):
+                for option in (options if r % 2 == 0 else options[::-1]):
+                    apply(name, option)
+                    ms = round(float(measure(name, option)), 3)
+                    scores[option] = min(ms, scores.get(option, ms))
+            scores = {o: scores[o] for o in options}
             value, source = min(scores, key=lambda o: scores[o]), "measured"
             tuning.timings[name] = scores
             measured_any = True

@@ -282,7 +282,7 @@ class Transformer(nn.Module):
             x = _layer_rows(layer, x, d, rows, pos, pos_q, mask)
         return x
 
-    def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor], rows: torch.Tensor,
+    def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor], rows: slice | torch.Tensor,
                           pos: torch.Tensor) -> torch.Tensor:
         """B rows at their own positions over ring caches of ``S_cap >= context + T - 1`` slots.
 
@@ -322,17 +322,38 @@ class PackedLinear(nn.Module):
     Same products as ``F.linear``; the summation order differs from MKL's GEMV/GEMM, so
     results agree to float rounding (about 1e-6 relative), not bit for bit. On CPU it
     streams the weight faster at batch 1 (memory-bound) and uses the cores better for
-    small batches (measured 1.4x and 2.5x on one core at batch 1 and 16).
+    small batches (measured 1.4x and 2.5x on one core at batch 1 and 16) on some CPUs.
+
+    ``batch_hint``: the number of rows oneDNN lays the weight out for. On a 2-core AMD EPYC
+    (Zen 3) the layout for 16 rows ran a 1-row product at half the speed of PyTorch's
+    default kernel, and the layout for 1 row matched it while staying faster at 16 rows
+    (``[4096, 1024]`` weight, one thread); which wins is measured per machine
+    (:mod:`vocalis.models.pocket.tuning`).
+
+    ``one_row_default``: also keep the original weight and compute one-row inputs with
+    PyTorch's default kernel (bit-identical to ``F.linear`` there), the packed layout for
+    more rows: the weight is then held twice.
     """
 
-    def __init__(self, linear: nn.Linear, batch_hint: int = 16):
+    def __init__(self, linear: nn.Linear, batch_hint: int = 16, one_row_default: bool = False):
         super().__init__()
+        self.batch_hint = batch_hint
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self._packed = packed_weight(linear.weight, batch_hint)
         self._bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
+        # plain tensors, not a submodule: pack_linears must not see a Linear inside
+        self._weight = linear.weight.detach() if one_row_default else None
+        self._weight_bias = (None if linear.bias is None or not one_row_default
+                             else linear.bias.detach())
+
+    @property
+    def one_row_default(self) -> bool:
+        return self._weight is not None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._weight is not None and x.numel() == self.in_features:
+            return F.linear(x, self._weight, self._weight_bias)
         return packed_matmul(x, self._packed, self._bias)
 
 
@@ -368,18 +389,19 @@ def unfolded_conv(x: torch.Tensor, n: int, conv: nn.Conv1d, packed: torch.Tensor
     return y.view(b, n, -1).transpose(1, 2)
 
 
-def pack_linears(module: nn.Module) -> list[tuple[nn.Module, str, nn.Linear]]:
-    """Replace every plain ``nn.Linear`` inside ``module`` by a :class:`PackedLinear`
-    (call after the weights are loaded); returns ``(parent, attribute, original)`` for each
-    replaced linear, so that :func:`unpack_linears` can put them back (drop the list to free
-    the originals)."""
+def pack_linears(module: nn.Module, batch_hint: int = 16, one_row_default: bool = False,
+                 ) -> list[tuple[nn.Module, str, nn.Linear]]:
+    """Replace every plain ``nn.Linear`` inside ``module`` by a :class:`PackedLinear` laid
+    out for ``batch_hint`` rows (``one_row_default``: see there; call after the weights are
+    loaded); returns ``(parent, attribute, original)`` for each replaced linear, so that
+    :func:`unpack_linears` can put them back (drop the list to free the originals)."""
     replaced = []
     for name, child in list(module.named_children()):
         if type(child) is nn.Linear:
-            setattr(module, name, PackedLinear(child))
+            setattr(module, name, PackedLinear(child, batch_hint, one_row_default))
             replaced.append((module, name, child))
         else:
-            replaced += pack_linears(child)
+            replaced += pack_linears(child, batch_hint, one_row_default)
     return replaced
 
 

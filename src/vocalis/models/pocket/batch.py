@@ -186,7 +186,8 @@ class PocketBatch:
         x = up(x, state)
         self.conv_state[up][idx] = state[0]
         x = mimi.decoder_transformer.transformer.forward_ring_rows(
-            x.transpose(1, 2), self.dec_kv, idx, self.dec_pos[idx]).transpose(1, 2)
+            x.transpose(1, 2), self.dec_kv, _as_slice(rows) or idx,
+            self.dec_pos[idx]).transpose(1, 2)
         self.dec_pos[idx] += mimi.upsample_stride
         return x
 
@@ -217,6 +218,14 @@ class PocketBatch:
         """Both codec stages: one normalized latent per row ``[n, 32]`` -> PCM ``[n, 1920]``;
         rows flagged ``first`` start a new text chunk (fresh state, fade-in)."""
         return self.decode_tail(rows, self.decode_head(rows, latents, first), first)
+
+
+def _as_slice(rows: list[int]) -> slice | None:
+    """``rows`` as a slice when they are consecutive and increasing (the usual case), so
+    that the decoder reads its ring caches as views instead of gathering copies."""
+    if rows and rows == list(range(rows[0], rows[0] + len(rows))):
+        return slice(rows[0], rows[0] + len(rows))
+    return None
 
 
 def _in_encoder(mimi, module) -> bool:

@@ -2,13 +2,19 @@
 
 Choices, decided in this order:
 
-``flow_linears`` (``packed`` | ``default``)
+``flow_linears`` (``packed`` | ``packed1`` | ``hybrid`` | ``default``)
     The FlowLM's float32 linears as oneDNN-packed weights
-    (:class:`~vocalis.models.layers.PackedLinear`) or PyTorch's default kernels. Score: the
-    median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch, 8)`` rows,
-    on the model thread count of the default split.
-``codec_linears`` (``packed`` | ``default``)
-    The same for the Mimi decoder's transformer linears; score: one codec frame
+    (:class:`~vocalis.models.layers.PackedLinear`) laid out for 16 rows (``packed``) or for
+    one row (``packed1``), or PyTorch's default kernels; opt-in (forced, never measured)
+    ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
+    holds the weights twice (about 290 MB more for the FlowLM of the released configs).
+    Score: the median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch,
+    8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
+    of one row on every thread (a request's time to first audio: on a 2-core AMD EPYC the
+    default kernels ran it at 223 ms against 110 ms packed, while stepping one row faster).
+``codec_linears`` (``packed`` | ``packed1`` | ``default``)
+    The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
+    positions, never a lone row); score: one codec frame
     (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
@@ -53,8 +59,13 @@ from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, 
 from vocalis.models.pocket.batch import PocketBatch
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 4  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits of the budget only
+METHOD_VERSION = 5  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+# of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds
 STEPS = 3  # frames per thread-split run
+ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
+PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
+#: the packed kernels: (rows oneDNN lays the weights out for, one row on the default kernel)
+PACKINGS = {"packed": (16, False), "packed1": (1, False), "hybrid": (16, True)}
 
 
 def fingerprint(model, max_batch: int) -> dict:
@@ -84,7 +95,15 @@ class _Probe:
         self.rows = rows
         self.latent_dim = int(model.flow_lm.bos_emb.shape[-1])
         self.batch = PocketBatch(model, rows)
-        self.batch.ensure(rows, 64)
+        self.batch.ensure(rows, 64 + PROMPT_TOKENS)
+
+    def prompt_fn(self, tokens: int) -> Callable[[], object]:
+        """A prompt pass of ``tokens`` positions for one row after a 32-position voice."""
+        fm = self.model.flow_lm
+        x = torch.zeros(1, tokens, fm.d_model, device=self.model.device)
+        pos = torch.full((1,), 32, dtype=torch.long, device=self.model.device)
+        return lambda: fm.transformer.forward_linear_rows(x, self.batch.flow_kv, slice(0, 1),
+                                                          pos, 32)
 
     def step_fn(self, n: int) -> Callable[[], object]:
         dev = self.model.device
@@ -128,14 +147,18 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     total = max(1, int(threads))
     cpu = model.device.type == "cpu"
     packable = cpu and not exact and can_pack_linears(model.device)
-    kernels = ("packed", "default") if packable else ("default",)
+    kernels = ("packed", "packed1", "default") if packable else ("default",)
     f0, c0 = default_split(total)
-    candidates = {"flow_linears": kernels, "codec_linears": kernels,
+    # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
+    # is 16 positions), and only when forced: it holds the weights twice
+    candidates = {"flow_linears": kernels[:-1] + ("hybrid", "default") if packable else kernels,
+                  "codec_linears": kernels,
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
-    packed: dict[str, list | None] = {"flow_linears": None, "codec_linears": None}
+    # per choice: the packed kernel in place (None: default) and the linears it replaced
+    packed: dict[str, tuple[str, list] | None] = {"flow_linears": None, "codec_linears": None}
     modules = {"flow_linears": model.flow_lm, "codec_linears": model.mimi}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
 
@@ -147,11 +170,14 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             if value == "bfloat16":
                 model.mimi.decoder.to(torch.bfloat16)
             return
-        if value == "packed" and packed[name] is None:
-            packed[name] = pack_linears(modules[name])
-        elif value == "default" and packed[name] is not None:
-            unpack_linears(packed[name])
+        now = packed[name]
+        if (now[0] if now else "default") == value:
+            return
+        if now is not None:
+            unpack_linears(now[1])
             packed[name] = None
+        if value in PACKINGS:
+            packed[name] = (value, pack_linears(modules[name], *PACKINGS[value]))
 
     probe: dict[str, _Probe] = {}
 
@@ -160,8 +186,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
         sizes = sorted({1, p.rows})
-        if name == "flow_linears":
-            return sum(tuning_mod.timed_ms(p.step_fn(n), f0) for n in sizes)
+        if name == "flow_linears":  # the steps, and a prompt pass on every thread (TTFA)
+            return (sum(tuning_mod.timed_ms(p.step_fn(n), f0) for n in sizes)
+                    + tuning_mod.timed_ms(p.prompt_fn(PROMPT_TOKENS), total))
         if name == "codec_linears":
             return sum(tuning_mod.timed_ms(p.decode_fn(list(range(n))), c0) for n in sizes)
         if name == "codec_pipeline":
@@ -199,12 +226,14 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
-                                measurable, notes, {"threads": measured_splits(total)})
+                                measurable, notes, {"threads": measured_splits(total),
+                                                    "flow_linears": kernels},
+                                rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS})
     if probe:
         probe.clear()
         tuning_mod.release_memory()
     return result
 
 
-__all__ = ["METHOD_VERSION", "default_split", "parse_split", "split_candidates", "tune",
+__all__ = ["METHOD_VERSION", "PACKINGS", "default_split", "parse_split", "split_candidates", "tune",
            "tuning_key"]
