@@ -45,6 +45,8 @@ class PocketBatch:
         self.rows = 0
         self.capacity = 0
         self.high: list[int] = []  # per row: one past the highest FlowLM position written
+        # per row: (position, condition [cond]) of a first step computed in its prompt pass
+        self.ready: dict[int, tuple[int, torch.Tensor]] = {}
         self.flow_kv = [torch.zeros(2, 0, 0, t.kv_heads, t.head_dim, device=dev)
                         for _ in range(t.num_layers)]
         dt = mimi.config.dec_transformer
@@ -81,9 +83,16 @@ class PocketBatch:
 
     @torch.no_grad()
     def prefill(self, rows: list[int], voices: list[VoiceState], token_ids: list[list[int]],
-                ) -> list[int]:
+                first_step: bool = False) -> list[int]:
         """Put each row's voice then its text chunk into the cache; returns each row's next
         position.
+
+        ``first_step`` (one row only): also run the chunk's first FlowLM step (the BOS
+        latent at the next position) as one more position of the same pass, so that the
+        weights are read once for both; :meth:`take_ready` then hands its condition to
+        the step. The official package runs it as a separate 1-row pass: the condition
+        agrees to float rounding (the products are summed in another order), not bit for
+        bit, so exact models do not use it.
 
         One forward pass over all rows' chunk tokens (the official prompt pass, batched):
         shorter chunks are padded at the end with token 0, whose keys land after the row's
@@ -95,23 +104,51 @@ class PocketBatch:
             rows: cache rows; voices: their voice states (KV ``[2, 1, P, Hkv, D]`` per layer);
             token_ids: their chunks' token ids (non-empty).
         """
+        if first_step and len(rows) != 1:
+            raise ValueError("first_step is for a prompt pass of one row")
         fm = self.model.flow_lm
         dev = self.model.device
         lengths = [len(ids) for ids in token_ids]
         t = max(lengths)
         starts = [v.length for v in voices]
-        self.ensure(max(rows) + 1, max(starts) + t)
+        extra = int(first_step)
+        self.ensure(max(rows) + 1, max(starts) + t + extra)
         for row, voice in zip(rows, voices):
+            self.ready.pop(row, None)
             for d, kv in zip(self.flow_kv, voice.kv):
                 d[:, row:row + 1, :voice.length] = kv
-            self.high[row] = max(self.high[row], voice.length + t)
+            self.high[row] = max(self.high[row], voice.length + t + extra)
         tokens = torch.tensor([ids + [0] * (t - len(ids)) for ids in token_ids],
                               dtype=torch.long, device=dev)
         pos = torch.tensor(starts, dtype=torch.long, device=dev)
         where = slice(rows[0], rows[0] + 1) if len(rows) == 1 else torch.tensor(rows, device=dev)
-        fm.transformer.forward_linear_rows(fm.conditioner(tokens), self.flow_kv, where, pos,
-                                           max(starts))
+        x = fm.conditioner(tokens)
+        if first_step:  # the step's input, as in step(): BOS through the input projection
+            x = torch.cat([x, fm.input_linear(fm.bos_emb[None, None, :].to(x.dtype))], dim=1)
+        h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts))
+        if first_step:
+            self.ready[rows[0]] = (starts[0] + t, self._condition(h[:, -1:])[0])
         return [p + n for p, n in zip(starts, lengths)]
+
+    def take_ready(self, rows: list[int], pos: list[int], n: int) -> torch.Tensor | None:
+        """The conditions ``[n, cond]`` of a step of rows ``[0, n)`` whose live ``rows`` all
+        had it computed by their prompt pass at these positions (``pos[r]``), else None
+        (the step runs, and recomputes those rows). Either way their entries are used up."""
+        got = [self.ready.pop(r, None) for r in rows]
+        if not rows or any(g is None or g[0] != pos[r] for g, r in zip(got, rows)):
+            return None
+        cond = got[0][1].new_zeros(n, got[0][1].shape[-1])
+        for (_, c), r in zip(got, rows):
+            cond[r] = c
+        return cond
+
+    def _condition(self, h: torch.Tensor) -> torch.Tensor:
+        """Transformer output ``[n, 1, d]`` -> condition ``[n, cond]`` float32."""
+        fm = self.model.flow_lm
+        h = fm.out_norm(h)
+        if fm.z_proj is not None:
+            h = fm.z_proj(h)
+        return h.float()[:, -1]
 
     def oversized(self) -> bool:
         """More than KEEP_CACHE_POSITIONS positions per row: give it back when idle."""
@@ -123,6 +160,7 @@ class PocketBatch:
         self.flow_kv = [d.new_zeros(2, self.rows, 0, *d.shape[3:]) for d in self.flow_kv]
         self.capacity = 0
         self.high = [0] * self.rows
+        self.ready.clear()
 
     def cache_bytes(self) -> int:
         """Bytes held by the FlowLM cache."""
@@ -131,6 +169,7 @@ class PocketBatch:
     def clear_row(self, row: int) -> None:
         """Zero everything ``row`` wrote to the FlowLM cache (after a failed request, whose
         values may be NaN or inf: masked keys get zero weight, but 0 * NaN is NaN)."""
+        self.ready.pop(row, None)
         if row < self.rows:
             for d in self.flow_kv:
                 d[:, row, :self.high[row]] = 0
@@ -154,10 +193,7 @@ class PocketBatch:
         x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
         h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, slice(0, n),
                                                pos, pos_max)
-        h = fm.out_norm(h)
-        if fm.z_proj is not None:
-            h = fm.z_proj(h)
-        return h.float()[:, -1]
+        return self._condition(h)
 
     # ---------------------------------------------------------------- Mimi
 

@@ -98,7 +98,10 @@ class PocketFamily:
         ids = [job.chunks[job.chunk][1] for job in jobs]
         for job, n in zip(jobs, ids):
             batch.ensure(job.row + 1, job.voice.length + len(n) + job.budget)
-        ends = batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids)
+        # a lone prompt pass also runs the chunk's first step (time to first audio)
+        fuse = len(jobs) == 1 and not self.model.exact
+        ends = batch.prefill([j.row for j in jobs], [j.voice for j in jobs], ids,
+                             first_step=fuse)
         for job, end in zip(jobs, ends):
             job.state.pos = end
             # the official prompt pass draws one noise sample and discards it
@@ -120,8 +123,10 @@ class PocketFamily:
             if job.state.latent is not None:
                 latents[r] = job.state.latent
                 bos[r] = False
-        pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
-        cond = batch.step(n, latents, bos, pos, max(pos_list))
+        cond = batch.take_ready([r for r, j in enumerate(jobs) if j is not None], pos_list, n)
+        if cond is None:
+            pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
+            cond = batch.step(n, latents, bos, pos, max(pos_list))
         eos_logit = fm.out_eos(cond)[:, 0].float().cpu()
         out: list[RowOut | None] = [None] * n
         noise = torch.zeros(n, dim)
