@@ -484,9 +484,11 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     ``exact`` also turns off the runaway guard; ``full_state_decode`` decodes long
     utterances in one causal pass instead of the official 300/25 chunks.
 
-    ``tuning`` (Pocket TTS): the speed choices (packed or default linears for the FlowLM and
-    the codec, the thread split between them, one or two codec threads at few rows) are
-    measured on this machine at the first load and cached (:mod:`vocalis.models.pocket.tuning`);
+    ``tuning`` (Pocket TTS): the speed choices (oneDNN-packed for 16 rows or for one row,
+    or default linears for the FlowLM and the codec, the thread split between them, one or
+    two codec threads at few rows) are measured on this machine at the first load and
+    cached (:mod:`vocalis.models.pocket.tuning`); ``"flow_linears=hybrid"`` (never measured)
+    keeps the default kernel for a lone row beside the packed weights, holding them twice;
     ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
     bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures three: packed or default

@@ -384,8 +384,9 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     contender); else every contender is measured with ``measure`` (the candidates of later
     choices are measured with earlier decisions applied) and the fastest kept. With
     ``rounds[name]`` > 1 the contenders are measured that many times, in turn (forward,
-    then backward, ...), and each keeps its shortest score: a slow spell of the machine (another
-    process, a frequency change) then has to hit every round of one contender to mislead. Newly
+    then backward, ...), and each keeps its shortest score: a slow spell of the machine
+    (another process, a frequency change) then has to hit every round of one contender to
+    mislead. Newly
     measured choices are written to the cache together with the cached ones. When a
     measurable choice is forced, the measurements depend on it: they are cached under
     ``key`` plus the forced choices (read first by a load forcing the same ones, which

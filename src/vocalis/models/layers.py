@@ -282,8 +282,8 @@ class Transformer(nn.Module):
             x = _layer_rows(layer, x, d, rows, pos, pos_q, mask)
         return x
 
-    def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor], rows: slice | torch.Tensor,
-                          pos: torch.Tensor) -> torch.Tensor:
+    def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor],
+                          rows: slice | torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """B rows at their own positions over ring caches of ``S_cap >= context + T - 1`` slots.
 
         Position p lives in slot ``p % S_cap``; a slot is visible to query q when it holds a
