@@ -29,19 +29,19 @@ def loaded(checkpoints):
     tts.close()
 
 
-def prompt(tts, voice, rows=4):
-    ids = tts.model.chunk_text(TEXT)[0][1]
-    return PocketBatch(tts.model, rows), ids
+def prompt(tts):
+    """A fresh 4-row batch and the token ids of TEXT's first chunk."""
+    return PocketBatch(tts.model, 4), tts.model.chunk_text(TEXT)[0][1]
 
 
 def test_fused_first_step_equals_the_separate_step(loaded):
     tts, voice = loaded
     latent = tts.model.flow_lm.latent_dim
     with torch.inference_mode():
-        fused, ids = prompt(tts, voice)
+        fused, ids = prompt(tts)
         (end,) = fused.prefill([0], [voice.state], [ids], first_step=True)
         cond = fused.take_ready([0], [end], 1)
-        sep, _ = prompt(tts, voice)
+        sep, _ = prompt(tts)
         assert sep.prefill([0], [voice.state], [ids]) == [end]
         want = sep.step(1, torch.zeros(1, latent), torch.ones(1, dtype=torch.bool),
                         torch.tensor([end]), end)
@@ -57,7 +57,7 @@ def test_fused_first_step_equals_the_separate_step(loaded):
 def test_a_ready_step_serves_only_its_row_and_position(loaded):
     tts, voice = loaded
     with torch.inference_mode():
-        batch, ids = prompt(tts, voice)
+        batch, ids = prompt(tts)
         (end,) = batch.prefill([1], [voice.state], [ids], first_step=True)
         assert batch.take_ready([1], [0, end + 1], 2) is None  # another position
         assert not batch.ready  # and it is gone: the step recomputes the row

@@ -342,10 +342,8 @@ class PackedLinear(nn.Module):
         self.out_features = linear.out_features
         self._packed = packed_weight(linear.weight, batch_hint)
         self._bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
-        # plain tensors, not a submodule: pack_linears must not see a Linear inside
+        # a plain tensor, not a submodule: pack_linears must not see a Linear inside
         self._weight = linear.weight.detach() if one_row_default else None
-        self._weight_bias = (None if linear.bias is None or not one_row_default
-                             else linear.bias.detach())
 
     @property
     def one_row_default(self) -> bool:
@@ -353,7 +351,7 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._weight is not None and x.numel() == self.in_features:
-            return F.linear(x, self._weight, self._weight_bias)
+            return F.linear(x, self._weight, self._bias)
         return packed_matmul(x, self._packed, self._bias)
 
 
