@@ -257,3 +257,25 @@ def test_exact_mode_is_bit_identical_for_a_lone_request(config, checkpoints, voi
     tts.close()
     assert ref.shape == mine.shape
     assert np.abs(ref - mine).max() < 1e-6
+
+
+def test_cli_voice_export_equals_official_export(checkpoints, voice_files, tmp_path):
+    """``vocalis voices export`` writes the official package's voice file for the same audio,
+    tensor for tensor and bit for bit (it loads with the default kernels)."""
+    import safetensors.torch
+    from pocket_tts.models.model_state import export_model_state
+
+    from vocalis import cli
+
+    d = checkpoints.get("english_2m_2026-10")
+    wav = voice_files["44k_stereo_pcm16.wav"]
+    mine = tmp_path / "vocalis.safetensors"
+    assert cli.main(["voices", "export", str(wav), str(mine), "--model", str(d / "config.yaml"),
+                     "-q"]) == 0
+    off = TTSModel.load_model(config=str(d / "config.yaml"))
+    theirs = tmp_path / "official.safetensors"
+    export_model_state(off.get_state_for_audio_prompt(wav, truncate=True), theirs)
+    a, b = safetensors.torch.load_file(mine), safetensors.torch.load_file(theirs)
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].shape == b[k].shape and torch.equal(a[k], b[k]), k

@@ -8,6 +8,7 @@ real), and the one test with the real clock checks only what was measured and st
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -536,3 +537,20 @@ def test_only_splits_of_the_budget_are_measured_and_others_may_be_forced(cache):
     forced = tuning_mod.resolve({"k": 1}, {"x": ("a", "b", "c", "d")}, {"x": "a"}, "x=c",
                                 never, lambda n, v: None, contenders={"x": ("b", "d")})
     assert (forced.choices, forced.sources) == ({"x": "c"}, {"x": "forced"})
+
+
+def test_cli_generate_measures_its_choices_for_one_row(checkpoints, tmp_path):
+    """``vocalis generate`` runs one request, which takes one engine row: its first run
+    measures the speed choices for one row (not for a server's batch), and stores them so."""
+    env = {**os.environ, "VOCALIS_CACHE": str(tmp_path / "cache")}
+    env.pop("VOCALIS_TUNING", None)
+    d = checkpoints.get(CONFIG)
+    out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi there.",
+                          "--model", str(d), "--voice", str(d / "voice.wav"), "--seed", "1",
+                          "--max-frames", "3", "--threads", "2", "-q",
+                          "-o", str(tmp_path / "a.wav")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    entries = json.loads((tmp_path / "cache" / "tuning.json").read_text())
+    assert [e["key"]["model"]["batch"] for e in entries.values()] == [1]
+    assert entries.popitem()[1]["key"]["threads"] == 2

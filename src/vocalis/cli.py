@@ -378,7 +378,9 @@ def generate(
         sampling = _sampling(temperature=temperature, max_frames=max_frames, **pocket_only)
 
     try:
-        tts = api.load(model, device=device, threads=threads,
+        # One request runs on one engine row (its text chunks follow each other), so the
+        # model is loaded, and its speed choices measured, for one row, not for a server's.
+        tts = api.load(model, device=device, threads=threads, max_batch=1,
                        quantize=_quantize(quantize, quantize_mode), exact=exact,
                        dtype=dtype, tuning=tuning)
         if qwen3:
@@ -593,7 +595,9 @@ def voices_export(
     qwen3 = api.is_qwen3(model.strip())
     if not qwen3 and (ref_text is not None or xvector_only):
         raise InputError("--ref-text and --xvector-only are Qwen3-TTS Base options")
-    tts = api.load(model, device=device)
+    # Exporting runs no generation: the default kernels (exact) measure no speed choices and
+    # give the official package's voice state bit for bit.
+    tts = api.load(model, device=device, max_batch=1, exact=True)
     voice = tts.voice(audio, ref_text=ref_text, xvector_only=xvector_only) if qwen3 else tts.voice(audio)
     try:
         voice.save(out_path)
