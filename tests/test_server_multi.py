@@ -60,7 +60,11 @@ def test_models_are_listed_and_each_request_picks_one(multi):
     assert ids[:3] == ["narrator", "pocket-tts", "speakers"]
     assert "cloner" in ids and "tts-1" in ids
     assert "qwen3-tts" not in ids  # two Qwen3 models: the family name would be ambiguous
-    assert client.models.retrieve("speakers").id == "speakers"
+    card = client.models.retrieve("speakers")
+    assert (card.id, card.family, card.quantize, card.exact) == ("speakers", "qwen3-tts", None, False)
+    cards = {m.id: m for m in client.models.list().data}
+    assert cards["narrator"].family == cards["tts-1"].family == "pocket-tts"
+    assert cards["cloner"].family == "qwen3-tts" and cards["narrator"].quantize is None
 
     def speak(model, voice, seed, **extra):
         return wav_of(client.audio.speech.create(model=model, input=TEXT, voice=voice,

@@ -441,10 +441,11 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                         auth=state.api_key is not None, max_input_chars=state.max_input_chars,
                         engine=d.tts.engine_status(),
                         uptime_s=round(time.time() - state.started, 1),
-                        **_capabilities(d.tts),
+                        **_capabilities(d.tts), **_weights(d.tts),
                         models=[{"id": h.model_id, "aliases": h.names[1:],
                                  "sample_rate": h.tts.sample_rate, "engine": h.tts.engine_status(),
-                                 **_capabilities(h.tts)} for h in state.models])
+                                 **_capabilities(h.tts), **_weights(h.tts)}
+                                for h in state.models])
         return JSONResponse(body, status_code=503 if state.shutting_down else 200)
 
     @app.get("/metrics", include_in_schema=False)
@@ -454,8 +455,9 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     # ------------------------------------------------------------------ models
 
     def model_obj(mid: str) -> dict:
+        h = state.pick(mid)
         return {"id": mid, "object": "model", "created": int(state.started),
-                "owned_by": "vocalis"}
+                "owned_by": "vocalis", "family": h.family, **_weights(h.tts)}
 
     @app.get("/v1/models")
     async def list_models():
@@ -463,7 +465,6 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
 
     @app.get("/v1/models/{model_id:path}")
     async def get_model(model_id: str):
-        state.pick(model_id)
         return model_obj(model_id)
 
     # ------------------------------------------------------------------ voices
@@ -585,6 +586,15 @@ def _capabilities(tts) -> dict:
     m = tts.model
     return {"family": "qwen3-tts", "model_type": m.model_type, "languages": m.languages,
             "instructions": m.takes_instruct, "cloning": m.model_type == "base"}
+
+
+def _weights(tts) -> dict:
+    """How the model computes: ``quantize`` (``None`` for float weights, ``"int8"`` or
+    ``"int4"``) and ``exact`` (PyTorch's default kernels, bit-identical to the official
+    package), as it was loaded (``vocalis serve --quantize-mode/--exact``)."""
+    q = getattr(tts.model, "quantized", None)
+    return {"quantize": "int8" if q is True else (q or None),
+            "exact": bool(getattr(tts, "exact", getattr(tts.model, "exact", False)))}
 
 
 def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
