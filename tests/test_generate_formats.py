@@ -142,3 +142,17 @@ def test_ctrl_c_says_interrupted_and_leaves_a_playable_partial_file(ckpt, tmp_pa
     seconds = float(lines[0].split("first ")[1].split(" s")[0])
     info = sf.info(str(path))  # finalized: STREAMINFO holds the true length
     assert info.frames > 0 and abs(info.frames / RATE - seconds) < 0.01
+
+
+def test_reader_that_goes_away_stops_generate_quietly(ckpt):
+    """``vocalis generate -o - | head -c 100``: the closed pipe ends it with 141 (128 +
+    SIGPIPE, as a shell tool) and nothing on stderr."""
+    p = subprocess.Popen([sys.executable, "-m", "vocalis.cli", "generate", "--model", str(ckpt),
+                          "--voice", str(ckpt / "voice.wav"), "--text", "Hello there. " * 40,
+                          "--seed", "1", "-q", "-o", "-"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = p.stdout.read(100)  # the reader takes 100 bytes, then goes away
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 141, err.decode()
+    assert head[:4] == b"RIFF" and err == b""

@@ -293,6 +293,52 @@ def test_models_random_files_paths_and_overwrite(tmp_path, monkeypatch):
     assert (other / "notes.txt").read_text() == "mine"
 
 
+def test_models_random_qwen3_modes_refusals_and_force(tmp_path):
+    """A Qwen3-TTS random checkpoint is written like a Pocket one: the usual permissions,
+    refused over a non-empty folder, replaced with --force (also by the other family)."""
+    out = tmp_path / "q"
+    r = cli("models", "random", "--config", "qwen3-tts/0.6b-customvoice", "--tiny", "--out",
+            str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().strip() == str(out.absolute())
+    assert [p.name for p in tmp_path.iterdir()] == ["q"]  # no temporary folder left
+    umask = os.umask(0)
+    os.umask(umask)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"config.json", "model.safetensors", "vocab.json"}
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o666 & ~umask}
+    assert stat.S_IMODE((out / "speech_tokenizer").stat().st_mode) == 0o777 & ~umask
+    assert "already holds a checkpoint" in one_error_line(
+        cli("models", "random", "--config", "qwen3-tts/0.6b-base", "--tiny", "--out", str(out)))
+    assert json.loads((out / "config.json").read_text())["tts_model_type"] == "custom_voice"
+    r = cli("models", "random", "--config", "qwen3-tts/0.6b-base", "--tiny", "--out", str(out),
+            "--force", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "config.json").read_text())["tts_model_type"] == "base"
+    r = cli("models", "random", "--config", SMALL, "--out", str(out), "--force", "-q")
+    assert r.returncode == 0, r.stderr
+    assert not (out / "config.json").exists() and (out / "config.yaml").is_file()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert "holds no random checkpoint" in one_error_line(
+        cli("models", "random", "--config", "qwen3-tts/0.6b-base", "--tiny", "--out",
+            str(other), "--force"))
+    assert (other / "notes.txt").read_text() == "mine"
+    assert "unknown Qwen3-TTS model" in one_error_line(
+        cli("models", "random", "--config", "qwen3-tts/0.9b", "--out", str(tmp_path / "z")))
+    assert not (tmp_path / "z").exists()
+
+
+def test_voice_files_get_the_usual_permissions(ckpt, tmp_path):
+    out = tmp_path / "v.safetensors"
+    r = cli("voices", "export", str(ckpt / "voice.wav"), str(out), "--model", str(ckpt), "-q")
+    assert r.returncode == 0, r.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+
+
 def test_relative_paths_resolve_from_the_yaml_folder(ckpt, tmp_path, monkeypatch):
     from vocalis.errors import ModelNotFound
 

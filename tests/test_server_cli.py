@@ -169,6 +169,7 @@ def test_serve_quantize_mode_int4_serves_the_quantized_model(tmp_path):
     try:
         status, pcm = proc.request("POST", "/v1/audio/speech", req)
         assert status == 200, pcm
+        assert f"vocalis: serving cv at {proc.url}" in proc.log()  # the id, not the path
         status, card = proc.request("GET", "/v1/models/cv")
         assert status == 200 and json.loads(card)["quantize"] == "int4", card
     finally:

@@ -121,7 +121,12 @@ def test_errors_name_what_the_chosen_model_accepts(multi):
     # options of the other family are refused by the chosen model, naming the option
     status, _, data = server.request("POST", "/v1/audio/speech",
                                      {**body, "model": "narrator", "language": "english"})
-    assert status == 400 and b"language" in data
+    err = json.loads(data)["error"]
+    assert status == 400 and err["param"] == "language" and "language" in err["message"]
+    status, _, data = server.request("POST", "/v1/audio/speech",
+                                     {**body, "model": "speakers", "voice": "ryan",
+                                      "noise_clamp": 1.0})
+    assert status == 400 and json.loads(data)["error"]["param"] == "noise_clamp"
 
 
 def test_voices_are_per_model_and_uploads_go_where_asked(multi, checkpoints):
@@ -182,5 +187,6 @@ def test_cli_refuses_mismatched_or_clashing_names(checkpoints, tmp_path):
         "error: 2 --model-name for 1 --model: give at most one name per model, in the same order"]
     r = _serve("--model", ckpt, "--model", ckpt, "--port", "0", "--voices-dir", str(tmp_path))
     assert r.returncode == 2, r.stderr
-    last = r.stderr.strip().splitlines()[-1]
-    assert "two models would be served as" in last and "--model-name" in last
+    lines = r.stderr.strip().splitlines()  # refused before loading: no load log before it
+    assert len(lines) == 1 and "two models would be served as" in lines[0], r.stderr
+    assert "--model-name" in lines[0]

@@ -97,7 +97,7 @@ def test_instructions_map_to_instruct_or_are_reported_ignored(served):
     ref = tts.synthesize(TEXT, instruct="A calm, low voice.", **OPTS).samples
     assert np.abs(wav - ref).max() < 1e-4
     status, _, data = server.request("POST", "/v1/audio/speech", {**body, "instructions": None})
-    assert status == 400 and b"needs instruct" in data and b'"param":"instructions"' in data
+    assert status == 400 and b"needs instruct (`instructions` in the OpenAI API)" in data and b'"param":"instructions"' in data
     status, _, data = server.request("POST", "/v1/audio/speech", {**body, "voice": "ryan"})
     assert status == 400 and b"has no voices" in data
     # 0.6B CustomVoice ignores instructions: said in a header

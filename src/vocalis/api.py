@@ -302,7 +302,7 @@ class TTS:
         if unknown:
             raise InputError(f"unknown sampling option(s): {', '.join(sorted(unknown))}; known: "
                              + ", ".join(f for f in SamplingParams.__dataclass_fields__
-                                         if f != "seed"))
+                                         if f != "seed"), param=sorted(unknown)[0])
         return SamplingParams(seed=seed, **sampling).validated()
 
     @property

@@ -274,7 +274,8 @@ class Qwen3TTS(TTS):
             if voice is not None:
                 raise VoiceError(f"{m.name} (VoiceDesign) has no voices: describe the voice with instruct")
             if instruct is None:
-                raise InputError(f"{m.name} (VoiceDesign) needs instruct: a description of the voice, "
+                raise InputError(f"{m.name} (VoiceDesign) needs instruct (`instructions` in the "
+                                 "OpenAI API): a description of the voice, "
                                  "e.g. \"A calm, low female voice\"", param="instruct")
             prompt = voice_design_prompt(m.talker, ids, m.instruct_ids(instruct), language,
                                          True if nsm is None else nsm)

@@ -44,7 +44,7 @@ _SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="vocalis",
-    help="Fast and faithful local text-to-speech (Pocket TTS).",
+    help="Fast and faithful local text-to-speech (Pocket TTS, Qwen3-TTS).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -147,7 +147,7 @@ def _root(
                                           is_eager=True, help="Print the version and exit.")]
     = False,
 ) -> None:
-    """Fast and faithful local text-to-speech (Pocket TTS)."""
+    """Fast and faithful local text-to-speech (Pocket TTS, Qwen3-TTS)."""
 
 
 def _read_text(text: str | None, text_file: str | None) -> str:
@@ -448,8 +448,8 @@ def generate(
     except KeyboardInterrupt:
         interrupted = True
     except OSError as e:  # disk full, broken device...: a problem of the output, not ours
-        if isinstance(e, BrokenPipeError):
-            raise
+        if isinstance(e, BrokenPipeError):  # click would turn it into exit 1
+            raise ReaderGone from None
         write_error = e
     finally:
         ctrl_c.restore()
@@ -801,9 +801,17 @@ def models_random(
     if config.lower().startswith(("qwen3-tts/", "qwen/")):
         from vocalis.models.qwen3 import random_checkpoint as qwen3_random
 
-        if out_dir.exists() and any(out_dir.iterdir()):
-            raise InputError(f"--out {out_dir} is not empty: choose a new or empty folder")
-        typer.echo(str(qwen3_random.write_random_checkpoint(config, out_dir, seed=seed, tiny=tiny)))
+        from vocalis.models.pocket.random_checkpoint import is_random_checkpoint
+        from vocalis.outputs import place_folder
+
+        qwen3_random.registry.config(config, tiny)  # an unknown id is refused before any file
+        out_dir = out_dir.absolute()
+        try:
+            place_folder(out_dir, lambda tmp: qwen3_random.write_random_checkpoint(
+                config, tmp, seed=seed, tiny=tiny), force, is_random_checkpoint)
+        except OSError as e:
+            raise InputError(f"cannot write the checkpoint into {out}: {e.strerror or e}") from None
+        typer.echo(str(out_dir))
         return
     if tiny:
         raise InputError("--tiny applies to qwen3-tts models only; for Pocket TTS use the smallest "
@@ -1217,8 +1225,9 @@ def serve(
         raise InputError(f"--port must be in 0..65535 (0 picks a free port), got {port}")
     from vocalis.server import run
 
-    def ready(url: str) -> None:  # always shown: with --port 0 it is the only way to know
-        typer.echo(f"vocalis: serving {', '.join(models)} at {url}", err=True)
+    def ready(url: str, served: list[str]) -> None:  # always shown: with --port 0 it is the
+        # only way to know; the ids clients use (/v1/models), not the --model arguments
+        typer.echo(f"vocalis: serving {', '.join(served)} at {url}", err=True)
 
     run(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
@@ -1364,8 +1373,14 @@ def _error(message: str) -> None:
         pass
 
 
+class ReaderGone(Exception):
+    """The reader of ``-o -`` closed the pipe (not an ``OSError``: click turns those into
+    exit 1)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 2 user error, 1 other failure, 130 Ctrl-C)."""
+    """Run the CLI; returns the exit code (0 ok, 2 user error, 1 other failure, 130 Ctrl-C,
+    141 the reader of ``-o -`` went away)."""
     _setup_logging()
     command = typer.main.get_command(app)
     try:
@@ -1392,7 +1407,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         # The reader went away (`vocalis generate -o - | head -c 100`): leave quietly.
         try:
             import os
@@ -1401,7 +1416,7 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return 1
+        return 141  # 128 + SIGPIPE, as a shell tool that the closed pipe stopped
     return rv if isinstance(rv, int) else 0
 
 

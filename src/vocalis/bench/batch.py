@@ -424,11 +424,11 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
                         status_before["max_batch"], status_before["max_queue"])
     rss_loaded = memory.rss_mb()
 
-    log.info("warm-up pass: %d request(s), %d in flight", len(jobs), in_flight)
+    log.info("warm-up pass: %d request(s), up to %d in flight", len(jobs), min(in_flight, len(jobs)))
     memory.reset_peak()
     warm, warm_ms = run_pass(tts, jobs, in_flight, record)
     warm_peak = memory.peak_rss_mb()
-    log.info("measured pass: %d request(s), %d in flight", len(jobs), in_flight)
+    log.info("measured pass: %d request(s), up to %d in flight", len(jobs), min(in_flight, len(jobs)))
     memory.reset_peak()
     meas, meas_ms = run_pass(tts, jobs, in_flight, record)
     meas_peak = memory.peak_rss_mb()

@@ -36,19 +36,37 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _same_model_twice(models: list[str], names: list) -> None:
+    """Refuse, before anything loads, two ``--model`` naming the same checkpoint (or two
+    equal ``--model-name``), which would be served under one id."""
+    from vocalis.server.voices import shown
+
+    def key(i: int, m: str) -> str:
+        if i < len(names) and names[i] is not None:
+            return "name:" + names[i]
+        p = Path(str(m).strip()).expanduser()
+        return "path:" + str(p.resolve()) if p.exists() else "id:" + str(m).strip()
+
+    keys = [key(i, m) for i, m in enumerate(models)]
+    for k in keys:
+        if keys.count(k) > 1:
+            raise InputError(f"two models would be served as {shown(k.split(':', 1)[1])}: give "
+                             "each its own --model-name (in the order of --model)")
+
+
 def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         voices_dir: str | os.PathLike[str] | None = None, api_key: str | None = None,
         max_batch: int = 16, max_queue: int = 256, device: str = "cpu",
         threads: int | None = None, voice: str | None = None, max_input_chars: int = 4096,
         shutdown_timeout: float = 10.0, quiet: bool = False,
         model_name: str | list[str] | None = None,
-        on_ready: Callable[[str], None] | None = None, normalize: bool = True,
+        on_ready: Callable[[str, list[str]], None] | None = None, normalize: bool = True,
         quantize: bool | str = False) -> None:
     """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
     the first is the default) until SIGINT/SIGTERM.
 
     The port is bound before the model loads (a busy port fails fast); ``port=0`` picks a
-    free one. ``on_ready(url)`` is called once the server accepts connections.
+    free one. ``on_ready(url, served_ids)`` is called once the server accepts connections.
     ``model_name``: the id clients see, one per model in order (default: the released
     model's id, or the checkpoint folder's name for a local model; see
     :func:`vocalis.server.app.served_model_name`). ``normalize``: the requests' default for
@@ -80,6 +98,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         if name is not None and not MODEL_NAME_RE.fullmatch(name):
             raise InputError(f"--model-name {shown(name)} is not a valid name: use "
                              f"{MODEL_NAME_GRAMMAR}")
+    _same_model_twice(models, names)
     sock = _bind(host, port)
     loaded = []
     try:
@@ -122,7 +141,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
                     log.info("web page %s/, API %s/v1, models %s, voices in %s, max batch %d, "
                              "max queue %d", url, url, served, vdir, max_batch, max_queue)
                     if on_ready is not None:
-                        on_ready(url)
+                        on_ready(url, [h.model_id for h in state.models])
 
         config = uvicorn.Config(app, log_level="warning" if quiet else "info",
                                 timeout_graceful_shutdown=shutdown_timeout, access_log=not quiet,

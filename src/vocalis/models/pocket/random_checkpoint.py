@@ -18,9 +18,6 @@ writes, for one released config:
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 from vocalis.errors import InputError
+from vocalis.outputs import place_folder
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import dump_config
 from vocalis.models.pocket.flow_lm import FlowLM
@@ -87,18 +85,17 @@ MAX_SEED = 2**32 - 1
 _HEADER = "# random-weight checkpoint of "
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _is_random_checkpoint(folder: Path) -> bool:
+def is_random_checkpoint(folder: Path) -> bool:
+    """``folder`` holds a random checkpoint written by vocalis (Pocket TTS or Qwen3-TTS)."""
     try:
         with open(folder / "config.yaml", encoding="utf-8") as f:
-            return f.readline().startswith(_HEADER)
+            if f.readline().startswith(_HEADER):
+                return True
     except (OSError, UnicodeDecodeError):
-        return False
+        pass
+    from vocalis.models.qwen3.random_talker import is_random_talker
+
+    return is_random_talker(folder)
 
 
 def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0, *,
@@ -127,33 +124,8 @@ def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise InputError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
     out = Path(out_dir).expanduser().absolute()
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a folder: choose a folder to write into")
-    taken = out.is_dir() and any(out.iterdir())
-    if taken and not _is_random_checkpoint(out):
-        raise InputError(f"{out} is not empty and holds no random checkpoint: choose a new or "
-                         "empty folder (force only replaces a checkpoint written by vocalis)")
-    if taken and not force:
-        raise InputError(f"{out} already holds a checkpoint: choose another folder, or replace "
-                         "it with force (`--force`)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        _write_files(config_name, tmp, out, seed, relative_paths)
-        mask = _umask()
-        for f in tmp.iterdir():
-            f.chmod(0o666 & ~mask)
-        tmp.chmod(0o777 & ~mask)
-        if taken:
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "ckpt")
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)  # replaces an empty folder too
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    place_folder(out, lambda tmp: _write_files(config_name, tmp, out, seed, relative_paths),
+                 force, is_random_checkpoint)
     return out / "config.yaml"
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from vocalis.errors import VoiceError
+from vocalis.outputs import save_safetensors
 
 _KEY = re.compile(r"^transformer\.layers\.(\d+)\.self_attn/(cache|offset|pad|current_end)$")
 
@@ -58,7 +58,7 @@ def save_voice_state(state: VoiceState, path: str | Path) -> None:
         tensors[f"{prefix}/offset"] = n.clone()
         tensors[f"{prefix}/pad"] = torch.zeros(1, dtype=torch.int64)
     meta = {f"vocalis.{k}": str(v) for k, v in state.meta.items()}
-    save_file(tensors, str(path), metadata=meta or None)
+    save_safetensors(tensors, path, metadata=meta or None)
 
 
 def load_voice_state(path: str | Path) -> VoiceState:

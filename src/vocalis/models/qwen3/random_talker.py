@@ -120,6 +120,20 @@ def random_talker_state(config: dict, seed: int, eos_scale: float = 1.0) -> dict
     return out
 
 
+MARK = "vocalis.random_checkpoint"  # metadata key of the talker weights written here
+
+
+def is_random_talker(folder: Path) -> bool:
+    """``folder`` holds talker weights written by :func:`write_random_talker`."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as f:
+            return MARK in (f.metadata() or {})
+    except Exception:  # noqa: BLE001 - missing or not safetensors: not ours
+        return False
+
+
 def write_random_talker(out_dir: Path | str, config: dict, seed: int,
                         extra_tensors: dict[str, torch.Tensor] | None = None, eos_scale: float = 1.0) -> None:
     """Write ``config.json``, ``generation_config.json`` and ``model.safetensors`` (bf16)
@@ -130,6 +144,6 @@ def write_random_talker(out_dir: Path | str, config: dict, seed: int,
     out.mkdir(parents=True, exist_ok=True)
     state = random_talker_state(config, seed, eos_scale)
     state.update(extra_tensors or {})
-    save_file(state, out / "model.safetensors", metadata={"format": "pt"})
+    save_file(state, out / "model.safetensors", metadata={"format": "pt", MARK: "qwen3-tts"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")

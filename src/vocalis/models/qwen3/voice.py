@@ -188,7 +188,7 @@ class ClonePrompt:
         in ICL mode, ``ref_codes`` int64 ``[T, 16]``; string metadata ``format``, ``version``,
         ``model_size``, ``hidden_size``, ``xvector_only``, ``ref_text``, ``encoder_fingerprint``).
         Returns the path. Raises VoiceError when the file cannot be written."""
-        from safetensors.torch import save_file
+        from vocalis.outputs import save_safetensors
 
         p = Path(path)
         tensors = {"xvector": self.xvector.contiguous()}
@@ -198,7 +198,7 @@ class ClonePrompt:
                 "hidden_size": str(self.hidden_size), "xvector_only": json.dumps(self.xvector_only),
                 "ref_text": json.dumps(self.ref_text), "encoder_fingerprint": json.dumps(self.encoder_fingerprint)}
         try:
-            save_file(tensors, str(p), metadata=meta)
+            save_safetensors(tensors, p, metadata=meta)
         except OSError as e:
             raise VoiceError(f"cannot write the clone prompt to {p} ({e.strerror or e}); "
                              "choose a writable path") from None
