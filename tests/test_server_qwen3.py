@@ -116,7 +116,8 @@ def test_bad_requests_name_what_the_model_takes(served):
              ({"voice": "ryan", "eos_threshold": 1.0}, "unknown"),
              ({"voice": "ryan", "top_k": -3}, "top_k must be"),
              ({"voice": "ryan", "greedy": "yes"}, "greedy"),
-             ({"voice": "ryan", "input": "Hi \ud800"}, "invalid character"),
+             ({"voice": "ryan", "input": "Hi \ud800"}, "input is not valid Unicode (a lone "
+                                                         "surrogate U+D800 at character 3)"),
              ({"voice": "nobody", "model": "x"}, "is not served here; use '0.6b-customvoice'")]
     for extra, msg in cases:
         status, _, data = server.request("POST", "/v1/audio/speech",
@@ -127,6 +128,8 @@ def test_bad_requests_name_what_the_model_takes(served):
         assert status == 400 and msg.encode() in data, (extra, data)
         if "eos_threshold" in extra:  # the field it does not take is named in param
             assert b'"param":"eos_threshold"' in data, data
+        if "input" in extra:
+            assert b'"param":"input"' in data, data
     files = {"audio_sample": ("a.wav", b"RIFF0000", "audio/wav")}
     import httpx
 

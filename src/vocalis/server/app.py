@@ -49,6 +49,7 @@ from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
 from vocalis.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from vocalis.server.schemas import OPENAI_MAX_INPUT_CHARS, SpeechRequest
+from vocalis.text.pocket import check_unicode
 from vocalis.server.voices import MAX_UPLOAD_BYTES, VoiceStore, shown, too_large
 
 log = logging.getLogger("vocalis.server")
@@ -514,6 +515,10 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                 f"{state.max_input_chars} (start the server with "
                                 "--max-input-chars to change it)", param="input",
                            code="string_above_max_length")
+        try:
+            check_unicode(text, "input", "send the text as valid UTF-8")
+        except InputError as e:
+            raise APIError(400, str(e), param="input") from None
         whole = _whole_file(body, request)
         voice = await asyncio.to_thread(voices.resolve, body.voice_id())
         seed = body.seed if body.seed is not None else secrets.randbits(31)
