@@ -25,11 +25,11 @@ import torch
 from safetensors.torch import save_file
 
 from vocalis.errors import InputError
-from vocalis.outputs import place_folder
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.config import dump_config
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
+from vocalis.outputs import place_folder
 
 _BUFFERS = ("emb_std", "emb_mean", ".freqs")
 
