@@ -523,6 +523,11 @@ def test_corrupt_and_oversized_uploads(server, voices_dir):
     assert_envelope(status, data, 422, "audio_sample", "invalid_audio")
     status, _, data = _upload(server, "empty", b"")
     assert_envelope(status, data, 422, "audio_sample")
+    silence = io.BytesIO()
+    sf.write(silence, np.zeros(48000, dtype=np.float32), 24000, format="WAV")
+    status, _, data = _upload(server, "quiet", silence.getvalue())  # decodes, but no speech
+    assert_envelope(status, data, 422, "audio_sample", "invalid_audio")
+    assert b"is silent" in data and not list(voices_dir.glob("quiet*"))
     status, _, data = _upload(server, "huge", b"\x00" * (10 * 1024 * 1024 + 1))
     assert_envelope(status, data, 413)
     status, _, data = server.request("POST", "/v1/audio/voices", b"name=x",

@@ -127,6 +127,13 @@ def test_errors_name_what_the_chosen_model_accepts(multi):
                                      {**body, "model": "speakers", "voice": "ryan",
                                       "noise_clamp": 1.0})
     assert status == 400 and json.loads(data)["error"]["param"] == "noise_clamp"
+    # a later model without predefined voices: --voice would not help it, so say so
+    status, _, data = server.request("POST", "/v1/audio/speech",
+                                     {**body, "model": "cloner", "voice": "alloy"})
+    err = json.loads(data)["error"]
+    assert status == 400 and err["param"] == "voice", err
+    assert "of model 'cloner'" in err["message"] and "GET /v1/audio/voices?model=cloner" in \
+        err["message"] and "--voice gives only the first --model a default voice" in err["message"]
 
 
 def test_voices_are_per_model_and_uploads_go_where_asked(multi, checkpoints):

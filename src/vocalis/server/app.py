@@ -390,6 +390,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             raise InputError(f"two models would be served as {mid!r}: give each its own "
                              "--model-name (in the order of --model)")
         voices = VoiceStore(t, voices_dir, default_voice if i == 0 else None)
+        voices.first = i == 0
         hosted.append(Hosted(t, voices, mid))
     state = ServerState(hosted, api_key or None, max_input_chars, close_engine)
     state.normalize = bool(normalize)

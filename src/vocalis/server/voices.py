@@ -60,6 +60,7 @@ class VoiceStore:
     def __init__(self, tts, root: str | os.PathLike[str], default_voice: str | None = None):
         self.tts = tts
         self.served_as: str | None = None  # the model's id when a server hosts several
+        self.first = True  # the server's first model (the one --voice gives a default voice)
         self.root = Path(root).expanduser()
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -204,10 +205,12 @@ class VoiceStore:
             vid = vid.lower()
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
-                raise APIError(400, f"voice {vid!r} names the server's default voice, but this "
-                                    "server has none (its model has no predefined voices): use a "
-                                    "custom voice (GET /v1/audio/voices) or start the server with "
-                                    "--voice", param="voice", code="voice_not_found")
+                how = ("or start the server with --voice" if self.first else
+                       "(--voice gives only the first --model a default voice)")
+                raise APIError(400, f"voice {vid!r} names the default voice{self._which()}, but it "
+                                    "has none (its model has no predefined voices): use a custom "
+                                    f"voice ({self._listing()}) {how}", param="voice",
+                               code="voice_not_found")
             vid = DEFAULT_ID
         with self._lock:
             cached = self._cache.get(vid)
@@ -309,6 +312,9 @@ class VoiceStore:
                     voice = self.tts.voice(str(src), ref_text=ref_text, xvector_only=ref_text is None)
                 else:
                     voice = self.tts.voice(str(src))
+            except VoiceError as e:  # decoded, but unusable (silent, too short...): as above
+                raise APIError(422, str(e).replace(str(src), filename_shown),
+                               param="audio_sample", code="invalid_audio") from None
             except VocalisError as e:
                 raise APIError(e.http_status, str(e).replace(str(src), filename_shown),
                                param="audio_sample", code=e.code) from None
