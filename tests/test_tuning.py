@@ -22,6 +22,7 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
 from vocalis.models.layers import PackedLinear
+from vocalis.models.pocket.mimi import ExpELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 
 CONFIG = "english_2m_2026-10"
@@ -44,12 +45,17 @@ def fresh(checkpoints):
     def make():
         tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
                            tuning="flow_linears=default,codec_linears=default,threads=1:1,"
-                                  "codec_pipeline=on")  # nothing measured, nothing cached
-        loaded.append(tts)
+                                  "codec_pipeline=on,codec_elu=default")
+        loaded.append(tts)  # every choice forced: nothing measured, nothing cached
         return tts.model
     yield make
     for tts in loaded:
         tts.close()
+
+
+def elus(model) -> set[type]:
+    """The ELU classes in the model's SEANet decoder."""
+    return {type(m) for m in model.mimi.decoder.modules() if isinstance(m, (torch.nn.ELU, ExpELU))}
 
 
 def kinds(module) -> set[type]:
@@ -78,6 +84,7 @@ class Scores:
 
 FAST_DEFAULT_FLOW = {("flow_linears", "default"): 1.0, ("flow_linears", "packed"): 2.0,
                      ("codec_linears", "packed"): 1.0, ("codec_linears", "default"): 2.0,
+                     ("codec_elu", "exp"): 1.0,
                      ("threads", "2:2"): 1.0, ("codec_pipeline", "off"): 1.0}
 # at 2 threads the only split of the budget, 1:1, is taken without measuring; at 4 threads
 # the splits 3:1, 2:2 and 1:3 are measured (2:2 wins above)
@@ -87,10 +94,11 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     model = fresh()
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "threads": "1:1",
-                         "codec_pipeline": "off", "codec_dtype": "float32"}
+    assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "codec_elu": "exp",
+                         "threads": "1:1", "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "threads": "fixed", "codec_pipeline": "measured",
+                         "codec_elu": "measured", "threads": "fixed",
+                         "codec_pipeline": "measured",
                          "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
     # its own kernels in place; hybrid (weights held twice) is never measured
@@ -98,6 +106,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     codec = ["packed", "packed1", "default"]
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
+                            + [("codec_elu", v) for v in ["exp", "default", "default", "exp"]]
                             + [("codec_pipeline", v) for v in ["on", "off"]])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
@@ -107,6 +116,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     # the decision is what the model now runs with
     assert kinds(model.flow_lm) == {torch.nn.Linear}
     assert kinds(model.mimi) == {PackedLinear}
+    assert elus(model) == {ExpELU}
     assert "threads" not in t.timings
     # and it was stored under this machine's key
     stored = json.loads(cache.read_text())
@@ -175,6 +185,30 @@ def test_packed_layouts_compute_the_linear():
                                    rtol=1e-5, atol=1e-5)
 
 
+def test_exp_elu_is_elu():
+    """ExpELU against PyTorch's ``F.elu``: the same function to float rounding over the
+    whole float32 range (infinities and NaN included), in float32 and bfloat16, and at
+    the shapes the SEANet decoder feeds it."""
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(4000) * 4, torch.linspace(-100, 100, 2001),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.0, -200.0, float("inf"),
+                                 float("-inf"), float("nan")])])
+    want = torch.nn.functional.elu(x)
+    got = ExpELU()(x)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7, equal_nan=True)
+    assert got[x == float("-inf")].item() == -1.0 and got[x == float("inf")].item() == float("inf")
+    assert torch.isnan(got[-1]) and (got[x > 0] == x[x > 0]).all()  # the positive side is x
+    for shape in ((16, 64, 1920), (1, 512, 16), (3, 128, 480)):
+        y = torch.randn(shape)
+        torch.testing.assert_close(ExpELU()(y), torch.nn.functional.elu(y), rtol=1e-6, atol=1e-7)
+        assert ExpELU()(y).shape == y.shape
+    b = torch.randn(2, 64, 100).bfloat16()
+    got = ExpELU()(b)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), torch.nn.functional.elu(b.float()),
+                               rtol=1e-2, atol=1e-2)
+
+
 def never(name, value):
     raise AssertionError(f"measured {name}={value} although the choice was known")
 
@@ -186,10 +220,11 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
-                             "threads": "fixed", "codec_pipeline": "cache",
-                             "codec_dtype": "fixed"}
+                             "codec_elu": "cache", "threads": "fixed",
+                             "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
     assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
+    assert elus(model) == {ExpELU}
 
 
 def test_changed_key_measures_again(fresh, cache, monkeypatch):
@@ -207,7 +242,7 @@ def test_changed_key_measures_again(fresh, cache, monkeypatch):
     moved = Scores(model, {("flow_linears", "packed"): 0.1, ("codec_linears", "default"): 0.1})
     t = tune(model, 2, 4, False, measure=moved)
     assert t.choices["flow_linears"] == "packed" and t.choices["codec_linears"] == "default"
-    assert {t.sources[k] for k in ("flow_linears", "codec_linears",
+    assert {t.sources[k] for k in ("flow_linears", "codec_linears", "codec_elu",
                                    "codec_pipeline")} == {"measured"}
     assert len(json.loads(cache.read_text())) == 3  # three keys, three entries
 
@@ -216,12 +251,14 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     model = fresh()
     tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))  # caches codec packed
     model = fresh()
-    t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2", measure=never)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:2",
+    t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2,codec_elu=default",
+             measure=never)
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default",
+                         "codec_elu": "default", "threads": "1:2",
                          "codec_pipeline": "off", "codec_dtype": "float32"}
-    assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "threads": "forced",
-                         "codec_pipeline": "cache", "codec_dtype": "fixed"}
-    assert kinds(model.mimi) == {torch.nn.Linear}
+    assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "codec_elu": "forced",
+                         "threads": "forced", "codec_pipeline": "cache", "codec_dtype": "fixed"}
+    assert kinds(model.mimi) == {torch.nn.Linear} and elus(model) == {torch.nn.ELU}
     # the environment variable forces the same way; "fixed" measures nothing
     monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
     model = fresh()
@@ -232,15 +269,20 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     assert (t.choices["threads"], t.sources["threads"]) == ("2:1", "forced")
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
-    assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "threads": "1:1",
-                         "codec_pipeline": "on", "codec_dtype": "float32"}
+    assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "codec_elu": "exp",
+                         "threads": "1:1", "codec_pipeline": "on", "codec_dtype": "float32"}
 
 
 def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
-    assert t.choices == {"flow_linears": "default", "codec_linears": "default", "threads": "1:1",
+    assert t.choices == {"flow_linears": "default", "codec_linears": "default",
+                         "codec_elu": "default", "threads": "1:1",
                          "codec_pipeline": "on", "codec_dtype": "float32"}
+    assert elus(model) == {torch.nn.ELU}
+    with pytest.raises(InputError, match=re.escape("codec_elu='exp' is not allowed here "
+                                                   "(an exact model keeps nn.ELU)")):
+        tune(fresh(), 2, 4, True, spec="codec_elu=exp", measure=never)
     with pytest.raises(InputError, match="flow_linears='packed' is not allowed"):
         tune(fresh(), 2, 4, True, spec="flow_linears=packed", measure=never)
     with pytest.raises(InputError, match="codec_dtype='bfloat16' is not allowed here "
@@ -274,11 +316,12 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     try:
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                             "threads": "fixed", "codec_pipeline": "measured",
-                             "codec_dtype": "fixed"}
+                             "codec_elu": "measured", "threads": "fixed",
+                             "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", ("packed", "packed1", "default")),
                               ("codec_linears", ("packed", "packed1", "default")),
+                              ("codec_elu", ("exp", "default")),
                               ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
@@ -310,7 +353,8 @@ def test_every_choice_speaks_the_same(checkpoints, cache):
                  "flow_linears=default,codec_linears=packed,threads=1:2,codec_pipeline=off",
                  "flow_linears=packed,codec_linears=packed,threads=2:2",
                  "flow_linears=hybrid,codec_linears=packed1",
-                 "flow_linears=packed1,codec_linears=default"):
+                 "flow_linears=packed1,codec_linears=default,codec_elu=exp",
+                 "flow_linears=default,codec_linears=default,codec_elu=exp"):
         tts = vocalis.load(d, threads=2, tuning=spec)
         got = tts.synthesize("Choices change speed only.", voice=voice, seed=3,
                              max_frames=12).samples

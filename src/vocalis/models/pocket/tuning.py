@@ -16,6 +16,12 @@ Choices, decided in this order:
     The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
     positions, never a lone row); score: one codec frame
     (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
+``codec_elu`` (``exp`` | ``default``)
+    The SEANet decoder's ELUs as :class:`~vocalis.models.pocket.mimi.ExpELU`
+    (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes) or
+    PyTorch's ``nn.ELU``. Score: the SEANet decoder (the codec's second stage) at 1 and at
+    ``B`` rows, on the codec thread count of the default split. On a 2-core AMD EPYC the
+    ELUs took 15 of the 93 ms of that stage at 16 rows with ``nn.ELU``.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
@@ -36,8 +42,8 @@ Choices, decided in this order:
     2-core Intel Xeon with AMX, slower at 1 row), and no longer float32-exact: the audio
     differs from float32 by bfloat16 rounding (tests require waveform cosine > 0.999).
 
-Both packed and default linears compute the same products (they agree to float rounding),
-so no measured choice changes what is said, only how fast. ``exact`` models keep the default
+Both packed and default linears compute the same products, and both ELUs the same function
+(they agree to float rounding), so no measured choice changes what is said, only how fast. ``exact`` models keep the default
 kernels and the built-in split (bit-identical to the official package); devices other
 than the CPU are not measured.
 """
@@ -57,10 +63,12 @@ from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits
 from vocalis.engine.tuning import repeat as _repeat
 from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
 from vocalis.models.pocket.batch import PocketBatch
+from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 5  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
-# of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds
+METHOD_VERSION = 6  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+# of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
+# 6: codec_elu
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -153,9 +161,11 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     # is 16 positions), and only when forced: it holds the weights twice
     candidates = {"flow_linears": kernels[:-1] + ("hybrid", "default") if packable else kernels,
                   "codec_linears": kernels,
+                  "codec_elu": ("exp", "default") if cpu and not exact else ("default",),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
+                "codec_elu": "exp" if cpu and not exact else "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     # per choice: the packed kernel in place (None: default) and the linears it replaced
     packed: dict[str, tuple[str, list] | None] = {"flow_linears": None, "codec_linears": None}
@@ -165,6 +175,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     def apply(name: str, value: str) -> None:
         if name in ("threads", "codec_pipeline"):
             split[name] = value
+            return
+        if name == "codec_elu":
+            set_decoder_elu(model.mimi.decoder, value)
             return
         if name == "codec_dtype":  # decided once (forced or default), after the others
             if value == "bfloat16":
@@ -191,6 +204,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                     + tuning_mod.timed_ms(p.prompt_fn(PROMPT_TOKENS), total))
         if name == "codec_linears":
             return sum(tuning_mod.timed_ms(p.decode_fn(list(range(n))), c0) for n in sizes)
+        if name == "codec_elu":
+            return sum(tuning_mod.timed_ms(p.head_tail_fns(list(range(n)))[1], c0)
+                       for n in sizes)
         if name == "codec_pipeline":
             f, c = parse_split(split["threads"])
             head, tail = p.head_tail_fns([0])
@@ -215,20 +231,23 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = (("flow_linears", "codec_linears", "threads", "codec_pipeline")
+    measurable = (("flow_linears", "codec_linears", "codec_elu", "threads", "codec_pipeline")
                   if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
     if exact:
         notes.update(flow_linears="an exact model keeps the default kernels",
                      codec_linears="an exact model keeps the default kernels",
+                     codec_elu="an exact model keeps nn.ELU",
                      codec_dtype="an exact model stays float32")
     elif not cpu:
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
+                     codec_elu="the ELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels},
-                                rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS})
+                                rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
+                                        "codec_elu": ROUNDS})
     if probe:
         probe.clear()
         tuning_mod.release_memory()
