@@ -197,3 +197,37 @@ def test_cli_refuses_mismatched_or_clashing_names(checkpoints, tmp_path):
     lines = r.stderr.strip().splitlines()  # refused before loading: no load log before it
     assert len(lines) == 1 and "two models would be served as" in lines[0], r.stderr
     assert "--model-name" in lines[0]
+
+
+def test_a_shared_voice_folder_warns_only_about_voices_this_model_should_use(multi, checkpoints,
+                                                                             tmp_path, caplog):
+    """Models of one server share a voice folder: a model is not warned about the voices of
+    another family or kind (a CustomVoice model never clones, so no stored voice is its),
+    only about voices of its own kind made with other weights."""
+    import logging
+
+    from vocalis.server.voices import VoiceStore
+
+    _, tts, _ = multi
+    folder = tmp_path / "voices"
+    sample = (checkpoints.get(SMALL) / "voice.wav").read_bytes()
+    VoiceStore(tts["narrator"], folder).create("pocket_me", sample, "me.wav")
+    VoiceStore(tts["cloner"], folder).create("qwen_me", sample, "me.wav",
+                                             ref_text="Hello there, this is me.")
+    caplog.set_level(logging.INFO, logger="vocalis")
+    for name, ids in (("narrator", {"pocket_me"}), ("speakers", set()), ("cloner", {"qwen_me"})):
+        caplog.clear()
+        store = VoiceStore(tts[name], folder)
+        assert {v["id"] for v in store.list() if v["type"] == "custom"} == ids, name
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], name
+    # a Pocket voice made with other weights: the Pocket model says so, the others do not
+    meta = json.loads((folder / "pocket_me.json").read_text())
+    (folder / "other.safetensors").write_bytes((folder / "pocket_me.safetensors").read_bytes())
+    (folder / "other.json").write_text(json.dumps({**meta, "weights": "0" * 16}))
+    for name, warned in (("narrator", True), ("speakers", False), ("cloner", False)):
+        caplog.clear()
+        VoiceStore(tts[name], folder)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert bool(warnings) == warned, (name, warnings)
+        if warned:
+            assert "1 voice(s)" in warnings[0] and "other weights" in warnings[0]

@@ -107,7 +107,9 @@ class VoiceStore:
 
     def _read_dir(self) -> tuple[dict[str, dict], int]:
         """The custom voices on disk made for this model: ({id: metadata}, how many were
-        skipped as made for other weights or another model)."""
+        skipped as made for this kind of model but with other weights). Voices of another
+        family or kind of model (a folder shared by the models of one server) are left
+        out without counting: they are not meant for this model."""
         fp = self._fingerprint()
         found: dict[str, dict] = {}
         skipped = 0
@@ -126,8 +128,12 @@ class VoiceStore:
                 if meta_path.exists():  # not a file another process is deleting right now
                     log.warning("voices: ignoring %s (%s)", meta_path, e)
                 continue
-            if not isinstance(meta, dict) or (fp and meta.get("weights") and meta["weights"] != fp) \
-                    or not self._fits(meta):
+            if not isinstance(meta, dict):
+                log.warning("voices: ignoring %s (not a JSON object)", meta_path)
+                continue
+            if not self._fits(meta):
+                continue
+            if fp and meta.get("weights") and meta["weights"] != fp:
                 skipped += 1
                 continue
             found[vid] = meta
@@ -138,8 +144,9 @@ class VoiceStore:
         with self._lock:
             self._custom = found
         if skipped:
-            log.warning("voices: %d voice(s) in %s were made with other weights or another "
-                        "model and are not offered with this model", skipped, self.root)
+            log.warning("voices: %d voice(s) in %s were made with other weights of this "
+                        "kind of model and are not offered with this model (make them again "
+                        "from their audio)", skipped, self.root)
         log.info("voices: %d custom voice(s) in %s", len(self._custom), self.root)
 
     def refresh(self) -> None:
