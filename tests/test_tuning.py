@@ -469,28 +469,49 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     model = load_model(qwen3_dir)
     calls = []
 
+    def model_kernels():
+        return {type(m) for m in model.talker.modules() if type(m) in (torch.nn.Linear, PackedLinear)}
+
     def scores(name, value):
         calls.append((name, value))
         # the packed codec measured slower here: the default kernels must win and be applied
         assert model.decoder.packed == (name == "codec_linears" and value == "packed")
+        if name == "model_linears":  # each kernel in place (every linear of the talker)
+            assert model_kernels() == ({torch.nn.Linear} if value == "default" else {PackedLinear})
+            return {"packed1": 1.0}.get(value, 5.0)
         return {"2:2": 1.0, "default": 1.0, "2": 1.0}.get(value, 5.0)
 
-    both = {"codec_linears": "measured", "codec_frames": "measured", "threads": "measured"}
+    both = {"model_linears": "measured", "codec_linears": "measured", "codec_frames": "measured",
+            "threads": "measured"}
     t = tune_qwen3(model, 4, 4, False, measure=scores)  # 4 threads: the splits 3:1, 2:2, 1:3
-    want = {"codec_linears": "default", "codec_frames": "2", "threads": "2:2"}
+    want = {"model_linears": "packed1", "codec_linears": "default", "codec_frames": "2",
+            "threads": "2:2"}
     assert (t.choices, t.sources) == (want, both)
     assert not model.decoder.packed
-    assert sorted(calls) == sorted([("codec_linears", "default"), ("codec_linears", "packed")]
+    assert model_kernels() == {PackedLinear}  # the talker runs the winner, laid out for 1 row
+    assert {m.batch_hint for m in model.talker.modules() if isinstance(m, PackedLinear)} == {1}
+    assert sorted(calls) == sorted([("model_linears", k) for k in ("packed", "packed1", "default")]
+                                   + [("codec_linears", "default"), ("codec_linears", "packed")]
                                    + [("codec_frames", g) for g in ("1", "2", "4")]
                                    + [("threads", s) for s in ("3:1", "2:2", "1:3")])
     (entry,) = json.loads(cache.read_text()).values()
     assert entry["choices"] == want
     assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 4
-    # reused without measuring; another quantization is another key
-    cached = {"codec_linears": "cache", "codec_frames": "cache", "threads": "cache"}
+    # reused without measuring (on a model loaded again); another quantization is another
+    # key, and a quantized model keeps its own kernels (model_linears is not measured)
+    cached = {"model_linears": "cache", "codec_linears": "cache", "codec_frames": "cache",
+              "threads": "cache"}
+    model = load_model(qwen3_dir)
     assert tune_qwen3(model, 4, 4, False, measure=never).sources == cached
+    assert model_kernels() == {PackedLinear}
+    model = load_model(qwen3_dir)
     model.quantize_int8()
-    assert tune_qwen3(model, 4, 4, False, measure=scores).sources == both
+    t = tune_qwen3(model, 4, 4, False, measure=scores)
+    assert t.sources == {**both, "model_linears": "fixed"}
+    assert t.choices["model_linears"] == "default"
+    with pytest.raises(InputError, match=re.escape("model_linears='packed' is not allowed here "
+                                                   "(a quantized model has its own kernels)")):
+        tune_qwen3(model, 4, 4, False, spec="model_linears=packed", measure=never)
     assert len(json.loads(cache.read_text())) == 2
     # on 2 threads the only split of the budget is taken unmeasured
     calls.clear()
@@ -500,7 +521,8 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     # forced (argument or environment) wins; exact models measure nothing
     forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed,codec_frames=4",
                         measure=never)
-    assert forced.choices == {"codec_linears": "packed", "codec_frames": "4", "threads": "1:2"}
+    assert forced.choices == {"model_linears": "default", "codec_linears": "packed",
+                              "codec_frames": "4", "threads": "1:2"}
     assert model.decoder.packed
     monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
     assert tune_qwen3(model, 2, 4, False, measure=never).sources["threads"] == "forced"
@@ -508,12 +530,45 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     exact = load_model(qwen3_dir)
     t = tune_qwen3(exact, 2, 4, True, measure=never)
     assert (t.choices, t.sources) == (
-        {"codec_linears": "default", "codec_frames": "1", "threads": "1:1"},
-        {"codec_linears": "fixed", "codec_frames": "fixed", "threads": "fixed"})
+        {"model_linears": "default", "codec_linears": "default", "codec_frames": "1",
+         "threads": "1:1"},
+        {"model_linears": "fixed", "codec_linears": "fixed", "codec_frames": "fixed",
+         "threads": "fixed"})
     assert not exact.decoder.packed
     with pytest.raises(InputError, match=re.escape(
-            "unknown choice 'flow_linears'; this model has: codec_linears, codec_frames, threads")):
+            "unknown choice 'flow_linears'; this model has: model_linears, codec_linears, "
+            "codec_frames, threads")):
         tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
+
+
+def test_qwen3_packed_model_linears_speak_the_same(qwen3_dir, cache):
+    """The talker and predictor on oneDNN-packed weights (either layout, traced as the
+    engine runs them) against the default kernels of an exact model: the same seeded
+    request, alone and beside another, gives the same codes, and audio equal to float
+    rounding."""
+    ref = vocalis.load(str(qwen3_dir), threads=2, exact=True)
+    texts = ["Packed or not, the same codes.", "A second request beside it."]
+    speaker = ref.speakers[0]
+    want = [ref.synthesize(t, speaker=speaker, seed=7 + i, max_frames=6) for i, t in enumerate(texts)]
+    ref.close()
+    for kernel in ("packed", "packed1"):
+        tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=2,
+                           tuning=f"fixed,model_linears={kernel}")
+        try:
+            assert tts.model.talker.traced
+            hints = {m.batch_hint for m in tts.model.talker.modules() if isinstance(m, PackedLinear)}
+            assert hints == {16 if kernel == "packed" else 1}
+            alone = tts.synthesize(texts[0], speaker=speaker, seed=7, max_frames=6)
+            reqs = [tts.submit(t, speaker=speaker, seed=7 + i, max_frames=6)
+                    for i, t in enumerate(texts)]
+            both = [np.concatenate([ev.samples for ev in r.events(timeout=300)
+                                    if hasattr(ev, "samples")]) for r in reqs]
+        finally:
+            tts.close()
+        assert [c["codes"] for c in alone.chunks] == [c["codes"] for c in want[0].chunks], kernel
+        for got, ref_audio in zip([alone.samples] + both, [want[0], want[0], want[1]]):
+            assert got.shape == ref_audio.samples.shape
+            np.testing.assert_allclose(got, ref_audio.samples, atol=1e-4, rtol=0, err_msg=kernel)
 
 
 def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
@@ -522,8 +577,12 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     try:
         t = tts.tuning
-        assert t.sources == {"codec_linears": "measured", "codec_frames": "measured",
-                             "threads": "fixed"}
+        assert t.sources == {"model_linears": "measured", "codec_linears": "measured",
+                             "codec_frames": "measured", "threads": "fixed"}
+        assert set(t.timings["model_linears"]) == {"packed", "packed1", "default"}
+        assert t.choices["model_linears"] == min(t.timings["model_linears"],
+                                                 key=t.timings["model_linears"].get)
+        assert tts.model.talker.traced  # traced again with the chosen kernels
         assert set(t.timings["codec_linears"]) == {"packed", "default"}
         assert set(t.timings["codec_frames"]) == {"1", "2", "4"}
         assert t.choices["codec_frames"] == min(t.timings["codec_frames"],
@@ -541,8 +600,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
         tts.close()
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
-    assert again.tuning.sources == {"codec_linears": "cache", "codec_frames": "cache",
-                                    "threads": "fixed"}
+    assert again.tuning.sources == {"model_linears": "cache", "codec_linears": "cache",
+                                    "codec_frames": "cache", "threads": "fixed"}
     assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],

@@ -491,7 +491,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     keeps the default kernel for a lone row beside the packed weights, holding them twice;
     ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
-    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures three: packed or default
+    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures four: packed (for 16 rows
+    or one) or default linears for a float32 talker and code predictor, packed or default
     matmuls for its streaming codec, how many frames the codec decodes per call after a
     row's first (audio then leaves in chunks of that many frames) and the thread split
     between its model and codec threads (``"codec_linears=default,codec_frames=1,
@@ -580,10 +581,13 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     from vocalis.api_qwen3 import Qwen3TTS
     from vocalis.models.qwen3.model import load_model
 
+    # Qwen3Model.quantize checks these too; here they fail before gigabytes of weights are read
     if quantize and dev.type != "cpu":
-        raise InputError(f"{quantize} quantization runs on the CPU only: drop quantize or use cpu")
+        raise InputError(f"{quantize} quantization runs on the CPU only: drop quantize or use cpu",
+                         param="quantize")
     if quantize and dtype != "float32":
-        raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32")
+        raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32",
+                         param="quantize")
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
 
     path, release = resolve_checkpoint(model_id)

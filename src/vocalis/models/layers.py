@@ -340,8 +340,11 @@ class PackedLinear(nn.Module):
         self.batch_hint = batch_hint
         self.in_features = linear.in_features
         self.out_features = linear.out_features
-        self._packed = packed_weight(linear.weight, batch_hint)
-        self._bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
+        # buffers (not saved with the weights), so that torch.jit.trace records them as
+        # the module's attributes: it cannot hold oneDNN's opaque tensor as a constant
+        self.register_buffer("_packed", packed_weight(linear.weight, batch_hint), persistent=False)
+        self.register_buffer("_bias", None if linear.bias is None
+                             else linear.bias.detach().float().contiguous(), persistent=False)
         # a plain tensor, not a submodule: pack_linears must not see a Linear inside
         self._weight = linear.weight.detach() if one_row_default else None
 
@@ -362,8 +365,26 @@ def packed_weight(w: torch.Tensor, batch_hint: int = 16) -> torch.Tensor:
 
 
 def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x [M, K] @ w.T + bias -> [M, N]`` with ``packed`` from :func:`packed_weight`."""
+    """``x [M, K] @ w.T + bias -> [M, N]`` with ``packed`` from :func:`packed_weight`.
+    Under ``torch.jit.trace`` the call goes through a TorchScript function (the tracer
+    cannot record the op's empty list of optional scalars)."""
+    if torch.jit.is_tracing():
+        return _scripted_packed_matmul()(x, packed, bias)
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+
+
+_SCRIPTED: dict = {}
+
+
+def _scripted_packed_matmul():
+    """:func:`packed_matmul` as a TorchScript function (compiled once, at first use)."""
+    if "f" not in _SCRIPTED:
+        _SCRIPTED["f"] = torch.jit.CompilationUnit(
+            "def packed_matmul(x: Tensor, w: Tensor, b: Optional[Tensor]) -> Tensor:\n"
+            "    scalars = torch.jit.annotate(List[Optional[number]], [])\n"
+            "    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), w, b, 'none', "
+            "scalars, '')\n").packed_matmul
+    return _SCRIPTED["f"]
 
 
 def conv_taps_weight(conv: nn.Conv1d) -> torch.Tensor:
