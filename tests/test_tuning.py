@@ -470,7 +470,8 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     calls = []
 
     def model_kernels():
-        return {type(m) for m in model.talker.modules() if type(m) in (torch.nn.Linear, PackedLinear)}
+        return {type(m) for m in model.talker.modules()
+                if type(m) in (torch.nn.Linear, PackedLinear)}
 
     def scores(name, value):
         calls.append((name, value))
@@ -549,14 +550,16 @@ def test_qwen3_packed_model_linears_speak_the_same(qwen3_dir, cache):
     ref = vocalis.load(str(qwen3_dir), threads=2, exact=True)
     texts = ["Packed or not, the same codes.", "A second request beside it."]
     speaker = ref.speakers[0]
-    want = [ref.synthesize(t, speaker=speaker, seed=7 + i, max_frames=6) for i, t in enumerate(texts)]
+    want = [ref.synthesize(t, speaker=speaker, seed=7 + i, max_frames=6)
+            for i, t in enumerate(texts)]
     ref.close()
     for kernel in ("packed", "packed1"):
         tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=2,
                            tuning=f"fixed,model_linears={kernel}")
         try:
             assert tts.model.talker.traced
-            hints = {m.batch_hint for m in tts.model.talker.modules() if isinstance(m, PackedLinear)}
+            hints = {m.batch_hint for m in tts.model.talker.modules()
+                     if isinstance(m, PackedLinear)}
             assert hints == {16 if kernel == "packed" else 1}
             alone = tts.synthesize(texts[0], speaker=speaker, seed=7, max_frames=6)
             reqs = [tts.submit(t, speaker=speaker, seed=7 + i, max_frames=6)

@@ -486,8 +486,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
 
     ``tuning`` (Pocket TTS): the speed choices (oneDNN-packed for 16 rows or for one row,
     or default linears for the FlowLM and the codec, the codec's ELU formula, the thread
-    split between them, one or two codec threads at few rows) are measured on this machine at the first load and
-    cached (:mod:`vocalis.models.pocket.tuning`); ``"flow_linears=hybrid"`` (never measured)
+    split between them, one or two codec threads at few rows) are measured on this machine
+    at the first load and cached (:mod:`vocalis.models.pocket.tuning`); ``"flow_linears=hybrid"`` (never measured)
     keeps the default kernel for a lone row beside the packed weights, holding them twice;
     ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
     threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a

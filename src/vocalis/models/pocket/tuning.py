@@ -43,9 +43,9 @@ Choices, decided in this order:
     differs from float32 by bfloat16 rounding (tests require waveform cosine > 0.999).
 
 Both packed and default linears compute the same products, and both ELUs the same function
-(they agree to float rounding), so no measured choice changes what is said, only how fast. ``exact`` models keep the default
-kernels and the built-in split (bit-identical to the official package); devices other
-than the CPU are not measured.
+(they agree to float rounding), so no measured choice changes what is said, only how fast.
+``exact`` models keep the default kernels, ``nn.ELU`` and the built-in split (bit-identical
+to the official package); devices other than the CPU are not measured.
 """
 
 from __future__ import annotations
