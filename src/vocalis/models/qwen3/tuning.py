@@ -9,7 +9,11 @@ Choices, decided in this order:
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), or PyTorch's default
     kernels. Only for a float32 model on the CPU (int8 and int4 models have their own
     kernels). Score: one frame of the model (the predictor's 15 steps and a talker step)
-    at one row plus one at ``B`` rows, on the model's thread count of the built-in split.
+    at one row plus one at ``B`` rows, on the model's thread count of the built-in split,
+    four runs each (the median of the last three). No prompt pass is in the score: a
+    request has one and a frame every 80 ms of audio. With a 49-position prompt pass added,
+    a load for one row on a 2-core AMD EPYC took ``packed`` (its prompt pass about 95 ms
+    shorter) while every frame of a lone stream got about 50 ms longer.
     On a 2-core AMD EPYC (one thread, 0.6B shapes) the 16-row layout ran products of 8
     rows by the talker's weights at 9.6-9.8 GB/s against 6.7-7.6 with the default kernels,
     and one row at 17-19 against 19-25 GB/s; the one-row layout was within 10% of the
@@ -199,7 +203,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
         if name == "model_linears":  # a frame at 1 and at B rows on the model's threads
-            return sum(timed_ms(p.model_fn(n), f0) for n in sorted({1, p.rows}))
+            return sum(timed_ms(p.model_fn(n), f0, repeats=3, warmup=1)
+                       for n in sorted({1, p.rows}))
         if name == "codec_linears":  # at the codec's share and at every thread (a lone
             # request's first frame is decoded with every thread, the model waiting)
             return sum(timed_ms(p.codec_fn(n), t) for n in sorted({1, p.rows})
