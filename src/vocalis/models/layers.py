@@ -12,6 +12,7 @@ bit-identical, not merely close.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -373,18 +374,14 @@ def packed_matmul(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
 
 
-_SCRIPTED: dict = {}
-
-
+@functools.cache
 def _scripted_packed_matmul():
     """:func:`packed_matmul` as a TorchScript function (compiled once, at first use)."""
-    if "f" not in _SCRIPTED:
-        _SCRIPTED["f"] = torch.jit.CompilationUnit(
-            "def packed_matmul(x: Tensor, w: Tensor, b: Optional[Tensor]) -> Tensor:\n"
-            "    scalars = torch.jit.annotate(List[Optional[number]], [])\n"
-            "    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), w, b, 'none', "
-            "scalars, '')\n").packed_matmul
-    return _SCRIPTED["f"]
+    return torch.jit.CompilationUnit(
+        "def packed_matmul(x: Tensor, w: Tensor, b: Optional[Tensor]) -> Tensor:\n"
+        "    scalars = torch.jit.annotate(List[Optional[number]], [])\n"
+        "    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), w, b, 'none', "
+        "scalars, '')\n").packed_matmul
 
 
 def conv_taps_weight(conv: nn.Conv1d) -> torch.Tensor:
@@ -428,6 +425,34 @@ def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
     """Undo :func:`pack_linears` (``replaced`` is what it returned)."""
     for parent, name, original in replaced:
         setattr(parent, name, original)
+
+
+#: the oneDNN layouts of :class:`PackedLinear` by name: (rows the weights are laid out for,
+#: one-row inputs on the default kernel)
+LINEAR_LAYOUTS = {"packed": (16, False), "packed1": (1, False), "hybrid": (16, True)}
+
+
+class LinearKernels:
+    """The kernel the linears inside ``module`` run: ``"default"`` (``nn.Linear``) or a
+    name of :data:`LINEAR_LAYOUTS`. The replaced linears are held so that :meth:`use` can
+    switch back (drop this object to free them)."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+        self.value = "default"
+        self._replaced: list[tuple[nn.Module, str, nn.Linear]] = []
+
+    def use(self, value: str) -> None:
+        """Switch to ``value`` (a no-op when it is the current one).
+
+        Raises:
+            KeyError: an unknown layout name."""
+        if value == self.value:
+            return
+        layout = None if value == "default" else LINEAR_LAYOUTS[value]
+        unpack_linears(self._replaced)
+        self._replaced = [] if layout is None else pack_linears(self.module, *layout)
+        self.value = value
 
 
 # ---------------------------------------------------------------- streaming convolutions

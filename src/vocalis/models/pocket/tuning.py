@@ -61,7 +61,7 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    split_candidates)
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.models.layers import PackedLinear, can_pack_linears, pack_linears, unpack_linears
+from vocalis.models.layers import LinearKernels, PackedLinear, can_pack_linears
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
@@ -72,8 +72,6 @@ METHOD_VERSION = 6  # 3: the engine's thread counts hold (vocalis.engine.openmp)
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
-#: the packed kernels: (rows oneDNN lays the weights out for, one row on the default kernel)
-PACKINGS = {"packed": (16, False), "packed1": (1, False), "hybrid": (16, True)}
 
 
 def fingerprint(model, max_batch: int) -> dict:
@@ -167,9 +165,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
                 "codec_elu": "exp" if cpu and not exact else "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
-    # per choice: the packed kernel in place (None: default) and the linears it replaced
-    packed: dict[str, tuple[str, list] | None] = {"flow_linears": None, "codec_linears": None}
-    modules = {"flow_linears": model.flow_lm, "codec_linears": model.mimi}
+    linears = {"flow_linears": LinearKernels(model.flow_lm),
+               "codec_linears": LinearKernels(model.mimi)}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
 
     def apply(name: str, value: str) -> None:
@@ -183,14 +180,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             if value == "bfloat16":
                 model.mimi.decoder.to(torch.bfloat16)
             return
-        now = packed[name]
-        if (now[0] if now else "default") == value:
-            return
-        if now is not None:
-            unpack_linears(now[1])
-            packed[name] = None
-        if value in PACKINGS:
-            packed[name] = (value, pack_linears(modules[name], *PACKINGS[value]))
+        linears[name].use(value)
 
     probe: dict[str, _Probe] = {}
 
@@ -254,5 +244,5 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     return result
 
 
-__all__ = ["METHOD_VERSION", "PACKINGS", "default_split", "parse_split", "split_candidates", "tune",
+__all__ = ["METHOD_VERSION", "default_split", "parse_split", "split_candidates", "tune",
            "tuning_key"]

@@ -83,13 +83,11 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
-from vocalis.models.layers import can_pack_linears, pack_linears, unpack_linears
+from vocalis.models.layers import LinearKernels, can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
-#: the packed model kernels: rows oneDNN lays the weights out for
-PACKINGS = {"packed": 16, "packed1": 1}
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 8  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of the
 # budget only; 8: model_linears
@@ -178,23 +176,15 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     defaults = {"model_linears": "default", "codec_linears": kernels[0],
                 "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}"}
     probe: dict[str, _Probe] = {}
-    # the packed model kernel in place and the linears it replaced (None: default)
-    packed: dict[str, tuple[str, list] | None] = {"model": None}
+    linears = LinearKernels(talker)
 
     def apply(name: str, value: str) -> None:
         if name == "codec_linears":
             dec.pack(value == "packed")
-        elif name == "model_linears":
-            now = packed["model"]
-            if (now[0] if now else "default") == value:
-                return
+        elif name == "model_linears" and value != linears.value:
             traced = talker.traced
             talker.untrace()  # the graphs hold the linears they were recorded with
-            if now is not None:
-                unpack_linears(now[1])
-                packed["model"] = None
-            if value in PACKINGS:
-                packed["model"] = (value, pack_linears(talker, PACKINGS[value]))
+            linears.use(value)
             if traced:
                 talker.trace()
 
@@ -240,4 +230,4 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     return result
 
 
-__all__ = ["CODEC_FRAMES", "METHOD_VERSION", "PACKINGS", "STEPS", "tune", "tuning_key"]
+__all__ = ["CODEC_FRAMES", "METHOD_VERSION", "STEPS", "tune", "tuning_key"]
