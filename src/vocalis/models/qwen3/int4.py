@@ -27,66 +27,21 @@ path's: measure the codes on the released weights before relying on it.
 
 from __future__ import annotations
 
-import logging
-import platform
-import shutil
-import threading
-from pathlib import Path
-
 import torch
 
-from vocalis.errors import InputError
-
-_SOURCE = Path(__file__).with_name("kernels") / "q4.cpp"
-_LOCK = threading.Lock()
-_loaded = False  # True once torch.ops.vocalis_q4 is registered
-
-
-def kernel_available() -> str | None:
-    """None when the int4 kernel can run here, else why not (one sentence)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return f"the int4 kernel needs an x86-64 CPU with AVX2 (this is {platform.machine()})"
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
-        return "the int4 kernel needs a CPU with AVX2 (PyTorch reports " \
-               f"{torch.backends.cpu.get_cpu_capability()})"
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        return "the int4 kernel is built at first use and needs a C++ compiler (Debian: " \
-               "apt-get install g++)"
-    return None
+from vocalis.models.qwen3.native import kernel_available
+from vocalis.models.qwen3.native import load_kernel as _load
 
 
 def load_kernel() -> None:
-    """Build (first time on this machine) and register ``torch.ops.vocalis_q4``.
+    """Build (first time on this machine) and register ``torch.ops.vocalis_q4``
+    (:func:`vocalis.models.qwen3.native.load_kernel`).
 
     Raises:
         InputError (param ``quantize``): not an x86 CPU with AVX2, no C++ compiler, or the
-            build failed; the message names the cause and the int8 alternative.
+            build failed; the message names the cause.
     """
-    global _loaded
-    if _loaded:
-        return
-    with _LOCK:
-        if _loaded:
-            return
-        why = kernel_available()
-        if why is not None:
-            raise InputError(f"{why}: use int8 instead (--quantize-mode int8, quantize='int8')",
-                             param="quantize")
-        # cpp_extension logs a CUDA warning at import on CPU-only machines: not ours to show
-        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-        from torch.utils.cpp_extension import load
-
-        logging.getLogger(__name__).info(
-            "loading the int4 kernel (built once per machine and kernel version, about 40 s)")
-        try:
-            load("vocalis_q4", [str(_SOURCE)], extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
-                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
-        except Exception as e:  # compiler or linker failure: its first line says which
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise InputError(f"the int4 kernel could not be built ({first}): check the C++ "
-                             "compiler (g++) or use int8 (--quantize-mode int8, quantize='int8')",
-                             param="quantize") from None
-        _loaded = True
+    _load("vocalis_q4")
 
 
 def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,7 +58,7 @@ class Int4Linear(torch.nn.Module):
     ``prompt``: an :class:`~vocalis.models.qwen3.model.Int8Linear` of the same weights for
     calls of several positions per row (``x [B, T, K]`` with ``T > 1``: the talker's prompt
     pass). There the 4-bit kernel, which unpacks its nibbles per call, is slower than
-    fbgemm's int8 (compute-bound, 49 positions); one-position calls (every frame's step) use
+    the int8 kernel (compute-bound, 49 positions); one-position calls (every frame's step) use
     the 4-bit weights. Which kernel runs depends on the call's shape per row only, so a
     request's result still does not depend on the other rows. ``None``: always 4-bit.
 

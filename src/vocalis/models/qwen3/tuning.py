@@ -89,8 +89,8 @@ from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 8  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of the
-# budget only; 8: model_linears
+METHOD_VERSION = 9  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of the
+# budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp)
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
