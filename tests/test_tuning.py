@@ -660,3 +660,21 @@ def test_cli_generate_measures_its_choices_for_one_row(checkpoints, tmp_path):
     entries = json.loads((tmp_path / "cache" / "tuning.json").read_text())
     assert [e["key"]["model"]["batch"] for e in entries.values()] == [1]
     assert entries.popitem()[1]["key"]["threads"] == 2
+
+
+def test_quantized_load_refuses_forced_model_linears_before_converting(qwen3_dir, monkeypatch):
+    """A quantized load that forces model_linears is refused with tune()'s message, before
+    the weights are converted (the conversion of a real 0.6B model takes seconds)."""
+    from vocalis.models.qwen3.model import Qwen3Model
+
+    def converted(self, mode="int8"):
+        raise AssertionError("the weights were converted before the tuning spec was checked")
+
+    monkeypatch.setattr(Qwen3Model, "quantize", converted)
+    msg = re.escape("model_linears='packed' is not allowed here (a quantized model has its own "
+                    "kernels)")
+    with pytest.raises(InputError, match=msg):
+        vocalis.load(str(qwen3_dir), quantize="int8", tuning="model_linears=packed")
+    monkeypatch.setenv("VOCALIS_TUNING", "model_linears=packed1")
+    with pytest.raises(InputError, match=r"\$VOCALIS_TUNING.*model_linears='packed1'"):
+        vocalis.load(str(qwen3_dir), quantize="int4")

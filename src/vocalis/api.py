@@ -588,6 +588,10 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     if quantize and dtype != "float32":
         raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32",
                          param="quantize")
+    if quantize and not exact:
+        from vocalis.models.qwen3.tuning import check_quantized_spec
+
+        check_quantized_spec(threads or torch.get_num_threads(), tuning)
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
 
     path, release = resolve_checkpoint(model_id)

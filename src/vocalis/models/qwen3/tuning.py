@@ -75,6 +75,7 @@ measured.
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 from typing import Callable
 
@@ -145,6 +146,24 @@ class _Probe:
         frames = torch.zeros(shape, dtype=torch.long, device=self.model.device)
         rows, first = list(range(n)), [False] * n
         return lambda: self.batch.decode(rows, frames, first)
+
+
+def check_quantized_spec(threads: int, spec=None) -> None:
+    """Refuse, before any weight is read or converted, a forced choice that :func:`tune`
+    would refuse for a quantized model (``model_linears`` other than ``default``), with the
+    same message. ``spec`` as in :func:`tune` (None reads ``$VOCALIS_TUNING``).
+
+    Raises:
+        InputError: that forced choice, or a malformed spec.
+    """
+    origin = "tuning"
+    if spec is None and os.environ.get(tuning_mod.ENV, "").strip():
+        spec, origin = os.environ[tuning_mod.ENV], f"${tuning_mod.ENV}"
+    total = max(1, int(threads))
+    candidates = {"model_linears": ("default",), "codec_linears": ("packed", "default"),
+                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total)}
+    notes = {"model_linears": "a quantized model has its own kernels"}
+    tuning_mod.parse_spec(spec, candidates, origin, notes)
 
 
 def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
@@ -230,4 +249,4 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     return result
 
 
-__all__ = ["CODEC_FRAMES", "METHOD_VERSION", "STEPS", "tune", "tuning_key"]
+__all__ = ["CODEC_FRAMES", "METHOD_VERSION", "STEPS", "check_quantized_spec", "tune", "tuning_key"]
