@@ -120,22 +120,21 @@ print(json.dumps(in_thread(run)))
 @linux
 def test_engine_threads_keep_their_counts_and_callers_keep_no_pool(tmp_path):
     """In the engine, the codec thread decodes on its share of the split (one of two
-    threads) even though the model thread takes both for each prompt pass (and it for a
-    lone request's first frame); and a caller that computed on two threads before
-    ``submit`` is left without an OpenMP pool."""
+    threads) even though the model thread takes both for each prompt pass; it takes both
+    for a lone request's first frame (the model thread waiting for it) and for the last
+    frames of the engine's last request (the model thread idle); and a caller that
+    computed on two threads before ``submit`` is left without an OpenMP pool."""
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
     r = run_alone(PRELUDE + f"""
 import vocalis
 with vocalis.load({str(d)!r}, threads=2, tuning="fixed,threads=1:1,codec_frames=2") as tts:
     engine = tts.engine
-    seen = {{"decode": set(), "prefill": set()}}
+    seen = {{"decode": [], "prefill": set()}}
     batch, family = engine.batch, engine.family
     decode, prefill = batch.decode, family.prefill
 
     def counted_decode(rows, frames, first):
-        # a lone first frame at an idle engine is decoded on every thread (the model
-        # thread waits for it); every other call on the codec thread's one
-        seen["decode"].add((len(rows) == 1 and all(first), torch.get_num_threads()))
+        seen["decode"][-1].append((len(rows) == 1 and all(first), torch.get_num_threads()))
         return decode(rows, frames, first)
 
     def counted_prefill(*a, **k):
@@ -144,6 +143,7 @@ with vocalis.load({str(d)!r}, threads=2, tuning="fixed,threads=1:1,codec_frames=
 
     batch.decode, family.prefill = counted_decode, counted_prefill
     for seed in (1, 2):  # the second request arrives after the first prompt pass
+        seen["decode"].append([])
         tts.synthesize("Hello there, how are you today?", speaker="ryan", seed=seed,
                        max_new_tokens=8)
 
@@ -152,14 +152,20 @@ with vocalis.load({str(d)!r}, threads=2, tuning="fixed,threads=1:1,codec_frames=
         before = os_threads()
         work()  # the caller's own two-thread work: one pool worker
         with_pool = os_threads()
+        seen["decode"].append([])
         audio = tts.synthesize("One more sentence.", speaker="ryan", seed=3, max_new_tokens=6)
         return before, with_pool, os_threads(), int(audio.samples.size)
 
     before, with_pool, after, samples = in_thread(caller)
-    print(json.dumps(dict(decode=sorted(seen["decode"]), prefill=sorted(seen["prefill"]),
+    print(json.dumps(dict(decode=seen["decode"], prefill=sorted(seen["prefill"]),
                           before=before, with_pool=with_pool, after=after, samples=samples)))
 """)
-    assert r["decode"] == [[False, 1], [True, 2]] and r["prefill"] == [2]
+    assert len(r["decode"]) == 3
+    for calls in r["decode"]:  # codec calls of one request, in order
+        assert len(calls) >= 3
+        assert calls[0] == [True, 2] and calls[-1] == [False, 2]  # first frame, last frames
+        assert all(c == [False, 1] for c in calls[1:-1])
+    assert r["prefill"] == [2]
     assert r["samples"] > 0
     workers = set(r["with_pool"]) - set(r["before"])  # the caller's pool worker
     assert len(workers) == 1

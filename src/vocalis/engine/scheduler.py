@@ -231,6 +231,11 @@ class Engine:
             out.append(job)
         return out
 
+    def _idle(self) -> bool:
+        """No request is active or queued: the model thread is waiting for work."""
+        with self._cond:
+            return not self._active and not self._queue
+
     def _release(self, job: Job, failed: bool = False) -> None:
         """Free the job's row; after a failure, also wipe what it wrote (may be NaN)."""
         if failed or job.failed:
@@ -533,7 +538,9 @@ class Engine:
                     group = self._gather(msg)
                     steps = [m[0] for m in group]
                     pcm, error = None, None
-                    alone = done is not None  # a lone first frame, the model thread waiting
+                    # every thread for a lone first frame (the model thread waiting), and
+                    # for the last frames of the engine's last request (it has no work left)
+                    alone = done is not None or (bool(group[-1][1]) and self._idle())
                     if alone:
                         self._set_threads("burst")
                     if items:
