@@ -148,6 +148,31 @@ class _Probe:
         return lambda: self.batch.decode(rows, frames, first)
 
 
+def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
+             model_packable: bool) -> tuple[dict, dict, dict]:
+    """The choices :func:`tune` offers: ``(defaults, candidates, notes)``, where ``notes``
+    says why a choice has a single candidate. One table for :func:`tune` and for
+    :func:`check_quantized_spec`, so the early check refuses exactly what tuning refuses."""
+    f0, c0 = default_split(total)
+    kernels = ("packed", "default") if codec_packable else ("default",)
+    model_kernels = ("packed", "packed1", "default") if model_packable else ("default",)
+    candidates = {"model_linears": model_kernels, "codec_linears": kernels,
+                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total)}
+    defaults = {"model_linears": "default", "codec_linears": kernels[0],
+                "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}"}
+    notes = {"threads": f"the splits follow the thread budget, {total}"}
+    if exact:
+        notes["codec_linears"] = "an exact model keeps the default kernels"
+        notes["model_linears"] = "an exact model keeps the default kernels"
+    else:
+        if not codec_packable:
+            notes["codec_linears"] = "oneDNN packs float32 CPU weights only"
+        if not model_packable:
+            notes["model_linears"] = ("a quantized model has its own kernels" if quantized
+                                      else "oneDNN packs float32 CPU weights only")
+    return defaults, candidates, notes
+
+
 def check_quantized_spec(threads: int, spec=None) -> None:
     """Refuse, before any weight is read or converted, a forced choice that :func:`tune`
     would refuse for a quantized model (``model_linears`` other than ``default``), with the
@@ -159,10 +184,8 @@ def check_quantized_spec(threads: int, spec=None) -> None:
     origin = "tuning"
     if spec is None and os.environ.get(tuning_mod.ENV, "").strip():
         spec, origin = os.environ[tuning_mod.ENV], f"${tuning_mod.ENV}"
-    total = max(1, int(threads))
-    candidates = {"model_linears": ("default",), "codec_linears": ("packed", "default"),
-                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total)}
-    notes = {"model_linears": "a quantized model has its own kernels"}
+    _, candidates, notes = _choices(max(1, int(threads)), exact=False, quantized=True,
+                                    codec_packable=True, model_packable=False)
     tuning_mod.parse_spec(spec, candidates, origin, notes)
 
 
@@ -185,15 +208,11 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     f0, c0 = default_split(total)
     dec = model.decoder
     packable = cpu and not exact and dec.can_pack
-    kernels = ("packed", "default") if packable else ("default",)
     talker = model.talker
     model_packable = (cpu and not exact and not model.quantized
                       and talker.dtype == torch.float32 and can_pack_linears(model.device))
-    model_kernels = ("packed", "packed1", "default") if model_packable else ("default",)
-    candidates = {"model_linears": model_kernels, "codec_linears": kernels,
-                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total)}
-    defaults = {"model_linears": "default", "codec_linears": kernels[0],
-                "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}"}
+    defaults, candidates, notes = _choices(total, exact, model.quantized, packable,
+                                           model_packable)
     probe: dict[str, _Probe] = {}
     linears = LinearKernels(talker)
 
@@ -231,16 +250,6 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     key = tuning_key(model, total, max_batch)
     measurable = (("model_linears", "codec_linears", "codec_frames", "threads")
                   if cpu and not exact else ())
-    notes = {"threads": f"the splits follow the thread budget, {total}"}
-    if exact:
-        notes["codec_linears"] = "an exact model keeps the default kernels"
-        notes["model_linears"] = "an exact model keeps the default kernels"
-    else:
-        if not packable:
-            notes["codec_linears"] = "oneDNN packs float32 CPU weights only"
-        if not model_packable:
-            notes["model_linears"] = ("a quantized model has its own kernels" if model.quantized
-                                      else "oneDNN packs float32 CPU weights only")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total)})
     if probe:
