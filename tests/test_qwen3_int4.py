@@ -18,6 +18,8 @@ What is checked, against something independent of the code under test:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -232,3 +234,34 @@ def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, monkeypatch, ca
     monkeypatch.setenv("PATH", "")
     why = int4.kernel_available()
     assert why is not None and "C++ compiler" in why
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_a_lent_core_computes_the_same_4bit_products_bit_for_bit(rows):
+    """As for int8 (``test_qwen3_quantize``): blocks of channels computed on the codec's
+    lent core (``kernels/lend.h``; the one-row and the several-row paths) equal the
+    caller's own, bit for bit, and the lent core took some."""
+    int4.load_kernel()
+    op = torch.ops.vocalis_q4
+    torch.manual_seed(rows)
+    q = int4.Int4Linear(torch.nn.Linear(1024, 4100))
+    x = torch.randn(rows, 1024)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # the helper serves one-thread callers (the engine's model thread)
+    try:
+        ref = q(x)
+        blocks = op.lent_blocks()
+        op.lend(True)
+        try:
+            outs = [q(x) for _ in range(8)]
+            deadline = time.monotonic() + 10
+            while op.lent_blocks() == blocks and time.monotonic() < deadline:
+                outs.append(q(x))
+        finally:
+            op.lend(False)
+        outs.append(q(x))
+    finally:
+        torch.set_num_threads(before)
+    assert op.lent_blocks() > blocks
+    for y in outs:
+        assert torch.equal(y, ref)

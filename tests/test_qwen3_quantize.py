@@ -16,6 +16,8 @@ What is checked, against something independent of the code under test:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -229,3 +231,60 @@ def test_traced_int8_steps_equal_eager_bit_for_bit(dirs, batch):
     m.quantize_int8()  # ... are dropped here: the int8 model runs eager until traced again
     assert not m.talker.traced and not m.talker.code_predictor.model.traced
     assert_traced_equals_eager(m.talker, batch)
+
+
+def _lent_products(lin: Int8Linear, x: torch.Tensor, calls: int = 8):
+    """``calls`` products with the codec's core lent; returns (outputs, blocks the lent
+    core computed), calling again (up to 10 s) until it has taken part."""
+    op = torch.ops.vocalis_q8
+    before = op.lent_blocks()
+    op.lend(True)
+    try:
+        outs = [lin(x) for _ in range(calls)]
+        deadline = time.monotonic() + 10
+        while op.lent_blocks() == before and time.monotonic() < deadline:
+            outs.append(lin(x))
+    finally:
+        op.lend(False)
+    return outs, op.lent_blocks() - before
+
+
+@pytest.mark.parametrize("rows", [1, 3, 13])
+def test_a_lent_core_computes_the_same_products_bit_for_bit(rows):
+    """The codec's idle core (``kernels/lend.h``) takes blocks of output channels of a
+    one-thread caller's products: the results equal the caller's own, bit for bit, and the
+    lent core did take blocks (counted by the kernel)."""
+    torch.manual_seed(rows)
+    lin = torch.nn.Linear(1000, 4100)  # padded K, a partial last tile, many blocks
+    q = Int8Linear(lin)
+    x = torch.randn(rows, 1000)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # the helper serves one-thread callers (the engine's model thread)
+    try:
+        ref = q(x)
+        outs, blocks = _lent_products(q, x)
+        after = q(x)  # taken back: the caller alone again
+    finally:
+        torch.set_num_threads(before)
+    assert blocks > 0
+    for y in outs + [after]:
+        assert torch.equal(y, ref)
+
+
+def test_lending_the_codec_core_keeps_every_code(dirs):
+    """Seeded requests, alone and in a batch, give the same codes whether the codec thread
+    lends its core to the model thread's int8 products or not (forced by the tuning
+    choice ``lend``), and the lent core took part in the engine's products."""
+    reqs = [("Hi.", {"speaker": "ryan", "seed": 1, "greedy": True}),
+            (TEXT, {"speaker": "serena", "seed": 2, "temperature": 1.3}),
+            ("A longer sentence, spoken by another speaker.", {"speaker": "vivian", "seed": 3})]
+    got = {}
+    for lend in ("off", "on"):
+        with vocalis.load(str(dirs["0.6b-customvoice"]), quantize=True, max_batch=4,
+                          threads=2, tuning=f"lend={lend}") as tts:
+            assert tts.tuning.choices["lend"] == lend
+            before = torch.ops.vocalis_q8.lent_blocks()
+            got[lend] = codes_alone_and_together(tts, reqs, N)
+            taken = torch.ops.vocalis_q8.lent_blocks() - before
+        assert (taken > 0) == (lend == "on"), (lend, taken)
+    assert got["on"] == got["off"]

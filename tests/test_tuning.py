@@ -480,13 +480,13 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
         if name == "model_linears":  # each kernel in place (every linear of the talker)
             assert model_kernels() == ({torch.nn.Linear} if value == "default" else {PackedLinear})
             return {"packed1": 1.0}.get(value, 5.0)
-        return {"2:2": 1.0, "default": 1.0, "2": 1.0}.get(value, 5.0)
+        return {"2:2": 1.0, "default": 1.0, "2": 1.0, "off": 1.0}.get(value, 5.0)
 
     both = {"model_linears": "measured", "codec_linears": "measured", "codec_frames": "measured",
-            "threads": "measured"}
+            "threads": "measured", "lend": "fixed"}  # a float32 model has no core to lend
     t = tune_qwen3(model, 4, 4, False, measure=scores)  # 4 threads: the splits 3:1, 2:2, 1:3
     want = {"model_linears": "packed1", "codec_linears": "default", "codec_frames": "2",
-            "threads": "2:2"}
+            "threads": "2:2", "lend": "off"}
     assert (t.choices, t.sources) == (want, both)
     assert not model.decoder.packed
     assert model_kernels() == {PackedLinear}  # the talker runs the winner, laid out for 1 row
@@ -496,20 +496,23 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
                                    + [("codec_frames", g) for g in ("1", "2", "4")]
                                    + [("threads", s) for s in ("3:1", "2:2", "1:3")])
     (entry,) = json.loads(cache.read_text()).values()
-    assert entry["choices"] == want
+    assert entry["choices"] == {k: v for k, v in want.items() if k != "lend"}  # fixed: not stored
     assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 4
     # reused without measuring (on a model loaded again); another quantization is another
     # key, and a quantized model keeps its own kernels (model_linears is not measured)
     cached = {"model_linears": "cache", "codec_linears": "cache", "codec_frames": "cache",
-              "threads": "cache"}
+              "threads": "cache", "lend": "fixed"}
     model = load_model(qwen3_dir)
     assert tune_qwen3(model, 4, 4, False, measure=never).sources == cached
     assert model_kernels() == {PackedLinear}
     model = load_model(qwen3_dir)
     model.quantize_int8()
+    calls.clear()
     t = tune_qwen3(model, 4, 4, False, measure=scores)
-    assert t.sources == {**both, "model_linears": "fixed"}
+    assert t.sources == {**both, "model_linears": "fixed", "lend": "measured"}
     assert t.choices["model_linears"] == "default"
+    # the int8 kernels may borrow the codec's idle core: measured, the faster kept
+    assert ("lend", "on") in calls and ("lend", "off") in calls and t.choices["lend"] == "off"
     with pytest.raises(InputError, match=re.escape("model_linears='packed' is not allowed here "
                                                    "(a quantized model has its own kernels)")):
         tune_qwen3(model, 4, 4, False, spec="model_linears=packed", measure=never)
@@ -523,8 +526,12 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     forced = tune_qwen3(model, 2, 4, False, spec="threads=1:2,codec_linears=packed,codec_frames=4",
                         measure=never)
     assert forced.choices == {"model_linears": "default", "codec_linears": "packed",
-                              "codec_frames": "4", "threads": "1:2"}
+                              "codec_frames": "4", "threads": "1:2", "lend": "off"}
     assert model.decoder.packed
+    assert tune_qwen3(model, 2, 4, False, spec="lend=on", measure=never).choices["lend"] == "on"
+    with pytest.raises(InputError, match=re.escape("lend='on' is not allowed here (a lent core "
+                                                   "needs the CPU and a budget of two threads")):
+        tune_qwen3(model, 1, 4, False, spec="lend=on", measure=never)
     monkeypatch.setenv("VOCALIS_TUNING", "threads=2:1")
     assert tune_qwen3(model, 2, 4, False, measure=never).sources["threads"] == "forced"
     monkeypatch.delenv("VOCALIS_TUNING")
@@ -532,13 +539,16 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     t = tune_qwen3(exact, 2, 4, True, measure=never)
     assert (t.choices, t.sources) == (
         {"model_linears": "default", "codec_linears": "default", "codec_frames": "1",
-         "threads": "1:1"},
+         "threads": "1:1", "lend": "off"},
         {"model_linears": "fixed", "codec_linears": "fixed", "codec_frames": "fixed",
-         "threads": "fixed"})
+         "threads": "fixed", "lend": "fixed"})
     assert not exact.decoder.packed
+    with pytest.raises(InputError, match=re.escape("lend='on' is not allowed here (only the int8 "
+                                                   "and int4 kernels run on a lent core)")):
+        tune_qwen3(exact, 2, 4, True, spec="lend=on", measure=never)
     with pytest.raises(InputError, match=re.escape(
             "unknown choice 'flow_linears'; this model has: model_linears, codec_linears, "
-            "codec_frames, threads")):
+            "codec_frames, threads, lend")):
         tune_qwen3(model, 2, 4, False, spec="flow_linears=packed", measure=never)
 
 
@@ -581,7 +591,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     try:
         t = tts.tuning
         assert t.sources == {"model_linears": "measured", "codec_linears": "measured",
-                             "codec_frames": "measured", "threads": "fixed"}
+                             "codec_frames": "measured", "threads": "fixed", "lend": "fixed"}
         assert set(t.timings["model_linears"]) == {"packed", "packed1", "default"}
         assert t.choices["model_linears"] == min(t.timings["model_linears"],
                                                  key=t.timings["model_linears"].get)
@@ -604,7 +614,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
     assert again.tuning.sources == {"model_linears": "cache", "codec_linears": "cache",
-                                    "codec_frames": "cache", "threads": "fixed"}
+                                    "codec_frames": "cache", "threads": "fixed", "lend": "fixed"}
     assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],

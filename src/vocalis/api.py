@@ -607,7 +607,8 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
     chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
     tts = Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
                    full_state_decode, split=parse_split(chosen.choices["threads"]),
-                   codec_frames=int(chosen.choices["codec_frames"]))
+                   codec_frames=int(chosen.choices["codec_frames"]),
+                   lend=chosen.choices["lend"] == "on")
     tts.tuning = chosen
     return tts
 

@@ -83,10 +83,11 @@ class Qwen3TTS(TTS):
     def __init__(self, model: Qwen3Model, model_id: str, released: bool, max_batch: int = 16,
                  max_queue: int = 256, threads: int | None = None, exact: bool = False,
                  full_state_decode: bool = False, split: tuple[int, int] | None = None,
-                 codec_frames: int = 1):
+                 codec_frames: int = 1, lend: bool = False):
         super().__init__(model, model_id, released, max_batch, max_queue, threads,
                          family=Qwen3Family(model, chunked_decode=not full_state_decode,
-                                            split=split, codec_frames=codec_frames))
+                                            split=split, codec_frames=codec_frames,
+                                            lend=lend))
         self.exact = exact
 
     @property

@@ -75,6 +75,12 @@ class Engine:
         # on the decoder thread (fewer threads than cores oversubscribe less); the family
         # decides (measured: vocalis.models.pocket.tuning)
         self.pipeline = bool(getattr(family, "codec_pipeline", True))
+        # lend(on): while the codec thread waits (on=True), its core may run part of the
+        # model thread's products (a family's own kernels, e.g. Qwen3's int8 and int4:
+        # kernels/lend.h); taken back (False) before each codec call. Families whose codec
+        # runs in two pipelined stages keep their cores.
+        lend = getattr(family, "lend_codec_threads", None)
+        self._lend = lend if lend is not None and not self.pipeline else (lambda on: None)
         # frames per codec call of each row after its first (families whose codec decodes
         # several frames in one call more cheaply per frame; see _gather)
         self.codec_frames = max(1, int(getattr(family, "codec_frames", 1)))
@@ -528,6 +534,7 @@ class Engine:
         self._set_threads("decoder")
         tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
+            self._lend(True)
             while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
                 # both stages on this thread: many rows, no pipeline, or a lone first frame
@@ -536,6 +543,7 @@ class Engine:
                         self._wait_for_helper()
                         tails_queued = False
                     group = self._gather(msg)
+                    self._lend(False)  # the codec's threads are busy from here
                     steps = [m[0] for m in group]
                     pcm, error = None, None
                     # every thread for a lone first frame (the model thread waiting), and
@@ -552,6 +560,7 @@ class Engine:
                     if alone:  # back to this thread's share, without a pool beside the
                         self._set_threads("decoder")  # model thread's
                         release_thread_pool()
+                    self._lend(True)
                     fs = self.family.frame_samples
                     for k, (items_k, finishes_k, done_k) in enumerate(group):
                         part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
@@ -567,6 +576,7 @@ class Engine:
                     tails_queued = True
                 if self._decode_q.empty() and not self._held:
                     self._decoding = False
+            self._lend(False)
 
 
 def non_finite(job: Job, stage: str, frame: int) -> GenerationError:

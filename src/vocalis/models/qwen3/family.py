@@ -171,6 +171,15 @@ class Qwen3Batch:
         return dec.stream(self.codec, codes, rows=torch.tensor(rows))
 
 
+def lend_kernels(model: Qwen3Model, on: bool) -> None:
+    """Lend (``on``) or take back the codec's core to a quantized model's kernels: int8's,
+    and int4's too for an int4 model (whose prompt passes run the int8 kernel). Each kernel
+    library has its own helper thread (``kernels/lend.h``)."""
+    torch.ops.vocalis_q8.lend(on)
+    if model.quantized == "int4":
+        torch.ops.vocalis_q4.lend(on)
+
+
 class Qwen3Family:
     """The talker step, code predictor, EOS rule and codec of a :class:`Qwen3Model`."""
 
@@ -178,15 +187,25 @@ class Qwen3Family:
     codec_pipeline = False
 
     def __init__(self, model: Qwen3Model, chunked_decode: bool = True,
-                 split: tuple[int, int] | None = None, codec_frames: int = 1):
+                 split: tuple[int, int] | None = None, codec_frames: int = 1,
+                 lend: bool = False):
         self.model = model
         self.codec_frames = codec_frames  # frames per codec call after a row's first
         self.sample_rate = model.sample_rate
         self.frame_samples = model.frame_samples
         self.chunked_decode = chunked_decode
         self.split = split
+        self.lend = lend
         self.shared_prompt_passes = 0  # padded prompt passes that served several rows
         self._talker_step = None  # the talker step left by step() for finish_step()
+
+    def lend_codec_threads(self, on: bool) -> None:
+        """Called by the engine's codec thread: ``on`` while it waits for frames, so that a
+        quantized model's products (``kernels/lend.h``) may run partly on its core; off
+        before each codec call. No effect on a float32 model or when ``lend`` is off
+        (tuning choice); results are the same either way, bit for bit."""
+        if self.lend and self.model.quantized:
+            lend_kernels(self.model, on)
 
     def thread_split(self, total: int) -> tuple[int, int]:
         """(model threads, codec threads) of ``total``: the split measured at load

@@ -10,6 +10,7 @@ Each is a small x86 AVX2 kernel of ours, built at first use by ``torch.utils.cpp
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import platform
 import shutil
@@ -39,6 +40,15 @@ def kernel_available() -> str | None:
     return None
 
 
+def _headers_flag() -> str:
+    """A define naming a hash of the kernels' shared headers: cpp_extension rebuilds when a
+    source or a flag changes, and the headers are neither."""
+    digest = hashlib.sha256()
+    for header in sorted(_DIR.glob("*.h")):
+        digest.update(header.name.encode() + b"\0" + header.read_bytes())
+    return f"-DVOCALIS_HEADERS_{digest.hexdigest()[:16]}"
+
+
 def load_kernel(name: str) -> None:
     """Build (first time on this machine) and register ``torch.ops.<name>``, one of
     :data:`KERNELS`.
@@ -64,7 +74,8 @@ def load_kernel(name: str) -> None:
         logging.getLogger(__name__).info(
             "loading the %s kernel (built once per machine and kernel version, about 40 s)", mode)
         try:
-            load(name, [str(_DIR / source)], extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+            load(name, [str(_DIR / source)],
+                 extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp", _headers_flag()],
                  extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False)
         except Exception as e:  # compiler or linker failure: its first line says which
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -53,6 +53,18 @@ Choices, decided in this order:
     the only one and is taken without measuring. Each measured split cost about 3 s for an
     int8 0.6B model and 6 s in float32 on a 2-core AMD EPYC (once per machine and model,
     cached).
+``lend`` (``on`` | ``off``)
+    Whether the codec thread lends its core, while it waits for frames, to the model
+    thread's int8 or int4 products (``kernels/lend.h``: one helper thread of ours takes
+    blocks of output channels; taken back before each codec call). A lone stream's codec
+    decodes 4 frames per call and waits between calls, about half the time at int8 on a
+    2-core AMD EPYC, while one thread reads the model's weights at the rate one core
+    reaches (17 GB/s there, 27 with two). Only for a quantized model on the CPU with a
+    budget of two threads or more; results are the same bit for bit either way. Score: one
+    frame of the model at one row on the model's thread count of the built-in split, the
+    helper lent or not (the codec idle, as while it waits). On that machine 79 MB of the
+    predictor's int8 products at one row took 3.95 ms lent against 6.62 ms, and a lone
+    20-frame int8 stream 2.81 s against 3.43 s.
 
 Why it is measured: the codec costs a large share of a frame (on a 2-core AMD EPYC, one
 int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and 280 ms on
@@ -85,13 +97,13 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
 from vocalis.models.layers import LinearKernels, can_pack_linears
-from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache
+from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels
 
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 9  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of the
-# budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp)
+METHOD_VERSION = 10  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
+# the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
@@ -149,18 +161,24 @@ class _Probe:
 
 
 def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
-             model_packable: bool) -> tuple[dict, dict, dict]:
+             model_packable: bool, cpu: bool = True) -> tuple[dict, dict, dict]:
     """The choices :func:`tune` offers: ``(defaults, candidates, notes)``, where ``notes``
     says why a choice has a single candidate. One table for :func:`tune` and for
     :func:`check_quantized_spec`, so the early check refuses exactly what tuning refuses."""
     f0, c0 = default_split(total)
     kernels = ("packed", "default") if codec_packable else ("default",)
     model_kernels = ("packed", "packed1", "default") if model_packable else ("default",)
+    lendable = cpu and quantized and total >= 2
+    lend = ("on", "off") if lendable else ("off",)
     candidates = {"model_linears": model_kernels, "codec_linears": kernels,
-                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total)}
+                  "codec_frames": CODEC_FRAMES, "threads": split_candidates(total),
+                  "lend": lend}
     defaults = {"model_linears": "default", "codec_linears": kernels[0],
-                "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}"}
+                "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}", "lend": lend[0]}
     notes = {"threads": f"the splits follow the thread budget, {total}"}
+    if not lendable:
+        notes["lend"] = ("only the int8 and int4 kernels run on a lent core" if not quantized
+                         else "a lent core needs the CPU and a budget of two threads or more")
     if exact:
         notes["codec_linears"] = "an exact model keeps the default kernels"
         notes["model_linears"] = "an exact model keeps the default kernels"
@@ -211,8 +229,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     talker = model.talker
     model_packable = (cpu and not exact and not model.quantized
                       and talker.dtype == torch.float32 and can_pack_linears(model.device))
-    defaults, candidates, notes = _choices(total, exact, model.quantized, packable,
-                                           model_packable)
+    defaults, candidates, notes = _choices(total, exact, bool(model.quantized), packable,
+                                           model_packable, cpu)
     probe: dict[str, _Probe] = {}
     linears = LinearKernels(talker)
 
@@ -237,6 +255,12 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             # request's first frame is decoded with every thread, the model waiting)
             return sum(timed_ms(p.codec_fn(n), t) for n in sorted({1, p.rows})
                        for t in sorted({c0, total}))
+        if name == "lend":  # a frame at 1 row on the model's threads, the codec idle
+            lend_kernels(model, value == "on")
+            try:
+                return timed_ms(p.model_fn(1), f0, repeats=3, warmup=1)
+            finally:
+                lend_kernels(model, False)
         if name == "codec_frames":  # ms per frame on the codec's threads
             g = int(value)
             return timed_ms(p.codec_fn(1, g), c0, repeats=3, warmup=1) / g
@@ -248,7 +272,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = (("model_linears", "codec_linears", "codec_frames", "threads")
+    measurable = (("model_linears", "codec_linears", "codec_frames", "threads", "lend")
                   if cpu and not exact else ())
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total)})

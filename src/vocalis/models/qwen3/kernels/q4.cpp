@@ -14,6 +14,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "lend.h"
+
 static inline float hsum8(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
   lo = _mm_add_ps(lo, hi);
@@ -121,13 +123,13 @@ torch::Tensor q4_linear(torch::Tensor x, torch::Tensor packed, torch::Tensor sca
   const float* D = d.data_ptr<float>();
   float* Y = y.data_ptr<float>();
   if (M == 1) {
-    at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
+    vocalis_lend::parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) Y[n] = dot_row<true>(W + n * KB, S + n * B, Q, D, C, B);
     });
     return y;
   }
   constexpr int64_t NT = 8;  // output channels unpacked together, reused for every row of x
-  at::parallel_for(0, (N + NT - 1) / NT, 1, [&](int64_t t0, int64_t t1) {
+  vocalis_lend::parallel_for((N + NT - 1) / NT, 1, [&](int64_t t0, int64_t t1) {
     std::vector<uint8_t> wt(NT * Kp);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n0 = t * NT, nr = std::min<int64_t>(NT, N - n0);
@@ -178,7 +180,14 @@ std::vector<torch::Tensor> q4_pack(torch::Tensor w) {
   return {packed, scales};
 }
 
+// Lend (true) or take back (false) the codec's idle core to the products (see lend.h).
+void q4_lend(bool on) { vocalis_lend::lend(on); }
+// Blocks of products the lent core has computed since the process started.
+int64_t q4_lent_blocks() { return vocalis_lend::state().blocks.load(); }
+
 TORCH_LIBRARY(vocalis_q4, m) {
+  m.def("lend(bool on) -> ()", &q4_lend);
+  m.def("lent_blocks() -> int", &q4_lent_blocks);
   m.def("linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
   m.impl("linear", torch::kCPU, &q4_linear);
   m.def("pack(Tensor w) -> Tensor[]");

@@ -20,6 +20,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "lend.h"
+
 namespace {
 
 constexpr int64_t R = 4;       // output channels per tile
@@ -123,7 +125,7 @@ torch::Tensor q8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scales, 
   const int32_t* Z = sums.data_ptr<int32_t>();
   float* Y = y.data_ptr<float>();
   constexpr int64_t MR = 4;  // rows per pass over a tile (16 accumulators)
-  at::parallel_for(0, T, 8, [&](int64_t t0, int64_t t1) {
+  vocalis_lend::parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
     int32_t o[MR][R];
     for (int64_t t = t0; t < t1; ++t) {
       const int8_t* wt = W + t * R * Kp;
@@ -181,7 +183,14 @@ std::vector<torch::Tensor> q8_pack(torch::Tensor w) {
   return {tiles, scales, sums};
 }
 
+// Lend (true) or take back (false) the codec's idle core to the products (see lend.h).
+void q8_lend(bool on) { vocalis_lend::lend(on); }
+// Blocks of products the lent core has computed since the process started.
+int64_t q8_lent_blocks() { return vocalis_lend::state().blocks.load(); }
+
 TORCH_LIBRARY(vocalis_q8, m) {
+  m.def("lend(bool on) -> ()", &q8_lend);
+  m.def("lent_blocks() -> int", &q8_lent_blocks);
   m.def("linear(Tensor x, Tensor w, Tensor scales, Tensor sums) -> Tensor");
   m.impl("linear", torch::kCPU, &q8_linear);
   m.def("pack(Tensor w) -> Tensor[]");
