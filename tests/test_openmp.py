@@ -170,3 +170,36 @@ with vocalis.load({str(d)!r}, threads=2, tuning="fixed,threads=1:1,codec_frames=
     workers = set(r["with_pool"]) - set(r["before"])  # the caller's pool worker
     assert len(workers) == 1
     assert not workers & set(r["after"])  # gone after synthesize
+
+
+def test_a_lone_float32_row_borrows_the_waiting_codecs_thread(tmp_path):
+    """With the tuning choice ``lend=on`` a lone float32 request's steps after its first
+    frame run on both threads when the codec thread is waiting for frames (as it is right
+    after the lone first frame), and on the model's one otherwise; ``lend=off`` keeps every
+    step after the first on one thread. The codes are the same (greedy) either way."""
+    d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
+    r = run_alone(PRELUDE + f"""
+import vocalis
+out = {{}}
+for lend in ("on", "off"):
+    with vocalis.load({str(d)!r}, threads=2, tuning=f"fixed,threads=1:1,codec_frames=4,lend={{lend}}") as tts:
+        family = tts.engine.family
+        step, counts = family.step, []
+
+        def counted_step(*a, **k):
+            counts.append(torch.get_num_threads())
+            return step(*a, **k)
+
+        family.step = counted_step
+        audio = tts.synthesize("Hello there, how are you today?", speaker="ryan", seed=1,
+                               greedy=True, max_new_tokens=12)
+        out[lend] = dict(steps=counts, codes=[c for ch in audio.chunks for c in ch["codes"]])
+print(json.dumps(out))
+""")
+    on, off = r["on"]["steps"], r["off"]["steps"]
+    assert len(on) >= 8 and len(off) >= 8
+    assert on[0] == off[0] == 2  # the first step rides the prompt pass's burst
+    assert on[1] == 2  # the codec waits right after the lone first frame
+    assert set(off[1:]) == {1}
+    assert set(on[1:]) <= {1, 2}
+    assert r["on"]["codes"] == r["off"]["codes"]

@@ -463,7 +463,7 @@ def qwen3_dir(tmp_path_factory):
 
 
 def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, cache, monkeypatch):
-    from vocalis.models.qwen3.model import load_model
+    from vocalis.models.qwen3.model import F32Linear, load_model
     from vocalis.models.qwen3.tuning import tune as tune_qwen3
 
     model = load_model(qwen3_dir)
@@ -478,12 +478,15 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
         # the packed codec measured slower here: the default kernels must win and be applied
         assert model.decoder.packed == (name == "codec_linears" and value == "packed")
         if name == "model_linears":  # each kernel in place (every linear of the talker)
-            assert model_kernels() == ({torch.nn.Linear} if value == "default" else {PackedLinear})
+            own = {type(m) for m in model.talker.modules() if isinstance(m, F32Linear)}
+            assert model_kernels() == {"default": {torch.nn.Linear}, "vocalis": set()}.get(
+                value, {PackedLinear})
+            assert own == ({F32Linear} if value == "vocalis" else set())
             return {"packed1": 1.0}.get(value, 5.0)
         return {"2:2": 1.0, "default": 1.0, "2": 1.0, "off": 1.0}.get(value, 5.0)
 
     both = {"model_linears": "measured", "codec_linears": "measured", "codec_frames": "measured",
-            "threads": "measured", "lend": "fixed"}  # a float32 model has no core to lend
+            "threads": "measured", "lend": "measured"}
     t = tune_qwen3(model, 4, 4, False, measure=scores)  # 4 threads: the splits 3:1, 2:2, 1:3
     want = {"model_linears": "packed1", "codec_linears": "default", "codec_frames": "2",
             "threads": "2:2", "lend": "off"}
@@ -491,17 +494,19 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     assert not model.decoder.packed
     assert model_kernels() == {PackedLinear}  # the talker runs the winner, laid out for 1 row
     assert {m.batch_hint for m in model.talker.modules() if isinstance(m, PackedLinear)} == {1}
-    assert sorted(calls) == sorted([("model_linears", k) for k in ("packed", "packed1", "default")]
+    assert sorted(calls) == sorted([("model_linears", k)
+                                    for k in ("packed", "packed1", "default", "vocalis")]
                                    + [("codec_linears", "default"), ("codec_linears", "packed")]
                                    + [("codec_frames", g) for g in ("1", "2", "4")]
-                                   + [("threads", s) for s in ("3:1", "2:2", "1:3")])
+                                   + [("threads", s) for s in ("3:1", "2:2", "1:3")]
+                                   + [("lend", v) for v in ("on", "off")])
     (entry,) = json.loads(cache.read_text()).values()
-    assert entry["choices"] == {k: v for k, v in want.items() if k != "lend"}  # fixed: not stored
+    assert entry["choices"] == want
     assert entry["key"]["model"]["family"] == "qwen3-tts" and entry["key"]["threads"] == 4
     # reused without measuring (on a model loaded again); another quantization is another
     # key, and a quantized model keeps its own kernels (model_linears is not measured)
     cached = {"model_linears": "cache", "codec_linears": "cache", "codec_frames": "cache",
-              "threads": "cache", "lend": "fixed"}
+              "threads": "cache", "lend": "cache"}
     model = load_model(qwen3_dir)
     assert tune_qwen3(model, 4, 4, False, measure=never).sources == cached
     assert model_kernels() == {PackedLinear}
@@ -509,7 +514,7 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
     model.quantize_int8()
     calls.clear()
     t = tune_qwen3(model, 4, 4, False, measure=scores)
-    assert t.sources == {**both, "model_linears": "fixed", "lend": "measured"}
+    assert t.sources == {**both, "model_linears": "fixed"}
     assert t.choices["model_linears"] == "default"
     # the int8 kernels may borrow the codec's idle core: measured, the faster kept
     assert ("lend", "on") in calls and ("lend", "off") in calls and t.choices["lend"] == "off"
@@ -543,8 +548,8 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
         {"model_linears": "fixed", "codec_linears": "fixed", "codec_frames": "fixed",
          "threads": "fixed", "lend": "fixed"})
     assert not exact.decoder.packed
-    with pytest.raises(InputError, match=re.escape("lend='on' is not allowed here (only the int8 "
-                                                   "and int4 kernels run on a lent core)")):
+    with pytest.raises(InputError, match=re.escape("lend='on' is not allowed here (an exact "
+                                                   "model keeps the built-in threads)")):
         tune_qwen3(exact, 2, 4, True, spec="lend=on", measure=never)
     with pytest.raises(InputError, match=re.escape(
             "unknown choice 'flow_linears'; this model has: model_linears, codec_linears, "
@@ -553,24 +558,29 @@ def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, ca
 
 
 def test_qwen3_packed_model_linears_speak_the_same(qwen3_dir, cache):
-    """The talker and predictor on oneDNN-packed weights (either layout, traced as the
-    engine runs them) against the default kernels of an exact model: the same seeded
+    """The talker and predictor on oneDNN-packed weights (either layout) or our float32
+    kernel (traced as the engine runs them) against the default kernels of an exact model:
+    the same seeded
     request, alone and beside another, gives the same codes, and audio equal to float
     rounding."""
+    from vocalis.models.qwen3.model import F32Linear
+
     ref = vocalis.load(str(qwen3_dir), threads=2, exact=True)
     texts = ["Packed or not, the same codes.", "A second request beside it."]
     speaker = ref.speakers[0]
     want = [ref.synthesize(t, speaker=speaker, seed=7 + i, max_frames=6)
             for i, t in enumerate(texts)]
     ref.close()
-    for kernel in ("packed", "packed1"):
+    for kernel in ("packed", "packed1", "vocalis"):  # vocalis: lent the codec's core
         tts = vocalis.load(str(qwen3_dir), threads=2, max_batch=2,
                            tuning=f"fixed,model_linears={kernel}")
         try:
             assert tts.model.talker.traced
             hints = {m.batch_hint for m in tts.model.talker.modules()
                      if isinstance(m, PackedLinear)}
-            assert hints == {16 if kernel == "packed" else 1}
+            assert hints == {"packed": {16}, "packed1": {1}, "vocalis": set()}[kernel]
+            assert any(isinstance(m, F32Linear) for m in tts.model.talker.modules()) == (
+                kernel == "vocalis")
             alone = tts.synthesize(texts[0], speaker=speaker, seed=7, max_frames=6)
             reqs = [tts.submit(t, speaker=speaker, seed=7 + i, max_frames=6)
                     for i, t in enumerate(texts)]
@@ -591,8 +601,8 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     try:
         t = tts.tuning
         assert t.sources == {"model_linears": "measured", "codec_linears": "measured",
-                             "codec_frames": "measured", "threads": "fixed", "lend": "fixed"}
-        assert set(t.timings["model_linears"]) == {"packed", "packed1", "default"}
+                             "codec_frames": "measured", "threads": "fixed", "lend": "measured"}
+        assert set(t.timings["model_linears"]) == {"packed", "packed1", "default", "vocalis"}
         assert t.choices["model_linears"] == min(t.timings["model_linears"],
                                                  key=t.timings["model_linears"].get)
         assert tts.model.talker.traced  # traced again with the chosen kernels
@@ -614,7 +624,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
     again = vocalis.load(str(qwen3_dir), threads=2, max_batch=4)
     again.close()
     assert again.tuning.sources == {"model_linears": "cache", "codec_linears": "cache",
-                                    "codec_frames": "cache", "threads": "fixed", "lend": "fixed"}
+                                    "codec_frames": "cache", "threads": "fixed", "lend": "cache"}
     assert again.tuning.choices == t.choices
     out = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "-t", "Hi.",
                           "--model", str(qwen3_dir), "--speaker", tts.speakers[0],

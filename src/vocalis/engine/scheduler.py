@@ -80,7 +80,12 @@ class Engine:
         # kernels/lend.h); taken back (False) before each codec call. Families whose codec
         # runs in two pipelined stages keep their cores.
         lend = getattr(family, "lend_codec_threads", None)
-        self._lend = lend if lend is not None and not self.pipeline else (lambda on: None)
+        self._lend_kernels = lend if lend is not None and not self.pipeline else None
+        # lone-row steps on every thread while the codec waits (a family whose products run
+        # on PyTorch's OpenMP threads, e.g. Qwen3 float32; see _model_threads)
+        self._lend_omp = (bool(getattr(family, "lends_openmp_threads", False))
+                          and not self.pipeline and total > flow)
+        self._codec_waiting = False
         # frames per codec call of each row after its first (families whose codec decodes
         # several frames in one call more cheaply per frame; see _gather)
         self.codec_frames = max(1, int(getattr(family, "codec_frames", 1)))
@@ -160,6 +165,9 @@ class Engine:
                 with self._cond:
                     if not self._queue and not self._active and self.batch.oversized():
                         self.batch.release_memory()  # idle after a long request: give it back
+                    if self._lend_omp and not self._queue and not self._active:
+                        self._set_threads("flow")  # idle: no pool beside the codec's last
+                        release_thread_pool()  # frames on every thread (vocalis.engine.openmp)
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
                     if self._closing and not self._queue and not self._active:
@@ -180,6 +188,8 @@ class Engine:
                 self._prefill(finishes)
                 stepped = False
                 if self._active:
+                    if not burst:
+                        self._model_threads()
                     try:
                         self._step(decode_items, finishes)
                         stepped = True
@@ -199,6 +209,8 @@ class Engine:
                 if stepped:
                     if burst and done is None and decode_items:  # the codec decodes beside it
                         self._set_threads("flow")
+                    if not burst:
+                        self._model_threads()
                     self._finish_step()  # after a lone first frame: on every thread
                 if burst:
                     self._set_threads("flow")
@@ -420,6 +432,23 @@ class Engine:
         a, b = prev[0], msg[0]
         return (msg[2] is None and len(a) == len(b)
                 and all(x[0] is y[0] and not y[4] for x, y in zip(a, b)))
+
+    def _lend(self, on: bool) -> None:
+        """Called by the codec thread: ``on`` while it waits for frames, off before a codec
+        call (the family's kernels may borrow its core meanwhile: ``lend_codec_threads``)."""
+        self._codec_waiting = on
+        if self._lend_kernels is not None:
+            self._lend_kernels(on)
+
+    def _model_threads(self) -> None:
+        """Before a model step or the work after it: a lone row gets every thread while the
+        codec waits (its calls come every few frames; a frame of a lone float32 stream is
+        bound by one core's memory reads), else the model's share. Several rows keep the
+        share: their codec is busy most of the time, and a step begun on every thread would
+        hold the codec's core when it wakes."""
+        if self._lend_omp:
+            lend = self._codec_waiting and len(self._active) == 1
+            self._set_threads("burst" if lend else "flow")
 
     def _next_msg(self):
         return self._held.popleft() if self._held else self._decode_q.get()

@@ -411,14 +411,7 @@ def pack_linears(module: nn.Module, batch_hint: int = 16, one_row_default: bool 
     out for ``batch_hint`` rows (``one_row_default``: see there; call after the weights are
     loaded); returns ``(parent, attribute, original)`` for each replaced linear, so that
     :func:`unpack_linears` can put them back (drop the list to free the originals)."""
-    replaced = []
-    for name, child in list(module.named_children()):
-        if type(child) is nn.Linear:
-            setattr(module, name, PackedLinear(child, batch_hint, one_row_default))
-            replaced.append((module, name, child))
-        else:
-            replaced += pack_linears(child, batch_hint, one_row_default)
-    return replaced
+    return replace_linears(module, lambda lin: PackedLinear(lin, batch_hint, one_row_default))
 
 
 def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
@@ -432,14 +425,29 @@ def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
 LINEAR_LAYOUTS = {"packed": (16, False), "packed1": (1, False), "hybrid": (16, True)}
 
 
-class LinearKernels:
-    """The kernel the linears inside ``module`` run: ``"default"`` (``nn.Linear``) or a
-    name of :data:`LINEAR_LAYOUTS`. The replaced linears are held so that :meth:`use` can
-    switch back (drop this object to free them)."""
+def replace_linears(module: nn.Module, make) -> list[tuple[nn.Module, str, nn.Linear]]:
+    """Replace every plain ``nn.Linear`` inside ``module`` by ``make(linear)``; returns what
+    :func:`pack_linears` returns (for :func:`unpack_linears`)."""
+    replaced = []
+    for name, child in list(module.named_children()):
+        if type(child) is nn.Linear:
+            setattr(module, name, make(child))
+            replaced.append((module, name, child))
+        else:
+            replaced += replace_linears(child, make)
+    return replaced
 
-    def __init__(self, module: nn.Module):
+
+class LinearKernels:
+    """The kernel the linears inside ``module`` run: ``"default"`` (``nn.Linear``), a name
+    of :data:`LINEAR_LAYOUTS`, or one of ``kernels`` (name -> a module made from an
+    ``nn.Linear``, e.g. Qwen3's ``F32Linear``). The replaced linears are held so that
+    :meth:`use` can switch back (drop this object to free them)."""
+
+    def __init__(self, module: nn.Module, kernels: dict | None = None):
         self.module = module
         self.value = "default"
+        self.kernels = dict(kernels or {})
         self._replaced: list[tuple[nn.Module, str, nn.Linear]] = []
 
     def use(self, value: str) -> None:
@@ -449,9 +457,12 @@ class LinearKernels:
             KeyError: an unknown layout name."""
         if value == self.value:
             return
-        layout = None if value == "default" else LINEAR_LAYOUTS[value]
+        layout = None if value in ("default", *self.kernels) else LINEAR_LAYOUTS[value]
         unpack_linears(self._replaced)
-        self._replaced = [] if layout is None else pack_linears(self.module, *layout)
+        if value in self.kernels:
+            self._replaced = replace_linears(self.module, self.kernels[value])
+        else:
+            self._replaced = [] if layout is None else pack_linears(self.module, *layout)
         self.value = value
 
 

@@ -29,7 +29,7 @@ from vocalis.engine.family import RowOut
 from vocalis.engine.family import KEEP_CACHE_POSITIONS
 from vocalis.engine.scheduler import non_finite
 from vocalis.engine.tuning import default_split
-from vocalis.models.qwen3.model import Qwen3Model
+from vocalis.models.qwen3.model import F32Linear, Qwen3Model
 from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
 from vocalis.models.qwen3.talker import KVCache
@@ -171,13 +171,25 @@ class Qwen3Batch:
         return dec.stream(self.codec, codes, rows=torch.tensor(rows))
 
 
-def lend_kernels(model: Qwen3Model, on: bool) -> None:
-    """Lend (``on``) or take back the codec's core to a quantized model's kernels: int8's,
-    and int4's too for an int4 model (whose prompt passes run the int8 kernel). Each kernel
-    library has its own helper thread (``kernels/lend.h``)."""
-    torch.ops.vocalis_q8.lend(on)
+def lending_kernels(model: Qwen3Model) -> list:
+    """The ``torch.ops`` namespaces of our kernels that ``model``'s products run (each
+    library has its own helper thread, ``kernels/lend.h``): int8's; int8's and int4's for an
+    int4 model (its prompt passes run the int8 kernel); float32's when the talker runs
+    :class:`~vocalis.models.qwen3.model.F32Linear` (``model_linears=vocalis``); else none."""
+    if model.quantized == "int8":
+        return [torch.ops.vocalis_q8]
     if model.quantized == "int4":
-        torch.ops.vocalis_q4.lend(on)
+        return [torch.ops.vocalis_q8, torch.ops.vocalis_q4]
+    if any(isinstance(m, F32Linear) for m in model.talker.modules()):
+        return [torch.ops.vocalis_f32]
+    return []
+
+
+def lend_kernels(model: Qwen3Model, on: bool) -> None:
+    """Lend (``on``) or take back the codec's core to ``model``'s kernels
+    (:func:`lending_kernels`)."""
+    for op in lending_kernels(model):
+        op.lend(on)
 
 
 class Qwen3Family:
@@ -199,12 +211,19 @@ class Qwen3Family:
         self.shared_prompt_passes = 0  # padded prompt passes that served several rows
         self._talker_step = None  # the talker step left by step() for finish_step()
 
+    @property
+    def lends_openmp_threads(self) -> bool:
+        """A float32 model with ``lend`` on: the engine gives a lone row's steps every thread
+        while the codec waits (:meth:`Engine._model_threads
+        <vocalis.engine.scheduler.Engine._model_threads>`)."""
+        return self.lend and not lending_kernels(self.model)
+
     def lend_codec_threads(self, on: bool) -> None:
-        """Called by the engine's codec thread: ``on`` while it waits for frames, so that a
-        quantized model's products (``kernels/lend.h``) may run partly on its core; off
-        before each codec call. No effect on a float32 model or when ``lend`` is off
+        """Called by the engine's codec thread: ``on`` while it waits for frames, so that
+        the products of our kernels (:func:`lending_kernels`; ``kernels/lend.h``) may run
+        partly on its core; off before each codec call. No effect when ``lend`` is off
         (tuning choice); results are the same either way, bit for bit."""
-        if self.lend and self.model.quantized:
+        if self.lend:
             lend_kernels(self.model, on)
 
     def thread_split(self, total: int) -> tuple[int, int]:

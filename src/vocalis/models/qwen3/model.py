@@ -52,6 +52,44 @@ def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
     return out
 
 
+class F32Linear(torch.nn.Module):
+    """A float32 ``nn.Linear`` whose one-position calls (the talker's and the code
+    predictor's steps, ``x [..., 1, K]`` or ``[M, K]``) run our AVX2 kernel
+    ``torch.ops.vocalis_f32`` (``kernels/f32.cpp``, built at first use: Qwen3 tuning choice
+    ``model_linears=vocalis``); calls of several positions per row (prompt passes) run
+    PyTorch's ``F.linear``. Which runs depends on the call's shape per row only, and the
+    kernel sums each row in a fixed order, so a row's result does not depend on the other
+    rows or the thread count. Shares the linear's weight (no copy).
+
+    Why: while the engine's codec thread waits, its core takes blocks of these products
+    (``kernels/lend.h``, tuning choice ``lend``). On a 2-core AMD EPYC, 315 MB of the
+    predictor's float32 products at one row ran at 15 GB/s on one thread (as PyTorch's)
+    and 26 GB/s lent; 3 rows at 12 GB/s against PyTorch's 5.8.
+
+    Input ``[..., K]`` float32, output ``[..., N]`` float32.
+    """
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        from vocalis.models.qwen3.native import load_kernel
+
+        load_kernel("vocalis_f32")
+        if linear.weight.dtype != torch.float32 or linear.weight.device.type != "cpu":
+            raise ValueError("F32Linear takes a float32 CPU linear")
+        self.out_features, self.in_features = linear.out_features, linear.in_features
+        self.weight = linear.weight
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() >= 3 and x.shape[-2] > 1:
+            return torch.nn.functional.linear(x, self.weight, self.bias)
+        y = torch.ops.vocalis_f32.linear(x, self.weight.contiguous())
+        return y if self.bias is None else y.add_(self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, vocalis f32"
+
+
 class Int8Linear(torch.nn.Module):
     """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize``),
     computed by our AVX2 kernel ``torch.ops.vocalis_q8`` (``kernels/q8.cpp``, built at first

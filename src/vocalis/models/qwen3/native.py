@@ -22,7 +22,8 @@ import torch
 from vocalis.errors import InputError
 
 _DIR = Path(__file__).with_name("kernels")
-KERNELS = {"vocalis_q8": ("int8", "q8.cpp"), "vocalis_q4": ("int4", "q4.cpp")}
+KERNELS = {"vocalis_q8": ("int8", "q8.cpp"), "vocalis_q4": ("int4", "q4.cpp"),
+           "vocalis_f32": ("float32", "f32.cpp")}
 _LOCK = threading.Lock()
 _loaded: set[str] = set()
 
@@ -71,7 +72,11 @@ def load_kernel(name: str) -> None:
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
         from torch.utils.cpp_extension import load
 
-        logging.getLogger(__name__).info(
+        from torch.utils.cpp_extension import _get_build_directory
+
+        built = (Path(_get_build_directory(name, verbose=False)) / f"{name}.so").exists()
+        logging.getLogger(__name__).log(  # said when it may be built now, not at each load
+            logging.DEBUG if built else logging.INFO,
             "loading the %s kernel (built once per machine and kernel version, about 40 s)", mode)
         try:
             load(name, [str(_DIR / source)],

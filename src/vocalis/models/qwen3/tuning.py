@@ -2,15 +2,19 @@
 
 Choices, decided in this order:
 
-``model_linears`` (``packed`` | ``packed1`` | ``default``)
+``model_linears`` (``packed`` | ``packed1`` | ``default`` | ``vocalis``)
     The float32 talker's and code predictor's linears (every ``nn.Linear`` of the talker:
     its decoder layers, codec head and text projection, and the predictor's layers and
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
-    (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), or PyTorch's default
-    kernels. Only for a float32 model on the CPU (int8 and int4 models have their own
-    kernels). Score: one frame of the model (the predictor's 15 steps and a talker step)
-    at one row plus one at ``B`` rows, on the model's thread count of the built-in split,
-    four runs each (the median of the last three). No prompt pass is in the score: a
+    (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
+    kernels, or our AVX2 kernel for the steps (``vocalis``:
+    :class:`~vocalis.models.qwen3.model.F32Linear`, offered where it builds; its products
+    can run partly on the codec's core while the codec waits, see ``lend``). Only for a
+    float32 model on the CPU (int8 and int4 models have their own kernels). Score: one
+    frame of the model (the predictor's 15 steps and a talker step) at one row plus one at
+    ``B`` rows, on the model's thread count of the built-in split, four runs each (the
+    median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
+    the budget has two threads or more, as a lone stream runs it while its codec waits. No prompt pass is in the score: a
     request has one and a frame every 80 ms of audio. With a 49-position prompt pass added,
     a load for one row on a 2-core AMD EPYC took ``packed`` (its prompt pass about 95 ms
     shorter) while every frame of a lone stream got about 50 ms longer.
@@ -54,17 +58,27 @@ Choices, decided in this order:
     int8 0.6B model and 6 s in float32 on a 2-core AMD EPYC (once per machine and model,
     cached).
 ``lend`` (``on`` | ``off``)
-    Whether the codec thread lends its core, while it waits for frames, to the model
-    thread's int8 or int4 products (``kernels/lend.h``: one helper thread of ours takes
-    blocks of output channels; taken back before each codec call). A lone stream's codec
-    decodes 4 frames per call and waits between calls, about half the time at int8 on a
-    2-core AMD EPYC, while one thread reads the model's weights at the rate one core
-    reaches (17 GB/s there, 27 with two). Only for a quantized model on the CPU with a
-    budget of two threads or more; results are the same bit for bit either way. Score: one
-    frame of the model at one row on the model's thread count of the built-in split, the
-    helper lent or not (the codec idle, as while it waits). On that machine 79 MB of the
-    predictor's int8 products at one row took 3.95 ms lent against 6.62 ms, and a lone
-    20-frame int8 stream 2.81 s against 3.43 s.
+    Whether the codec thread lends its core to the model thread while it waits for frames.
+    A lone stream's codec decodes 4 frames per call and waits between calls (about half
+    the time at int8 on a 2-core AMD EPYC, more in float32), while one thread reads the
+    model's weights at the rate one core reaches (17 GB/s there, 27 with two).
+
+    * int8 and int4: one helper thread of ours takes blocks of output channels of the
+      model thread's products (``kernels/lend.h``), taken back before each codec call;
+      results are the same bit for bit either way. On that machine 79 MB of the
+      predictor's int8 products at one row took 3.95 ms lent against 6.62 ms, and a lone
+      20-frame int8 stream 2.81 s against 3.43 s.
+    * float32 with ``model_linears=vocalis``: as int8, through ``kernels/f32.cpp``.
+    * float32 with PyTorch's or oneDNN's linears: a lone row's steps run on every thread
+      when the codec waits as they begin
+      (:meth:`Engine._model_threads <vocalis.engine.scheduler.Engine._model_threads>`);
+      several rows keep the model's share. The codes are those of the model's share up to
+      float rounding of oneDNN's products on another thread count. On that machine a lone
+      20-frame float32 stream took 10.3 s against 11.2 s, the predictor 301 against 385 ms
+      per frame; oneDNN's float32 products gain less from a second core than our kernels.
+
+    Not for exact models or a budget of one thread. Score: one frame of the model at one
+    row, the codec idle (as while it waits): lent, or on the model's share alone.
 
 Why it is measured: the codec costs a large share of a frame (on a 2-core AMD EPYC, one
 int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and 280 ms on
@@ -87,6 +101,7 @@ measured.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import json
 from typing import Callable
@@ -97,13 +112,17 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
 from vocalis.models.layers import LinearKernels, can_pack_linears
-from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels
+from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
+from vocalis.models.qwen3.model import F32Linear
+
+log = logging.getLogger(__name__)
 
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 10  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
-# the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend
+# the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend,
+# model_linears=vocalis (kernels/f32.cpp)
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
@@ -161,14 +180,16 @@ class _Probe:
 
 
 def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
-             model_packable: bool, cpu: bool = True) -> tuple[dict, dict, dict]:
+             model_packable: bool, cpu: bool = True, own_f32: bool = False,
+             ) -> tuple[dict, dict, dict]:
     """The choices :func:`tune` offers: ``(defaults, candidates, notes)``, where ``notes``
     says why a choice has a single candidate. One table for :func:`tune` and for
     :func:`check_quantized_spec`, so the early check refuses exactly what tuning refuses."""
     f0, c0 = default_split(total)
     kernels = ("packed", "default") if codec_packable else ("default",)
-    model_kernels = ("packed", "packed1", "default") if model_packable else ("default",)
-    lendable = cpu and quantized and total >= 2
+    model_kernels = (("packed", "packed1") if model_packable else ()) + ("default",) \
+        + (("vocalis",) if own_f32 else ())
+    lendable = cpu and not exact and total >= 2
     lend = ("on", "off") if lendable else ("off",)
     candidates = {"model_linears": model_kernels, "codec_linears": kernels,
                   "codec_frames": CODEC_FRAMES, "threads": split_candidates(total),
@@ -177,7 +198,7 @@ def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
                 "codec_frames": CODEC_FRAMES[0], "threads": f"{f0}:{c0}", "lend": lend[0]}
     notes = {"threads": f"the splits follow the thread budget, {total}"}
     if not lendable:
-        notes["lend"] = ("only the int8 and int4 kernels run on a lent core" if not quantized
+        notes["lend"] = ("an exact model keeps the built-in threads" if exact
                          else "a lent core needs the CPU and a budget of two threads or more")
     if exact:
         notes["codec_linears"] = "an exact model keeps the default kernels"
@@ -185,10 +206,26 @@ def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
     else:
         if not codec_packable:
             notes["codec_linears"] = "oneDNN packs float32 CPU weights only"
-        if not model_packable:
+        if not model_packable and not own_f32:
             notes["model_linears"] = ("a quantized model has its own kernels" if quantized
                                       else "oneDNN packs float32 CPU weights only")
     return defaults, candidates, notes
+
+
+def _f32_kernel() -> bool:
+    """Whether our float32 kernel (``kernels/f32.cpp``) is built and loaded here; a
+    machine that cannot build it (not x86 with AVX2, no compiler) just lacks the choice."""
+    from vocalis.errors import InputError
+    from vocalis.models.qwen3.native import kernel_available, load_kernel
+
+    if kernel_available() is not None:
+        return False
+    try:
+        load_kernel("vocalis_f32")
+    except InputError as e:
+        log.warning("model_linears=vocalis is not offered: %s", e)
+        return False
+    return True
 
 
 def check_quantized_spec(threads: int, spec=None) -> None:
@@ -229,10 +266,12 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     talker = model.talker
     model_packable = (cpu and not exact and not model.quantized
                       and talker.dtype == torch.float32 and can_pack_linears(model.device))
+    own_f32 = (cpu and not exact and not model.quantized and talker.dtype == torch.float32
+               and _f32_kernel())
     defaults, candidates, notes = _choices(total, exact, bool(model.quantized), packable,
-                                           model_packable, cpu)
+                                           model_packable, cpu, own_f32)
     probe: dict[str, _Probe] = {}
-    linears = LinearKernels(talker)
+    linears = LinearKernels(talker, {"vocalis": F32Linear})
 
     def apply(name: str, value: str) -> None:
         if name == "codec_linears":
@@ -249,13 +288,26 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             probe["p"] = _Probe(model, calibration_rows(max_batch))
         p = probe["p"]
         if name == "model_linears":  # a frame at 1 and at B rows on the model's threads
-            return sum(timed_ms(p.model_fn(n), f0, repeats=3, warmup=1)
-                       for n in sorted({1, p.rows}))
+            # (our float32 kernel's one-row frame with the codec's core lent, as a lone
+            # stream runs while its codec waits)
+            score = 0.0
+            for n in sorted({1, p.rows}):
+                lent = value == "vocalis" and n == 1 and total >= 2
+                lend_kernels(model, lent)
+                try:
+                    score += timed_ms(p.model_fn(n), f0, repeats=3, warmup=1)
+                finally:
+                    lend_kernels(model, False)
+            return score
         if name == "codec_linears":  # at the codec's share and at every thread (a lone
             # request's first frame is decoded with every thread, the model waiting)
             return sum(timed_ms(p.codec_fn(n), t) for n in sorted({1, p.rows})
                        for t in sorted({c0, total}))
-        if name == "lend":  # a frame at 1 row on the model's threads, the codec idle
+        if name == "lend":  # a frame at 1 row, the codec idle: lent or not
+            if not lending_kernels(model):  # PyTorch's float32 products: on every thread
+                # or on the model's share
+                return timed_ms(p.model_fn(1), total if value == "on" else f0, repeats=3,
+                                warmup=1)
             lend_kernels(model, value == "on")
             try:
                 return timed_ms(p.model_fn(1), f0, repeats=3, warmup=1)

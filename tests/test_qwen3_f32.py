@@ -1,0 +1,89 @@
+"""Our float32 step kernel (``kernels/f32.cpp``, Qwen3 ``model_linears=vocalis``) and the
+codec's core lent to it (``kernels/lend.h``).
+
+Checked against references independent of the kernel: float64 products within the
+float32 dot-product error bound (Higham, *Accuracy and Stability of Numerical Algorithms*,
+2nd ed., eq. 3.5: ``|fl(x.w) - x.w| <= gamma_K sum_k |x_k w_k|``, ``gamma_K = K u / (1 - K u)``,
+``u = 2^-24``, for any order of summation), PyTorch's own ``F.linear`` for prompt passes,
+and the kernel's results on other row groupings, thread counts and with or without the
+lent core, bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from vocalis.models.qwen3.model import F32Linear
+from vocalis.models.qwen3.native import kernel_available
+
+pytestmark = pytest.mark.skipif(kernel_available() is not None,
+                                reason="needs x86-64 with AVX2 and a C++ compiler")
+
+
+def bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    k = x.shape[-1]
+    u = 2.0 ** -24
+    gamma = k * u / (1 - k * u)
+    # the float64 reference and the final add of the bias round too: a float32 ulp of |y|
+    return gamma * (x.double().abs() @ w.double().abs().t())
+
+
+@pytest.mark.parametrize("k,n", [(1000, 4100), (1024, 64), (13, 7), (3072, 1027)])
+def test_products_stay_within_the_float32_dot_product_bound(k, n):
+    torch.manual_seed(k + n)
+    lin = torch.nn.Linear(k, n)
+    f = F32Linear(lin)
+    for shape in [(1, k), (3, k), (13, k), (2, 1, k), (4, 1, k)]:
+        x = torch.randn(shape)
+        y = f(x)
+        exact = x.double() @ lin.weight.double().t() + lin.bias.double()
+        slack = bound(x, lin.weight) + exact.abs() * 2.0 ** -23
+        assert y.shape == (*shape[:-1], n)
+        assert ((y.double() - exact).abs() <= slack).all(), shape
+
+
+def test_prompt_passes_run_pytorchs_linear():
+    """Calls of several positions per row are PyTorch's own product, bit for bit."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 300)
+    x = torch.randn(2, 7, 256)
+    assert torch.equal(F32Linear(lin)(x), lin(x))
+
+
+def test_a_row_alone_equals_it_in_any_batch_on_any_thread_count_lent_or_not():
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(1000, 4100)  # K not a multiple of 16, a partial last tile
+    f = F32Linear(lin)
+    x = torch.randn(13, 1000)
+    op = torch.ops.vocalis_f32
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = torch.cat([f(x[i:i + 1]) for i in range(13)])
+        outs = [f(x), f(x[:5]), f(x[5:])]
+        blocks = op.lent_blocks()
+        op.lend(True)  # one-thread callers share their products with the lent core
+        try:
+            lent = [f(x) for _ in range(4)]
+            deadline = time.monotonic() + 10
+            while op.lent_blocks() == blocks and time.monotonic() < deadline:
+                lent.append(f(x))
+        finally:
+            op.lend(False)
+        assert op.lent_blocks() > blocks
+        torch.set_num_threads(2)
+        two = f(x)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(outs[0], alone)
+    assert torch.equal(torch.cat(outs[1:]), alone)
+    assert all(torch.equal(y, alone) for y in lent)
+    assert torch.equal(two, alone)
+
+
+def test_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match="float32 CPU linear"):
+        F32Linear(torch.nn.Linear(8, 8).to(torch.bfloat16))
