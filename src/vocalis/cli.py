@@ -253,9 +253,11 @@ TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
                "never measured, holds the FlowLM weights twice), "
                "codec_elu = exp|default, codec_pipeline = on|off, "
                "codec_dtype = float32|bfloat16; Qwen3-TTS also model_linears = "
-               "packed|packed1|default (float32 talker and predictor) and codec_frames = "
-               "1|2|4 (frames per codec call: audio leaves in chunks of that many frames "
-               "after the first); e.g. fixed,codec_dtype=bfloat16. "
+               "packed|packed1|default|vocalis (float32 talker and predictor; vocalis: "
+               "our step kernel), codec_frames = 1|2|4 (frames per codec call: audio "
+               "leaves in chunks of that many frames after the first) and lend = on|off "
+               "(the codec's core helps the model while the codec waits); "
+               "e.g. fixed,codec_dtype=bfloat16. "
                "Default: $VOCALIS_TUNING, else auto.")
 
 

@@ -218,12 +218,15 @@ def _f32_kernel() -> bool:
     from vocalis.errors import InputError
     from vocalis.models.qwen3.native import kernel_available, load_kernel
 
-    if kernel_available() is not None:
+    why = kernel_available()
+    if why is not None:
+        log.debug("model_linears=vocalis is not offered: %s", why)
         return False
     try:
         load_kernel("vocalis_f32")
-    except InputError as e:
-        log.warning("model_linears=vocalis is not offered: %s", e)
+    except InputError:  # a compiler that failed: worth a line, float32 runs on regardless
+        log.warning("model_linears=vocalis is not offered: our float32 step kernel did not "
+                    "build here (check the C++ compiler, g++); PyTorch's kernels run instead")
         return False
     return True
 

@@ -112,11 +112,16 @@ torch::Tensor q8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scales, 
   const int64_t T = w.size(0), Kp = w.size(1) / R;
   TORCH_CHECK(T == (N + R - 1) / R && Kp % KB == 0 && Kp >= K && Kp - K < KB,
               "q8_linear: x [..., K] does not match w [N/4, 4*Kp] and scales [N]");
-  auto act = torch::empty({std::max<int64_t>(M, 1), Kp}, torch::kUInt8);
-  uint8_t* A = act.data_ptr<uint8_t>();
-  std::vector<float> sx(M);
+  // the caller's quantized rows and their scales, kept per thread between calls (a frame
+  // makes hundreds of calls); the lent core reads them while the caller waits for it
+  thread_local std::vector<uint8_t> act;
+  thread_local std::vector<float> sx;
+  act.resize(std::max<int64_t>(M, 1) * Kp);
+  sx.resize(M);
+  uint8_t* A = act.data();
+  float* SX = sx.data();  // (a lambda names thread_local variables of the thread it runs on)
   const float* X = xs.data_ptr<float>();
-  for (int64_t m = 0; m < M; ++m) sx[m] = quantize_row(X + m * K, K, Kp, A + m * Kp);
+  for (int64_t m = 0; m < M; ++m) SX[m] = quantize_row(X + m * K, K, Kp, A + m * Kp);
   std::vector<int64_t> shape(xs.sizes().begin(), xs.sizes().end());
   shape.back() = N;
   auto y = torch::empty(shape, torch::kFloat32);
@@ -142,7 +147,7 @@ torch::Tensor q8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scales, 
         }
         for (int r = 0; r < rows; ++r)
           for (int64_t c = 0; c < nr; ++c)
-            Y[(m + r) * N + n0 + c] = (sx[m + r] * S[n0 + c]) * (float)(o[r][c] - ZERO * Z[n0 + c]);
+            Y[(m + r) * N + n0 + c] = (SX[m + r] * S[n0 + c]) * (float)(o[r][c] - ZERO * Z[n0 + c]);
       }
     }
   });
