@@ -11,11 +11,10 @@ lent core, bit for bit.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
+from tests.test_qwen3_quantize import lent_outputs
 from vocalis.models.qwen3.model import F32Linear
 from vocalis.models.qwen3.native import kernel_available
 
@@ -64,16 +63,8 @@ def test_a_row_alone_equals_it_in_any_batch_on_any_thread_count_lent_or_not():
         torch.set_num_threads(1)
         alone = torch.cat([f(x[i:i + 1]) for i in range(13)])
         outs = [f(x), f(x[:5]), f(x[5:])]
-        blocks = op.lent_blocks()
-        op.lend(True)  # one-thread callers share their products with the lent core
-        try:
-            lent = [f(x) for _ in range(4)]
-            deadline = time.monotonic() + 10
-            while op.lent_blocks() == blocks and time.monotonic() < deadline:
-                lent.append(f(x))
-        finally:
-            op.lend(False)
-        assert op.lent_blocks() > blocks
+        lent, blocks = lent_outputs(op, lambda: f(x))  # one-thread callers share with it
+        assert blocks > 0
         torch.set_num_threads(2)
         two = f(x)
     finally:

@@ -18,14 +18,13 @@ What is checked, against something independent of the code under test:
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
 
 import vocalis
 from tests.test_qwen3_api import codes_alone_and_together
+from tests.test_qwen3_quantize import lent_outputs
 from vocalis.errors import InputError
 from vocalis.models.qwen3 import int4
 from vocalis.models.qwen3.generate import generate_codes
@@ -250,18 +249,10 @@ def test_a_lent_core_computes_the_same_4bit_products_bit_for_bit(rows):
     torch.set_num_threads(1)  # the helper serves one-thread callers (the engine's model thread)
     try:
         ref = q(x)
-        blocks = op.lent_blocks()
-        op.lend(True)
-        try:
-            outs = [q(x) for _ in range(8)]
-            deadline = time.monotonic() + 10
-            while op.lent_blocks() == blocks and time.monotonic() < deadline:
-                outs.append(q(x))
-        finally:
-            op.lend(False)
-        outs.append(q(x))
+        outs, blocks = lent_outputs(op, lambda: q(x))
+        outs.append(q(x))  # taken back: the caller alone again
     finally:
         torch.set_num_threads(before)
-    assert op.lent_blocks() > blocks
+    assert blocks > 0
     for y in outs:
         assert torch.equal(y, ref)

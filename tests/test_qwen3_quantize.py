@@ -233,17 +233,17 @@ def test_traced_int8_steps_equal_eager_bit_for_bit(dirs, batch):
     assert_traced_equals_eager(m.talker, batch)
 
 
-def _lent_products(lin: Int8Linear, x: torch.Tensor, calls: int = 8):
-    """``calls`` products with the codec's core lent; returns (outputs, blocks the lent
-    core computed), calling again (up to 10 s) until it has taken part."""
-    op = torch.ops.vocalis_q8
+def lent_outputs(op, fn, calls: int = 8):
+    """``calls`` results of ``fn()`` with the codec's core lent to the kernel library ``op``
+    (``torch.ops.vocalis_q8``, ``_q4``, ``_f32``), calling again (up to 10 s) until the
+    lent core has taken part; returns (outputs, blocks the lent core computed)."""
     before = op.lent_blocks()
     op.lend(True)
     try:
-        outs = [lin(x) for _ in range(calls)]
+        outs = [fn() for _ in range(calls)]
         deadline = time.monotonic() + 10
         while op.lent_blocks() == before and time.monotonic() < deadline:
-            outs.append(lin(x))
+            outs.append(fn())
     finally:
         op.lend(False)
     return outs, op.lent_blocks() - before
@@ -262,7 +262,7 @@ def test_a_lent_core_computes_the_same_products_bit_for_bit(rows):
     torch.set_num_threads(1)  # the helper serves one-thread callers (the engine's model thread)
     try:
         ref = q(x)
-        outs, blocks = _lent_products(q, x)
+        outs, blocks = lent_outputs(torch.ops.vocalis_q8, lambda: q(x))
         after = q(x)  # taken back: the caller alone again
     finally:
         torch.set_num_threads(before)

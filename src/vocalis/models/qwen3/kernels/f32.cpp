@@ -104,14 +104,9 @@ torch::Tensor f32_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
-// Lend (true) or take back (false) the codec's idle core to the products (see lend.h).
-void f32_lend(bool on) { vocalis_lend::lend(on); }
-// Blocks of products the lent core has computed since the process started.
-int64_t f32_lent_blocks() { return vocalis_lend::state().blocks.load(); }
-
 TORCH_LIBRARY(vocalis_f32, m) {
-  m.def("lend(bool on) -> ()", &f32_lend);
-  m.def("lent_blocks() -> int", &f32_lent_blocks);
+  m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
+  m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
   m.def("linear(Tensor x, Tensor w) -> Tensor");
   m.impl("linear", torch::kCPU, &f32_linear);
 }

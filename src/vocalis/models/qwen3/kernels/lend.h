@@ -103,6 +103,9 @@ inline void lend(bool on) {
   if (on) s.cv.notify_one();
 }
 
+// Blocks of products the lent core has computed since the process started (tests: it took part).
+inline int64_t lent_blocks() { return state().blocks.load(); }
+
 // f(i0, i1) over [0, n) in blocks of grain: with the helper when lent and the caller runs on one
 // thread outside a parallel region, else through at::parallel_for as before.
 template <class F>

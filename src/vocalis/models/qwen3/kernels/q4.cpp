@@ -180,14 +180,9 @@ std::vector<torch::Tensor> q4_pack(torch::Tensor w) {
   return {packed, scales};
 }
 
-// Lend (true) or take back (false) the codec's idle core to the products (see lend.h).
-void q4_lend(bool on) { vocalis_lend::lend(on); }
-// Blocks of products the lent core has computed since the process started.
-int64_t q4_lent_blocks() { return vocalis_lend::state().blocks.load(); }
-
 TORCH_LIBRARY(vocalis_q4, m) {
-  m.def("lend(bool on) -> ()", &q4_lend);
-  m.def("lent_blocks() -> int", &q4_lent_blocks);
+  m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
+  m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
   m.def("linear(Tensor x, Tensor packed, Tensor scales) -> Tensor");
   m.impl("linear", torch::kCPU, &q4_linear);
   m.def("pack(Tensor w) -> Tensor[]");

@@ -188,14 +188,9 @@ std::vector<torch::Tensor> q8_pack(torch::Tensor w) {
   return {tiles, scales, sums};
 }
 
-// Lend (true) or take back (false) the codec's idle core to the products (see lend.h).
-void q8_lend(bool on) { vocalis_lend::lend(on); }
-// Blocks of products the lent core has computed since the process started.
-int64_t q8_lent_blocks() { return vocalis_lend::state().blocks.load(); }
-
 TORCH_LIBRARY(vocalis_q8, m) {
-  m.def("lend(bool on) -> ()", &q8_lend);
-  m.def("lent_blocks() -> int", &q8_lent_blocks);
+  m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
+  m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
   m.def("linear(Tensor x, Tensor w, Tensor scales, Tensor sums) -> Tensor");
   m.impl("linear", torch::kCPU, &q8_linear);
   m.def("pack(Tensor w) -> Tensor[]");
