@@ -15,9 +15,10 @@ Choices, decided in this order:
     ``B`` rows, on the model's thread count of the built-in split, four runs each (the
     median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
     the budget has two threads or more, as a lone stream runs it while its codec waits.
-    No prompt pass is in the score: a request has one and a frame every 80 ms of audio. With a 49-position prompt pass added,
-    a load for one row on a 2-core AMD EPYC took ``packed`` (its prompt pass about 95 ms
-    shorter) while every frame of a lone stream got about 50 ms longer.
+    No prompt pass is in the score: a request has one and a frame every 80 ms of audio.
+    With a 49-position prompt pass added, a load for one row on a 2-core AMD EPYC took
+    ``packed`` (its prompt pass about 95 ms shorter) while every frame of a lone stream got
+    about 50 ms longer.
     On a 2-core AMD EPYC (one thread, 0.6B shapes) the 16-row layout ran products of 8
     rows by the talker's weights at 9.6-9.8 GB/s against 6.7-7.6 with the default kernels,
     and one row at 17-19 against 19-25 GB/s; the one-row layout was within 10% of the
