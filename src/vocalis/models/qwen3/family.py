@@ -208,6 +208,8 @@ class Qwen3Family:
         self.chunked_decode = chunked_decode
         self.split = split
         self.lend = lend
+        # the kernel libraries that lend (the model's linears are chosen before the family)
+        self._lending = lending_kernels(model) if lend else []
         self.shared_prompt_passes = 0  # padded prompt passes that served several rows
         self._talker_step = None  # the talker step left by step() for finish_step()
 
@@ -216,15 +218,15 @@ class Qwen3Family:
         """A float32 model with ``lend`` on: the engine gives a lone row's steps every thread
         while the codec waits (:meth:`Engine._model_threads
         <vocalis.engine.scheduler.Engine._model_threads>`)."""
-        return self.lend and not lending_kernels(self.model)
+        return self.lend and not self._lending
 
     def lend_codec_threads(self, on: bool) -> None:
         """Called by the engine's codec thread: ``on`` while it waits for frames, so that
         the products of our kernels (:func:`lending_kernels`; ``kernels/lend.h``) may run
         partly on its core; off before each codec call. No effect when ``lend`` is off
         (tuning choice); results are the same either way, bit for bit."""
-        if self.lend:
-            lend_kernels(self.model, on)
+        for op in self._lending:
+            op.lend(on)
 
     def thread_split(self, total: int) -> tuple[int, int]:
         """(model threads, codec threads) of ``total``: the split measured at load
