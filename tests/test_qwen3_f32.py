@@ -30,12 +30,23 @@ def bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return gamma * (x.double().abs() @ w.double().abs().t())
 
 
-@pytest.mark.parametrize("k,n", [(1000, 4100), (1024, 64), (13, 7), (3072, 1027)])
-def test_products_stay_within_the_float32_dot_product_bound(k, n):
-    torch.manual_seed(k + n)
+def bf16_linear(k: int, n: int) -> torch.nn.Linear:
+    """A float32 linear whose weights are bfloat16 values, as a float32 model loaded from
+    the official (bfloat16) checkpoints has."""
     lin = torch.nn.Linear(k, n)
+    with torch.no_grad():
+        lin.weight.copy_(lin.weight.to(torch.bfloat16).float())
+    return lin
+
+
+@pytest.mark.parametrize("held", ["float32", "bfloat16"])
+@pytest.mark.parametrize("k,n", [(1000, 4100), (1024, 64), (13, 7), (3072, 1027)])
+def test_products_stay_within_the_float32_dot_product_bound(k, n, held):
+    torch.manual_seed(k + n)
+    lin = bf16_linear(k, n) if held == "bfloat16" else torch.nn.Linear(k, n)
     f = F32Linear(lin)
-    for shape in [(1, k), (3, k), (13, k), (2, 1, k), (4, 1, k)]:
+    assert (f.weight is None) == (held == "bfloat16")
+    for shape in [(1, k), (3, k), (13, k), (2, 1, k), (4, 1, k), (2, 7, k)]:
         x = torch.randn(shape)
         y = f(x)
         exact = x.double() @ lin.weight.double().t() + lin.bias.double()
@@ -45,16 +56,38 @@ def test_products_stay_within_the_float32_dot_product_bound(k, n):
 
 
 def test_prompt_passes_run_pytorchs_linear():
-    """Calls of several positions per row are PyTorch's own product, bit for bit."""
+    """Calls of several positions per row are PyTorch's own product, bit for bit, when the
+    layer holds float32 weights."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(256, 300)
     x = torch.randn(2, 7, 256)
     assert torch.equal(F32Linear(lin)(x), lin(x))
 
 
-def test_a_row_alone_equals_it_in_any_batch_on_any_thread_count_lent_or_not():
+def test_bfloat16_values_are_held_in_half_the_bytes_and_give_the_float32_results():
+    """Weights that are all bfloat16 values are kept as bfloat16 and widened exactly: every
+    call, steps and prompt passes alike, equals the kernel's product with the float32
+    weights bit for bit. One weight off the bfloat16 grid keeps the float32 weights."""
+    torch.manual_seed(2)
+    lin = bf16_linear(1000, 4100)
+    f = F32Linear(lin)
+    assert f.weight is None and f.weight_bf16.dtype == torch.bfloat16
+    assert f.weight_bf16.untyped_storage().nbytes() == 2 * 1000 * 4100
+    op = torch.ops.vocalis_f32
+    for shape in [(1, 1000), (5, 1000), (3, 1, 1000), (2, 9, 1000)]:
+        x = torch.randn(shape)
+        assert torch.equal(f(x), op.linear(x, lin.weight.detach()) + lin.bias), shape
+    with torch.no_grad():
+        lin.weight[7, 3] = 1.0 + 2.0 ** -12  # needs 13 bits of mantissa; bfloat16 has 8
+    g = F32Linear(lin)
+    assert g.weight is lin.weight and g.weight_bf16 is None
+
+
+@pytest.mark.parametrize("held", ["float32", "bfloat16"])
+def test_a_row_alone_equals_it_in_any_batch_on_any_thread_count_lent_or_not(held):
     torch.manual_seed(1)
-    lin = torch.nn.Linear(1000, 4100)  # K not a multiple of 16, a partial last tile
+    # K not a multiple of 16, a partial last tile
+    lin = bf16_linear(1000, 4100) if held == "bfloat16" else torch.nn.Linear(1000, 4100)
     f = F32Linear(lin)
     x = torch.randn(13, 1000)
     op = torch.ops.vocalis_f32

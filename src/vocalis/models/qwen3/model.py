@@ -53,18 +53,27 @@ def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
 
 
 class F32Linear(torch.nn.Module):
-    """A float32 ``nn.Linear`` whose one-position calls (the talker's and the code
-    predictor's steps, ``x [..., 1, K]`` or ``[M, K]``) run our AVX2 kernel
-    ``torch.ops.vocalis_f32`` (``kernels/f32.cpp``, built at first use: Qwen3 tuning choice
-    ``model_linears=vocalis``); calls of several positions per row (prompt passes) run
-    PyTorch's ``F.linear``. Which runs depends on the call's shape per row only, and the
-    kernel sums each row in a fixed order, so a row's result does not depend on the other
-    rows or the thread count. Shares the linear's weight (no copy).
+    """A float32 ``nn.Linear`` computed by our AVX2 kernel ``torch.ops.vocalis_f32``
+    (``kernels/f32.cpp``, built at first use: Qwen3 tuning choice ``model_linears=vocalis``).
+    The kernel sums each row in a fixed order, so a row's result does not depend on the other
+    rows of the call or on the thread count.
 
-    Why: while the engine's codec thread waits, its core takes blocks of these products
-    (``kernels/lend.h``, tuning choice ``lend``). On a 2-core AMD EPYC, 315 MB of the
-    predictor's float32 products at one row ran at 15 GB/s on one thread (as PyTorch's)
-    and 26 GB/s lent; 3 rows at 12 GB/s against PyTorch's 5.8.
+    Weights: the official checkpoints hold the talker's weights in bfloat16, so a float32
+    model's weights are bfloat16 values widened. When every weight of the linear is such a
+    value (checked exactly at construction), the layer keeps them as bfloat16 (half the bytes
+    to read per step) and the kernel widens them exactly as it reads them: the products, sums
+    and results are bit for bit those of the float32 weights. Every call then runs the kernel
+    (on a 2-core AMD EPYC it ran up to 200 rows as fast as PyTorch's ``F.linear`` on float32
+    weights widened per call). Otherwise the layer shares the linear's float32 weight (no
+    copy); one-position calls (the talker's and the code predictor's steps, ``x [..., 1, K]``
+    or ``[M, K]``) run the kernel and calls of several positions per row (prompt passes) run
+    PyTorch's ``F.linear``. Which runs depends on the weights and the call's shape per row.
+
+    Why: a lone stream's step is bound by reading the weights. While the engine's codec
+    thread waits, its core takes blocks of these products (``kernels/lend.h``, tuning choice
+    ``lend``). On a 2-core AMD EPYC, 315 MB of the predictor's float32 products at one row ran
+    at 15 GB/s on one thread (as PyTorch's) and 26 GB/s lent; 3 rows at 12 GB/s against
+    PyTorch's 5.8. Held as bfloat16, the same products took 0.55-0.65x the time.
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32.
     """
@@ -77,17 +86,29 @@ class F32Linear(torch.nn.Module):
         if linear.weight.dtype != torch.float32 or linear.weight.device.type != "cpu":
             raise ValueError("F32Linear takes a float32 CPU linear")
         self.out_features, self.in_features = linear.out_features, linear.in_features
-        self.weight = linear.weight
         self.bias = linear.bias
+        w = linear.weight.detach()
+        narrow = w.to(torch.bfloat16)
+        if torch.equal(narrow.float(), w):  # bfloat16 values: held exactly in half the bytes
+            self.weight = None
+            self.register_buffer("weight_bf16", narrow.contiguous(), persistent=False)
+        else:
+            self.weight = linear.weight
+            self.weight_bf16 = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() >= 3 and x.shape[-2] > 1:
+        if self.weight is None:
+            y = torch.ops.vocalis_f32.linear(x, self.weight_bf16)
+        elif x.dim() >= 3 and x.shape[-2] > 1:
             return torch.nn.functional.linear(x, self.weight, self.bias)
-        y = torch.ops.vocalis_f32.linear(x, self.weight.contiguous())
+        else:
+            y = torch.ops.vocalis_f32.linear(x, self.weight.contiguous())
         return y if self.bias is None else y.add_(self.bias)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, vocalis f32"
+        held = "float32" if self.weight is not None else "bfloat16-exact"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"vocalis f32, weights {held}")
 
 
 class Int8Linear(torch.nn.Module):

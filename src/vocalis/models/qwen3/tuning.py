@@ -7,9 +7,11 @@ Choices, decided in this order:
     its decoder layers, codec head and text projection, and the predictor's layers and
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
-    kernels, or our AVX2 kernel for the steps (``vocalis``:
-    :class:`~vocalis.models.qwen3.model.F32Linear`, offered where it builds; its products
-    can run partly on the codec's core while the codec waits, see ``lend``). Only for a
+    kernels, or our AVX2 kernel (``vocalis``:
+    :class:`~vocalis.models.qwen3.model.F32Linear`, offered where it builds; weights that
+    are bfloat16 values, as in the official checkpoints, are held in bfloat16 and widened
+    exactly as read; its products can run partly on the codec's core while the codec
+    waits, see ``lend``). Only for a
     float32 model on the CPU (int8 and int4 models have their own kernels). Score: one
     frame of the model (the predictor's 15 steps and a talker step) at one row plus one at
     ``B`` rows, on the model's thread count of the built-in split, four runs each (the
@@ -121,9 +123,10 @@ log = logging.getLogger(__name__)
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 10  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
+METHOD_VERSION = 11  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
 # the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend,
-# model_linears=vocalis (kernels/f32.cpp)
+# model_linears=vocalis (kernels/f32.cpp); 11: model_linears=vocalis holds bfloat16-exact
+# weights in bfloat16 and runs prompt passes too
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
