@@ -64,23 +64,26 @@ def test_prompt_passes_run_pytorchs_linear():
     assert torch.equal(F32Linear(lin)(x), lin(x))
 
 
-def test_bfloat16_values_are_held_in_half_the_bytes_and_give_the_float32_results():
+@pytest.mark.parametrize("k,n", [(1000, 4100), (1027, 1030), (13, 7)])
+def test_bfloat16_values_are_held_in_half_the_bytes_and_give_the_float32_results(k, n):
     """Weights that are all bfloat16 values are kept as bfloat16 and widened exactly: every
     call, steps and prompt passes alike, equals the kernel's product with the float32
-    weights bit for bit. One weight off the bfloat16 grid keeps the float32 weights."""
-    torch.manual_seed(2)
-    lin = bf16_linear(1000, 4100)
+    weights bit for bit (also past the last multiple of 8 of K and of 4 of N). One weight
+    off the bfloat16 grid keeps the float32 weights."""
+    torch.manual_seed(k)
+    lin = bf16_linear(k, n)
     f = F32Linear(lin)
-    assert f.weight is None and f.weight_bf16.dtype == torch.bfloat16
-    assert f.weight_bf16.untyped_storage().nbytes() == 2 * 1000 * 4100
+    assert f.weight is None
+    held = f.weight_tiles.untyped_storage().nbytes() + f.weight_tail.untyped_storage().nbytes()
+    assert held == 2 * k * (-(-n // 4) * 4)  # 2 bytes a weight (a last tile filled up)
     op = torch.ops.vocalis_f32
-    for shape in [(1, 1000), (5, 1000), (3, 1, 1000), (2, 9, 1000)]:
+    for shape in [(1, k), (5, k), (3, 1, k), (2, 9, k)]:
         x = torch.randn(shape)
         assert torch.equal(f(x), op.linear(x, lin.weight.detach()) + lin.bias), shape
     with torch.no_grad():
-        lin.weight[7, 3] = 1.0 + 2.0 ** -12  # needs 13 bits of mantissa; bfloat16 has 8
+        lin.weight[n // 2, k // 2] = 1.0 + 2.0 ** -12  # needs 13 bits of mantissa; bfloat16 has 8
     g = F32Linear(lin)
-    assert g.weight is lin.weight and g.weight_bf16 is None
+    assert g.weight is lin.weight and g.weight_tiles is None
 
 
 @pytest.mark.parametrize("held", ["float32", "bfloat16"])

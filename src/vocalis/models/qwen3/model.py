@@ -61,19 +61,23 @@ class F32Linear(torch.nn.Module):
     Weights: the official checkpoints hold the talker's weights in bfloat16, so a float32
     model's weights are bfloat16 values widened. When every weight of the linear is such a
     value (checked exactly at construction), the layer keeps them as bfloat16 (half the bytes
-    to read per step) and the kernel widens them exactly as it reads them: the products, sums
-    and results are bit for bit those of the float32 weights. Every call then runs the kernel
-    (on a 2-core AMD EPYC it ran up to 200 rows as fast as PyTorch's ``F.linear`` on float32
-    weights widened per call). Otherwise the layer shares the linear's float32 weight (no
-    copy); one-position calls (the talker's and the code predictor's steps, ``x [..., 1, K]``
-    or ``[M, K]``) run the kernel and calls of several positions per row (prompt passes) run
-    PyTorch's ``F.linear``. Which runs depends on the weights and the call's shape per row.
+    to read per step), packed in tiles of 4 channels read as one stream
+    (``torch.ops.vocalis_f32.pack_bf16``), and the kernel widens them exactly as it reads
+    them: the products, sums and results are bit for bit those of the float32 weights.
+    Every call then runs the kernel: on a 2-core AMD EPYC (2 threads) 60-row prompt passes
+    ran 1.2-1.4x faster than PyTorch's ``F.linear`` on the float32 weights, 200 rows 1.2x
+    slower. Otherwise the layer shares the linear's float32 weight (no copy); one-position
+    calls (the talker's and the code predictor's steps, ``x [..., 1, K]`` or ``[M, K]``) run
+    the kernel and calls of several positions per row (prompt passes) run PyTorch's
+    ``F.linear``. Which runs depends on the weights and the call's shape per row.
 
     Why: a lone stream's step is bound by reading the weights. While the engine's codec
     thread waits, its core takes blocks of these products (``kernels/lend.h``, tuning choice
     ``lend``). On a 2-core AMD EPYC, 315 MB of the predictor's float32 products at one row ran
     at 15 GB/s on one thread (as PyTorch's) and 26 GB/s lent; 3 rows at 12 GB/s against
-    PyTorch's 5.8. Held as bfloat16, the same products took 0.55-0.65x the time.
+    PyTorch's 5.8. Held as bfloat16 tiles, the same products (157 MB) took 13 ms at one row
+    on one thread (float32 held: 29-30 ms; PyTorch: 23 ms) and 9 ms lent (float32 held:
+    15-19 ms).
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32.
     """
@@ -91,14 +95,17 @@ class F32Linear(torch.nn.Module):
         narrow = w.to(torch.bfloat16)
         if torch.equal(narrow.float(), w):  # bfloat16 values: held exactly in half the bytes
             self.weight = None
-            self.register_buffer("weight_bf16", narrow.contiguous(), persistent=False)
+            tiles, tail = torch.ops.vocalis_f32.pack_bf16(narrow)
+            self.register_buffer("weight_tiles", tiles, persistent=False)
+            self.register_buffer("weight_tail", tail, persistent=False)
         else:
             self.weight = linear.weight
-            self.weight_bf16 = None
+            self.weight_tiles = self.weight_tail = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight is None:
-            y = torch.ops.vocalis_f32.linear(x, self.weight_bf16)
+            y = torch.ops.vocalis_f32.bf16_linear(x, self.weight_tiles, self.weight_tail,
+                                                  self.out_features)
         elif x.dim() >= 3 and x.shape[-2] > 1:
             return torch.nn.functional.linear(x, self.weight, self.bias)
         else:
