@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.test_qwen3_quantize import lent_outputs
-from vocalis.models.qwen3.model import F32Linear
+from vocalis.models.layers import F32Linear
 from vocalis.models.qwen3.native import kernel_available
 
 pytestmark = pytest.mark.skipif(kernel_available() is not None,

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from vocalis.errors import CheckpointError, InputError
+from vocalis.models.layers import F32Linear
 from vocalis.models.qwen3.codec import SpeechDecoder, load_speech_decoder
 from vocalis.models.qwen3.config import Qwen3TTSConfig, load_config
 from vocalis.models.qwen3.prompt import supported_languages
@@ -50,72 +51,6 @@ def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
     out = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=w.dtype, device=w.device)
     out.weight = torch.nn.Parameter(w, requires_grad=False)
     return out
-
-
-class F32Linear(torch.nn.Module):
-    """A float32 ``nn.Linear`` computed by our AVX2 kernel ``torch.ops.vocalis_f32``
-    (``kernels/f32.cpp``, built at first use: Qwen3 tuning choice ``model_linears=vocalis``).
-    The kernel sums each row in a fixed order, so a row's result does not depend on the other
-    rows of the call or on the thread count.
-
-    Weights: the official checkpoints hold the talker's weights in bfloat16, so a float32
-    model's weights are bfloat16 values widened. When every weight of the linear is such a
-    value (checked exactly at construction), the layer keeps them as bfloat16 (half the bytes
-    to read per step), packed in tiles of 4 channels read as one stream
-    (``torch.ops.vocalis_f32.pack_bf16``), and the kernel widens them exactly as it reads
-    them: the products, sums and results are bit for bit those of the float32 weights.
-    Every call then runs the kernel: on a 2-core AMD EPYC (2 threads) 60-row prompt passes
-    ran 1.2-1.4x faster than PyTorch's ``F.linear`` on the float32 weights, 200 rows 1.2x
-    slower. Otherwise the layer shares the linear's float32 weight (no copy); one-position
-    calls (the talker's and the code predictor's steps, ``x [..., 1, K]`` or ``[M, K]``) run
-    the kernel and calls of several positions per row (prompt passes) run PyTorch's
-    ``F.linear``. Which runs depends on the weights and the call's shape per row.
-
-    Why: a lone stream's step is bound by reading the weights. While the engine's codec
-    thread waits, its core takes blocks of these products (``kernels/lend.h``, tuning choice
-    ``lend``). On a 2-core AMD EPYC, 315 MB of the predictor's float32 products at one row ran
-    at 15 GB/s on one thread (as PyTorch's) and 26 GB/s lent; 3 rows at 12 GB/s against
-    PyTorch's 5.8. Held as bfloat16 tiles, the same products (157 MB) took 13 ms at one row
-    on one thread (float32 held: 29-30 ms; PyTorch: 23 ms) and 9 ms lent (float32 held:
-    15-19 ms).
-
-    Input ``[..., K]`` float32, output ``[..., N]`` float32.
-    """
-
-    def __init__(self, linear: torch.nn.Linear):
-        super().__init__()
-        from vocalis.models.qwen3.native import load_kernel
-
-        load_kernel("vocalis_f32")
-        if linear.weight.dtype != torch.float32 or linear.weight.device.type != "cpu":
-            raise ValueError("F32Linear takes a float32 CPU linear")
-        self.out_features, self.in_features = linear.out_features, linear.in_features
-        self.bias = linear.bias
-        w = linear.weight.detach()
-        narrow = w.to(torch.bfloat16)
-        if torch.equal(narrow.float(), w):  # bfloat16 values: held exactly in half the bytes
-            self.weight = None
-            tiles, tail = torch.ops.vocalis_f32.pack_bf16(narrow)
-            self.register_buffer("weight_tiles", tiles, persistent=False)
-            self.register_buffer("weight_tail", tail, persistent=False)
-        else:
-            self.weight = linear.weight
-            self.weight_tiles = self.weight_tail = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight is None:
-            y = torch.ops.vocalis_f32.bf16_linear(x, self.weight_tiles, self.weight_tail,
-                                                  self.out_features)
-        elif x.dim() >= 3 and x.shape[-2] > 1:
-            return torch.nn.functional.linear(x, self.weight, self.bias)
-        else:
-            y = torch.ops.vocalis_f32.linear(x, self.weight.contiguous())
-        return y if self.bias is None else y.add_(self.bias)
-
-    def extra_repr(self) -> str:
-        held = "float32" if self.weight is not None else "bfloat16-exact"
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"vocalis f32, weights {held}")
 
 
 class Int8Linear(torch.nn.Module):
@@ -263,9 +198,10 @@ class Qwen3Model:
         weight blocks never span two output channels, and the activation blocks are the same).
 
         Raises:
-            InputError: an unknown mode; the model is not on the CPU, is not float32, or is
-                already quantized; the kernel cannot be built here (not x86 with AVX2, no
-                C++ compiler).
+            InputError: an unknown mode; the model is not on the CPU, is not float32, is
+                already quantized or already runs our float32 kernel (tuning chose
+                ``model_linears=vocalis``: quantize at load); the kernel cannot be built
+                here (not x86 with AVX2, no C++ compiler).
         """
         if mode not in ("int8", "int4"):
             raise InputError(f"unknown quantize mode {mode!r}: use int8 or int4", param="quantize")
@@ -277,6 +213,10 @@ class Qwen3Model:
                              "dtype float32", param="quantize")
         if self.quantized:
             raise InputError(f"{self.name} is already quantized to {self.quantized}", param="quantize")
+        if any(isinstance(m, F32Linear) for m in self.talker.modules()):
+            raise InputError(f"{self.name} already runs the float32 kernels its tuning chose "
+                             "(model_linears=vocalis); quantize when loading instead: "
+                             f"vocalis.load(..., quantize={mode!r})", param="quantize")
         from vocalis.models.qwen3.native import load_kernel as load_native
 
         load_native("vocalis_q8")  # InputError before any weight is touched

@@ -8,11 +8,11 @@ Choices, decided in this order:
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
     kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.models.qwen3.model.F32Linear`, offered where it builds; weights that
+    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; weights that
     are bfloat16 values, as in the official checkpoints, are held in bfloat16 and widened
     exactly as read; its products can run partly on the codec's core while the codec
-    waits, see ``lend``). Only for a
-    float32 model on the CPU (int8 and int4 models have their own kernels). Score: one
+    waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
+    their own kernels). Score: one
     frame of the model (the predictor's 15 steps and a talker step) at one row plus one at
     ``B`` rows, on the model's thread count of the built-in split, four runs each (the
     median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
@@ -114,9 +114,8 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
-from vocalis.models.layers import LinearKernels, can_pack_linears
+from vocalis.models.layers import F32Linear, LinearKernels, can_pack_linears, f32_kernel_available
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
-from vocalis.models.qwen3.model import F32Linear
 
 log = logging.getLogger(__name__)
 
@@ -216,25 +215,6 @@ def _choices(total: int, exact: bool, quantized: bool, codec_packable: bool,
     return defaults, candidates, notes
 
 
-def _f32_kernel() -> bool:
-    """Whether our float32 kernel (``kernels/f32.cpp``) is built and loaded here; a
-    machine that cannot build it (not x86 with AVX2, no compiler) just lacks the choice."""
-    from vocalis.errors import InputError
-    from vocalis.models.qwen3.native import kernel_available, load_kernel
-
-    why = kernel_available()
-    if why is not None:
-        log.debug("model_linears=vocalis is not offered: %s", why)
-        return False
-    try:
-        load_kernel("vocalis_f32")
-    except InputError:  # a compiler that failed: worth a line, float32 runs on regardless
-        log.warning("model_linears=vocalis is not offered: our float32 step kernel did not "
-                    "build here (check the C++ compiler, g++); PyTorch's kernels run instead")
-        return False
-    return True
-
-
 def check_quantized_spec(threads: int, spec=None) -> None:
     """Refuse, before any weight is read or converted, a forced choice that :func:`tune`
     would refuse for a quantized model (``model_linears`` other than ``default``), with the
@@ -274,7 +254,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     model_packable = (cpu and not exact and not model.quantized
                       and talker.dtype == torch.float32 and can_pack_linears(model.device))
     own_f32 = (cpu and not exact and not model.quantized and talker.dtype == torch.float32
-               and _f32_kernel())
+               and f32_kernel_available("model_linears=vocalis"))
     defaults, candidates, notes = _choices(total, exact, bool(model.quantized), packable,
                                            model_packable, cpu, own_f32)
     probe: dict[str, _Probe] = {}

@@ -2,13 +2,14 @@
 // written for the talker's and code predictor's steps, where one row reads every weight once
 // and the product is bound by memory reads.
 //
-// The weights are float32 as PyTorch holds them (w [N, K] row-major, no copy), or bfloat16
-// [N, K] when every weight is a bfloat16 value (the official checkpoints are bfloat16): each is
-// widened exactly to its float32 as it is read (a bfloat16 is the top half of that float32), so
-// the products and sums are the same, in half the bytes. 4 output channels at a time, each read
-// as its own sequential stream with a software prefetch ahead, against up to 3 rows per pass
-// (12 accumulators of 8 lanes). y[m, n] = sum over k of x[m, k] w[n, k], summed in
-// a fixed order (8 lanes by fused multiply-add over k, then the lanes) that depends on K alone:
+// The weights are float32 as PyTorch holds them (w [N, K] row-major, no copy; 4 output channels
+// at a time, each read as its own stream), or bfloat16 when every weight is a bfloat16 value
+// (the official checkpoints are bfloat16), packed by pack_bf16 in tiles of 4 channels read as
+// one stream: each is widened exactly to its float32 as it is read (a bfloat16 is the top half
+// of that float32), so the products and sums are the same, in half the bytes. A software
+// prefetch runs ahead of every stream. Up to 3 rows per pass over a tile (12 accumulators of 8
+// lanes). y[m, n] = sum over k of x[m, k] w[n, k], summed in a fixed order (8 lanes by fused
+// multiply-add over k, then the lanes, then the last K % 8 terms) that depends on K alone:
 // a row's result does not depend on the other rows of the call, on how rows are grouped, or on
 // the thread count. The point of the kernel is lend.h: while the engine's codec thread waits,
 // its core takes blocks of the output channels (one core reads about 17 GB/s on the development
@@ -27,7 +28,7 @@ namespace {
 
 constexpr int64_t R = 4;     // output channels per tile
 constexpr int64_t MR = 3;    // rows per pass over a tile
-constexpr int64_t PF_BYTES = 1024;  // of each stream prefetched ahead
+constexpr int64_t PF_BYTES = 1024;  // prefetched ahead per channel (a tile: 4 KB of its stream)
 
 inline float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -103,7 +104,8 @@ inline void dot_tile(const Src& w, int64_t K, const float* const* x, float (*out
   for (int r = 0; r < ROWS; ++r)
     for (int c = 0; c < R; ++c) {
       float s = hsum8(acc[r][c]);
-      for (int64_t t = k; t < K; ++t) s = std::fma(x[r][t], w.s(c, t), s);  // pinned: no contraction choice
+      // std::fma: the same rounding for every source, whatever the compiler would contract
+      for (int64_t t = k; t < K; ++t) s = std::fma(x[r][t], w.s(c, t), s);
       out[r][c] = s;
     }
 }
@@ -155,7 +157,8 @@ torch::Tensor f32_linear(torch::Tensor x, torch::Tensor w) {
   auto y = output(xs, N);
   if (M == 0 || N == 0) return y;
   const float* W = w.data_ptr<float>();
-  linear_rows(xs.data_ptr<float>(), y.data_ptr<float>(), M, N, K, [&](int64_t, int64_t n0, int64_t nr) {
+  linear_rows(xs.data_ptr<float>(), y.data_ptr<float>(), M, N, K,
+              [&](int64_t, int64_t n0, int64_t nr) {
     F32Rows s;
     for (int64_t c = 0; c < R; ++c) s.w[c] = W + (n0 + std::min<int64_t>(c, nr - 1)) * K;
     return s;
@@ -201,7 +204,8 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor ta
   if (M == 0 || N == 0) return y;
   const uint16_t* P = reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>());
   const uint16_t* Q = reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>());
-  linear_rows(xs.data_ptr<float>(), y.data_ptr<float>(), M, N, K, [&](int64_t t, int64_t, int64_t) {
+  linear_rows(xs.data_ptr<float>(), y.data_ptr<float>(), M, N, K,
+              [&](int64_t t, int64_t, int64_t) {
     return BF16Tile{P + t * K8 * R * 8, Q + t * R * rem, rem, K8 * 8};
   });
   return y;
