@@ -21,7 +21,8 @@ import vocalis
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
-from vocalis.models.layers import PackedLinear
+from vocalis.models.layers import F32Linear, PackedLinear
+from vocalis.models.qwen3.native import kernel_available
 from vocalis.models.pocket.mimi import ExpELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 
@@ -59,7 +60,13 @@ def elus(model) -> set[type]:
 
 
 def kinds(module) -> set[type]:
-    return {type(m) for m in module.modules() if type(m) in (torch.nn.Linear, PackedLinear)}
+    return {type(m) for m in module.modules()
+            if type(m) in (torch.nn.Linear, PackedLinear, F32Linear)}
+
+
+#: our float32 kernel is a FlowLM candidate where it builds (x86 with AVX2, a C++ compiler)
+OWN_F32 = kernel_available() is None
+FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 
 
 class Scores:
@@ -102,7 +109,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
                          "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
     # its own kernels in place; hybrid (weights held twice) is never measured
-    flow = ["packed", "packed1", "default"]
+    flow = list(FLOW)
     codec = ["packed", "packed1", "default"]
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
@@ -110,6 +117,8 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
                             + [("codec_pipeline", v) for v in ["on", "off"]])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
+    if OWN_F32:
+        assert scores.seen[("flow_linears", "vocalis")][0] == {F32Linear}
     assert scores.seen[("codec_linears", "packed")][1] == {PackedLinear}
     for value, hint in (("packed", 16), ("packed1", 1)):
         assert scores.layouts[("flow_linears", value)] == {(hint, False)}
@@ -143,7 +152,8 @@ def test_each_candidate_keeps_its_best_round(fresh, cache):
                             ("codec_linears", "default"): [3.0, 0.5]})
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
     assert t.choices["flow_linears"] == "packed1" and t.choices["codec_linears"] == "default"
-    assert t.timings["flow_linears"] == {"packed": 2.0, "packed1": 1.0, "default": 5.0}
+    assert t.timings["flow_linears"] == {"packed": 2.0, "packed1": 1.0, "default": 5.0,
+                                         **({"vocalis": 5.0} if OWN_F32 else {})}
     assert list(t.timings["codec_linears"]) == ["packed", "packed1", "default"]
     # the choice is what the model runs: the weights laid out for one row
     layouts = {(m.batch_hint, m.one_row_default) for m in model.flow_lm.modules()
@@ -295,7 +305,8 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("flow_linears=fast", "use one of packed, packed1, hybrid, default"),
+    ("flow_linears=fast", "use one of packed, packed1, hybrid, default"
+                          + (", vocalis" if OWN_F32 else "")),
     ("codec_linears=hybrid", "use one of packed, packed1, default"),
     ("flow_linears=packed,flow_linears=default", "flow_linears is given twice"),
     ("auto,fixed", "give one of 'auto' or 'fixed', not both"),
@@ -319,7 +330,7 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
                              "codec_elu": "measured", "threads": "fixed",
                              "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
-        for name, options in (("flow_linears", ("packed", "packed1", "default")),
+        for name, options in (("flow_linears", FLOW),
                               ("codec_linears", ("packed", "packed1", "default")),
                               ("codec_elu", ("exp", "default")),
                               ("codec_pipeline", ("on", "off"))):
@@ -354,8 +365,13 @@ def test_every_choice_speaks_the_same(checkpoints, cache):
                  "flow_linears=packed,codec_linears=packed,threads=2:2",
                  "flow_linears=hybrid,codec_linears=packed1",
                  "flow_linears=packed1,codec_linears=default,codec_elu=exp",
-                 "flow_linears=default,codec_linears=default,codec_elu=exp"):
+                 "flow_linears=default,codec_linears=default,codec_elu=exp",
+                 *(["flow_linears=vocalis,codec_linears=packed"] if OWN_F32 else [])):
         tts = vocalis.load(d, threads=2, tuning=spec)
+        if spec.startswith("flow_linears=vocalis"):  # the bundle is bfloat16, as released:
+            held = [m.weight is None for m in tts.model.flow_lm.modules()  # held so
+                    if isinstance(m, F32Linear)]
+            assert held and all(held)
         got = tts.synthesize("Choices change speed only.", voice=voice, seed=3,
                              max_frames=12).samples
         tts.close()
@@ -463,7 +479,7 @@ def qwen3_dir(tmp_path_factory):
 
 
 def test_qwen3_choices_follow_scores_are_cached_applied_and_forced(qwen3_dir, cache, monkeypatch):
-    from vocalis.models.qwen3.model import F32Linear, load_model
+    from vocalis.models.qwen3.model import load_model
     from vocalis.models.qwen3.tuning import tune as tune_qwen3
 
     model = load_model(qwen3_dir)
@@ -563,7 +579,6 @@ def test_qwen3_packed_model_linears_speak_the_same(qwen3_dir, cache):
     the same seeded
     request, alone and beside another, gives the same codes, and audio equal to float
     rounding."""
-    from vocalis.models.qwen3.model import F32Linear
 
     ref = vocalis.load(str(qwen3_dir), threads=2, exact=True)
     texts = ["Packed or not, the same codes.", "A second request beside it."]
@@ -581,6 +596,13 @@ def test_qwen3_packed_model_linears_speak_the_same(qwen3_dir, cache):
             assert hints == {"packed": {16}, "packed1": {1}, "vocalis": set()}[kernel]
             assert any(isinstance(m, F32Linear) for m in tts.model.talker.modules()) == (
                 kernel == "vocalis")
+            if kernel == "vocalis":  # a bfloat16 checkpoint, as the official ones: every
+                # linear holds its weights as bfloat16 (the kernel widens them exactly)
+                held = [m.weight is None for m in tts.model.talker.modules()
+                        if isinstance(m, F32Linear)]
+                assert held and all(held)
+                with pytest.raises(InputError, match="quantize when loading instead"):
+                    tts.model.quantize("int8")
             alone = tts.synthesize(texts[0], speaker=speaker, seed=7, max_frames=6)
             reqs = [tts.submit(t, speaker=speaker, seed=7 + i, max_frames=6)
                     for i, t in enumerate(texts)]

@@ -2,10 +2,13 @@
 
 Choices, decided in this order:
 
-``flow_linears`` (``packed`` | ``packed1`` | ``hybrid`` | ``default``)
+``flow_linears`` (``packed`` | ``packed1`` | ``hybrid`` | ``default`` | ``vocalis``)
     The FlowLM's float32 linears as oneDNN-packed weights
     (:class:`~vocalis.models.layers.PackedLinear`) laid out for 16 rows (``packed``) or for
-    one row (``packed1``), or PyTorch's default kernels; opt-in (forced, never measured)
+    one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
+    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; it holds weights
+    that are bfloat16 values, as in the released bundles, in bfloat16 and widens them
+    exactly as it reads them: the float32 products in half the bytes); opt-in (forced, never measured)
     ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
     holds the weights twice (about 290 MB more for the FlowLM of the released configs).
     Score: the median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch,
@@ -42,7 +45,7 @@ Choices, decided in this order:
     2-core Intel Xeon with AMX, slower at 1 row), and no longer float32-exact: the audio
     differs from float32 by bfloat16 rounding (tests require waveform cosine > 0.999).
 
-Both packed and default linears compute the same products, and both ELUs the same function
+Packed, default and our linears compute the same products, and both ELUs the same function
 (they agree to float rounding), so no measured choice changes what is said, only how fast.
 ``exact`` models keep the default kernels, ``nn.ELU`` and the built-in split (bit-identical
 to the official package); devices other than the CPU are not measured.
@@ -61,14 +64,15 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    split_candidates)
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.models.layers import LinearKernels, PackedLinear, can_pack_linears
+from vocalis.models.layers import (F32Linear, LinearKernels, PackedLinear, can_pack_linears,
+                                   f32_kernel_available)
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 6  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 7  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
-# 6: codec_elu
+# 6: codec_elu; 7: flow_linears=vocalis
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -154,10 +158,15 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     cpu = model.device.type == "cpu"
     packable = cpu and not exact and can_pack_linears(model.device)
     kernels = ("packed", "packed1", "default") if packable else ("default",)
+    # our float32 kernel, for the FlowLM only (the codec's matmuls are many rows)
+    own = (cpu and not exact and not getattr(model, "quantized", False)
+           and f32_kernel_available("flow_linears=vocalis"))
+    flow_kernels = kernels + ("vocalis",) if own else kernels
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
     # is 16 positions), and only when forced: it holds the weights twice
-    candidates = {"flow_linears": kernels[:-1] + ("hybrid", "default") if packable else kernels,
+    candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable else kernels)
+                  + (("vocalis",) if own else ()),
                   "codec_linears": kernels,
                   "codec_elu": ("exp", "default") if cpu and not exact else ("default",),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
@@ -165,7 +174,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
                 "codec_elu": "exp" if cpu and not exact else "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
-    linears = {"flow_linears": LinearKernels(model.flow_lm),
+    linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": F32Linear}),
                "codec_linears": LinearKernels(model.mimi)}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
 
@@ -235,7 +244,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                      codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
-                                                    "flow_linears": kernels},
+                                                    "flow_linears": flow_kernels},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
                                         "codec_elu": ROUNDS})
     if probe:
