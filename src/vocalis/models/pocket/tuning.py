@@ -8,8 +8,8 @@ Choices, decided in this order:
     one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
     :class:`~vocalis.models.layers.F32Linear`, offered where it builds; it holds weights
     that are bfloat16 values, as in the released bundles, in bfloat16 and widens them
-    exactly as it reads them: the float32 products in half the bytes); opt-in (forced, never measured)
-    ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
+    exactly as it reads them: the float32 products in half the bytes); opt-in (forced,
+    never measured) ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
     holds the weights twice (about 290 MB more for the FlowLM of the released configs).
     Score: the median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch,
     8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
@@ -161,12 +161,12 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     # our float32 kernel, for the FlowLM only (the codec's matmuls are many rows)
     own = (cpu and not exact and not getattr(model, "quantized", False)
            and f32_kernel_available("flow_linears=vocalis"))
-    flow_kernels = kernels + ("vocalis",) if own else kernels
+    ours = ("vocalis",) if own else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
     # is 16 positions), and only when forced: it holds the weights twice
-    candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable else kernels)
-                  + (("vocalis",) if own else ()),
+    candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable
+                                   else kernels) + ours,
                   "codec_linears": kernels,
                   "codec_elu": ("exp", "default") if cpu and not exact else ("default",),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
@@ -244,7 +244,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                      codec_dtype="bfloat16 codec is a CPU option")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
-                                                    "flow_linears": flow_kernels},
+                                                    "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
                                         "codec_elu": ROUNDS})
     if probe:
