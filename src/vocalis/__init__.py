@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 
-def load(model_id: str = "pocket-tts", device: str = "cpu", **kwargs):
-    """Load a model by id (see :func:`vocalis.api.load`)."""
+def load(model_id: str | None = None, device: str = "cpu", **kwargs):
+    """Load a model by id (see :func:`vocalis.api.load`; None: the default model)."""
     from vocalis.api import load as _load
 
     return _load(model_id, device=device, **kwargs)

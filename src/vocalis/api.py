@@ -1,21 +1,20 @@
-"""Public Python API.
+"""Public Python API: :func:`load` a model of any family, then speak with :class:`TTS`.
 
     >>> import vocalis
-    >>> tts = vocalis.load("pocket-tts")                 # or "pocket-tts/french", a YAML path
+    >>> tts = vocalis.load("pocket-tts")                 # or "qwen3-tts/0.6b-customvoice", a path
     >>> voice = tts.voice("alba")                        # name, audio file, or .safetensors
     >>> audio = tts.synthesize("Hello there.", voice=voice, seed=42)
     >>> audio.samples, audio.sample_rate                 # float32 [T] mono, 24000 Hz
     >>> for chunk in tts.stream("Hello there.", voice=voice, seed=42): ...
 
-Model ids: ``pocket-tts`` (= ``pocket-tts/english``), ``pocket-tts/<config>`` for every
-released config (``vocalis models list``), or a YAML config in the official format (a
-local path, a directory holding ``config.yaml``, or ``hf://owner/repo/file.yaml[@rev]``).
+A model id belongs to a model family (:mod:`vocalis.families`: Pocket TTS, Qwen3-TTS, or a
+registered plug-in); ``vocalis models list`` lists the released ids. Each family declares
+its request options (``tts.family.options``); :class:`TTS` checks every request against
+them, and against the family's rules, before any model work.
 """
 
 from __future__ import annotations
 
-import logging
-import secrets
 import threading
 import weakref
 from collections.abc import Iterator
@@ -25,26 +24,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vocalis.audio.stretch import Stretcher, check_speed
+from vocalis import families
+from vocalis.audio.stretch import Stretcher
 from vocalis.engine.openmp import frees_thread_pool, set_threads
 from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
-from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
-from vocalis.models.pocket import registry
-from vocalis.models.pocket.config import PocketConfig, load_config_file
-from vocalis.models.pocket.family import PocketFamily
-from vocalis.models.pocket.model import (
-    VOICE_MAX_SECONDS,
-    PocketTTSModel,
-    SamplingParams,
-    _Tokenizer,
-    resolve_weights,
-)
-from vocalis.models.pocket.voice import VoiceState, load_voice_state, save_voice_state
-
-log = logging.getLogger(__name__)
-
-FAMILY = "pocket-tts"
+from vocalis.errors import InputError, ModelNotFound
+from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Voice
+from vocalis.options import QUANTIZE_MODES, OptionSchema, new_seed, quantize_mode
+from vocalis.text.normalize import normalize as normalize_text
+from vocalis.text.normalize import supports
 
 
 @dataclass
@@ -67,92 +56,20 @@ class Audio:
         return self.samples.shape[0] / self.sample_rate
 
 
-@dataclass
-class Voice:
-    """A voice ready to use with one model: its prefilled state and where it came from."""
+def check_device(device: str) -> torch.device:
+    """``device`` as a ``torch.device`` (``cpu``, ``cuda``, ``cuda:N``).
 
-    state: VoiceState
-    name: str
-
-    def save(self, path: str | Path) -> None:
-        """Write the voice as a ``.safetensors`` file: a Pocket voice state in the official
-        export-voice layout, or a Qwen3-TTS voice-clone prompt (Base models).
-
-        Raises VoiceError for a voice that has nothing to save (a built-in speaker)."""
-        if isinstance(self.state, VoiceState):
-            save_voice_state(self.state, path)
-        elif hasattr(self.state, "save"):
-            self.state.save(path)
-        else:
-            raise VoiceError(f"voice {self.name!r} is a built-in speaker: there is no file to save")
-
-
-def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
-    """Model id -> (config, display name, is_released).
-
-    Raises:
-        ModelNotFound: unknown id (the message lists the released ones) or missing file.
-    """
-    if not isinstance(model_id, str) or not model_id.strip():
-        raise ModelNotFound("model id is empty: use `pocket-tts` or see `vocalis models list`")
-    mid = model_id.strip()
-    if is_qwen3(mid):
-        raise ModelNotFound(f"{model_id!r} is a Qwen3-TTS model, not a Pocket TTS config: "
-                            "load it with vocalis.load")
-    if mid in (FAMILY, f"{FAMILY}/"):
-        mid = f"{FAMILY}/{registry.DEFAULT_CONFIG}"
-    if mid.startswith(f"{FAMILY}/"):
-        name = mid.split("/", 1)[1]
-        if name in registry.config_names():
-            return registry.released_config(name), name, True
-        raise ModelNotFound(f"unknown model {model_id!r}; known (also qwen3-tts/..., see `vocalis models list`): "
-                            + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names())
-                            + ", or a path to a YAML config")
-    from vocalis import hub
-
-    if mid.startswith(("hf://", "http://", "https://")):
-        path = hub.resolve(mid)
-    else:
-        path = Path(mid).expanduser()
-        if path.is_dir():
-            path = path / "config.yaml"
-        if not path.exists():
-            raise ModelNotFound(
-                f"unknown model {model_id!r}: not a released model id and no such file; known "
-                "(also qwen3-tts/..., see `vocalis models list`): "
-                + ", ".join(f"{FAMILY}/{n}" for n in registry.config_names()))
-    if path.suffix not in (".yaml", ".yml"):
-        raise ModelNotFound(f"model config must be a .yaml file, got {path}")
-    cfg = load_config_file(path)
-    _anchor_relative_paths(cfg, path.parent)
-    return cfg, str(path), False
-
-
-def _anchor_relative_paths(cfg: PocketConfig, base: Path) -> None:
-    """Relative local paths in a YAML are taken relative to the YAML's folder, unless they
-    exist only relative to the working directory (where the official loader looks); a path
-    found in neither is reported in the YAML's folder."""
-
-    def fix(p: str | None) -> str | None:
-        if p is None or "://" in p or Path(p).is_absolute():
-            return p
-        candidate = base / p
-        return p if Path(p).exists() and not candidate.exists() else str(candidate)
-
-    cfg.weights_path = fix(cfg.weights_path)
-    cfg.weights_path_without_voice_cloning = fix(cfg.weights_path_without_voice_cloning)
-    cfg.flow_lm.lookup_table.tokenizer_path = fix(cfg.flow_lm.lookup_table.tokenizer_path)
-
-
-def _check_device(device: str) -> torch.device:
+    Raises InputError: unknown, or CUDA without a CUDA build and device."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
-        raise InputError(f"unknown device {device!r}: use cpu, cuda or cuda:N") from None
+        raise InputError(f"unknown device {device!r}: use cpu, cuda or cuda:N",
+                         param="device") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"device {device!r} requested but CUDA is not available: use --device cpu")
+        raise InputError(f"device {device!r} requested but CUDA is not available: use --device cpu",
+                         param="device")
     if dev.type not in ("cpu", "cuda"):
-        raise InputError(f"device {device!r} is not supported: use cpu or cuda")
+        raise InputError(f"device {device!r} is not supported: use cpu or cuda", param="device")
     return dev
 
 
@@ -186,131 +103,111 @@ class _Stretched:
 
 
 class TTS:
-    """A loaded model. Thread-safe: concurrent requests share one batch in the engine."""
+    """A loaded model of any family. Thread-safe: concurrent requests share one batch in
+    the engine.
 
-    family_name = FAMILY
+    ``family``: its :class:`~vocalis.family.ModelFamily` (``family.options``: the request
+    options it takes); ``info``: what the model is and takes
+    (:class:`~vocalis.family.ModelInfo`); ``model``: the family's model object;
+    ``tuning``: the measured speed choices (:class:`vocalis.engine.tuning.Tuning`).
+    """
 
-    def __init__(self, model: PocketTTSModel, model_id: str, released: bool,
-                 max_batch: int = 16, max_queue: int = 256, threads: int | None = None,
-                 family=None):
-        self.model = model
+    def __init__(self, loaded: LoadedModel, max_batch: int = 16, max_queue: int = 256,
+                 threads: int | None = None):
+        self.loaded = loaded
         self.threads = threads
-        self.model_id = model_id
-        self.released = released
         self.max_batch = max_batch
         self.max_queue = max_queue
         self._lock = threading.Lock()
         self._engine: Engine | None = None
-        self.family = family if family is not None else PocketFamily(model)
-        self.tuning = None  # the measured speed choices (vocalis.engine.tuning.Tuning)
+
+    # ---------------------------------------------------------------- facts
+
+    @property
+    def family(self) -> ModelFamily:
+        return self.loaded.family
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.loaded.info
+
+    @property
+    def model(self):
+        """The family's model object (weights and math)."""
+        return self.loaded.model
+
+    @property
+    def engine_family(self):
+        """What the engine runs (:class:`vocalis.engine.family.EngineFamily`)."""
+        return self.loaded.engine_family
+
+    @property
+    def tuning(self):
+        return self.loaded.tuning
+
+    @property
+    def exact(self) -> bool:
+        return self.loaded.exact
+
+    @property
+    def quantize(self) -> str | None:
+        return self.loaded.quantize
 
     @property
     def sample_rate(self) -> int:
-        return self.model.sample_rate
+        return self.info.sample_rate
+
+    @property
+    def model_id(self) -> str:
+        return self.info.model_id
+
+    @property
+    def released(self) -> bool:
+        return self.info.released
 
     @property
     def config_name(self) -> str:
-        return self.model.name
+        """How messages name the model: a config name, a release id or a local path."""
+        return self.info.name
 
     @property
     def served_name(self) -> str | None:
-        """The model id of a released model (``pocket-tts/<config>``), else None."""
-        return f"{FAMILY}/{self.config_name}" if self.released else None
+        """The model id of a released model (``pocket-tts/<config>``...), else None."""
+        return self.info.served_name
+
+    @property
+    def speakers(self) -> list[str]:
+        """The model's built-in voices (predefined voices, CustomVoice speakers)."""
+        return list(self.info.voices)
 
     # ---------------------------------------------------------------- voices
 
     @frees_thread_pool
-    def voice(self, src: str | Path | Voice | VoiceState | None = None) -> Voice:
-        """A voice from a predefined name, an audio file, or a ``.safetensors`` voice state.
-
-        Audio in any format soundfile reads, any rate and channel count: channels are
-        averaged, the rate converted to 24 kHz, and prompts longer than 30 s are cut to
-        their first 30 s (as the official server and ``export-voice`` do; a warning says so).
-        Audio shorter than 80 ms, silent (peak below -60 dBFS) or holding NaN/inf samples is
-        refused; under 1 s gets a warning.
+    def voice(self, src=None, **voice_options) -> Voice:
+        """A voice of this model (see the family's ``voice``): a built-in voice name, an
+        audio file to clone, ``(samples, sample_rate)``, a saved ``.safetensors`` voice, or
+        a :class:`Voice`. ``voice_options``: the family's voice options (Qwen3-TTS Base:
+        ``ref_text``, ``xvector_only``).
 
         Raises:
-            VoiceError: empty, unknown name (lists the predefined ones), unreadable or
-            unusable audio (see above), or a voice state for another model.
+            VoiceError: unknown name, unreadable or unusable audio, a voice of another model.
+            InputError: a voice option the family does not take or that does not apply.
             ModelNotFound: a predefined voice not cached while offline.
         """
-        if isinstance(src, Voice):
-            return Voice(self.model.check_voice(src.state), src.name)
-        if isinstance(src, VoiceState):
-            return Voice(self.model.check_voice(src), src.meta.get("source", "voice state"))
-        if src is None:
-            src = registry.default_voice(self.model.name) if self.released else None
-            if src is None:
-                raise VoiceError("this model has no predefined voices: pass voice= an audio "
-                                 "file or a .safetensors voice state")
-        if not isinstance(src, (str, Path)):
-            raise VoiceError(f"voice must be a name, a file path or a Voice, got "
-                             f"{type(src).__name__}")
-        from vocalis import hub
-
-        text = str(src)
-        if not text.strip():
-            raise VoiceError("voice is empty: give a predefined voice name, an audio file or a "
-                             ".safetensors voice state")
-        if hub.is_safetensors_ref(text):
-            path = hub.resolve(text) if "://" in text else Path(text).expanduser()
-            if not path.exists():
-                raise VoiceError(f"voice file not found: {path}")
-            state = load_voice_state(path)
-            state.meta["source"] = text
-            return Voice(self.model.check_voice(state), text)
-        if text in registry.PREDEFINED_VOICES and not Path(text).exists():
-            if not self.released:
-                raise VoiceError(
-                    f"predefined voice {text!r} was computed with the released weights and "
-                    f"cannot be used with {self.model.name}: pass an audio file instead")
-            path = hub.resolve(registry.predefined_voice_ref(self.model.name, text))
-            state = load_voice_state(path)
-            state.meta["source"] = text
-            return Voice(self.model.check_voice(state), text)
-        if "://" in text:
-            path = hub.resolve(text)
-        else:
-            path = Path(text).expanduser()
-            if not path.exists():
-                if path.suffix or "/" in text or "\\" in text:
-                    raise VoiceError(f"voice file not found: {path}")
-                if not self.released:
-                    raise VoiceError(f"unknown voice {text!r}: {self.model.name} has no "
-                                     "predefined voices; pass an audio file or a .safetensors "
-                                     "voice state")
-                raise VoiceError(
-                    f"unknown voice {text!r}: not a file; predefined voices are "
-                    + ", ".join(registry.PREDEFINED_VOICES))
-        from vocalis.audio import read_audio, to_mono_24k
-
-        samples, rate = read_audio(path)
-        limit = int(VOICE_MAX_SECONDS * rate)
-        if samples.shape[0] > limit:
-            log.warning("voice audio %s is %.1f s long; using its first %.0f s (as the official "
-                        "package does)", path, samples.shape[0] / rate, VOICE_MAX_SECONDS)
-            samples = samples[:limit]
-        samples = to_mono_24k(samples, rate, self.sample_rate)
-        with self._lock:
-            state = self.model.voice_from_audio(samples, source=str(path))
-        return Voice(state, str(path))
+        schema = self.family.options
+        voice_schema = OptionSchema(schema.owner, [o for o in schema if o.voice])
+        opts = voice_schema.check(voice_options, self.info.name)
+        return self.loaded.voice(src, **opts)
 
     # ---------------------------------------------------------------- generation
-
-    def _params(self, seed, sampling: dict) -> SamplingParams:
-        unknown = set(sampling) - set(SamplingParams.__dataclass_fields__) - {"seed"}
-        if unknown:
-            raise InputError(f"unknown sampling option(s): {', '.join(sorted(unknown))}; known: "
-                             + ", ".join(f for f in SamplingParams.__dataclass_fields__
-                                         if f != "seed"), param=sorted(unknown)[0])
-        return SamplingParams(seed=seed, **sampling).validated()
 
     @property
     def engine(self) -> Engine:
         """The continuous-batching engine (started on first use)."""
         with self._lock:
             if self._engine is None:
-                self._engine = Engine(self.family, self.max_batch, self.max_queue, self.threads)
+                self._engine = Engine(self.engine_family, self.max_batch, self.max_queue,
+                                      self.threads)
                 # The engine's threads hold the engine, not this object: when this object is
                 # collected (or the interpreter exits), stop them so that the model is freed
                 # and no thread runs torch code during interpreter teardown.
@@ -319,41 +216,34 @@ class TTS:
 
     @frees_thread_pool
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               normalize: bool = False, **sampling) -> Request:
-        """Queue a request and return its handle at once (see :mod:`vocalis.engine.types`).
+               normalize: bool = False, **options):
+        """Queue a request; returns its handle (:class:`vocalis.engine.types.Request`) whose
+        ``events()`` yield :class:`~vocalis.engine.types.AudioChunk` as audio is decoded,
+        then ``Finished`` or ``Failed``; ``cancel()`` stops it within one engine step.
 
-        Text, options and voice are checked here, in the caller's thread: bad input raises
-        before anything is queued. ``Request.events()`` yields ``AudioChunk`` events as
-        frames are decoded, then ``Finished`` or ``Failed``; ``Request.cancel()`` frees the
-        row within one engine step. ``request.n_chunks`` is the number of text chunks.
-        ``speed`` (0.25-4.0, OpenAI's ``speed``): pitch-preserving time-stretch applied
-        here, chunk by chunk (:mod:`vocalis.audio.stretch`); 1.0 leaves the audio untouched.
-        ``normalize``: read numbers, dates, money, units and abbreviations out as words first
-        (:func:`vocalis.text.normalize.normalize`, in :meth:`text_language`); refused with
-        ``exact`` models, whose text must stay the official package's.
+        Everything is checked here, in the caller's thread, before anything is queued:
+        ``speed``, ``seed``, the ``options`` against the family's schema
+        (``tts.family.options``), the text, the family's rules and the voice.
+
+        Args: as :meth:`synthesize`.
 
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
             ``max_queue`` requests are already waiting.
         """
-        speed = check_speed(speed)
+        text, seed, speed, options = self.info.check_request(text, voice, seed, speed, options)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
-        text = self.normalized_text(text, normalize, sampling)
-        state, chunks, params, seed = self._prepare(text, voice, seed, sampling)
-        seed_value = seed if seed is not None else secrets.randbits(63)
-        req = self.engine.submit(make_job(self.family, state, chunks, params, seed_value))
+        text = self.normalized_text(text, normalize, options)
+        prepared = self.loaded.prepare(text, voice, options, seed)
+        job = make_job(self.engine_family, prepared.state, prepared.chunks, prepared.params,
+                       seed if seed is not None else new_seed())
+        req = self.engine.submit(job)
         return req if stretcher is None else _Stretched(req, stretcher)
 
-    def _prepare(self, text, voice, seed, options: dict):
-        """(voice state, text chunks, params, seed) of one request, checked in the caller's
-        thread. Each model family's ``TTS`` defines its own."""
-        params = self._params(seed, options)
-        chunks = self.model.chunk_text(text, params.max_tokens)
-        return self.voice(voice).state, chunks, params, params.seed
-
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               normalize: bool = False, **sampling) -> Iterator[np.ndarray]:
-        """Yield float32 PCM chunks ``[n]`` (n = 1920 per frame) as frames are decoded.
+               normalize: bool = False, **options) -> Iterator[np.ndarray]:
+        """Yield float32 PCM chunks ``[n]`` as frames are decoded (n = the family's samples
+        per frame, e.g. 1920 at 24 kHz).
 
         Same arguments as :meth:`synthesize`; the concatenated chunks equal its samples.
         Closing the generator early cancels the request.
@@ -361,7 +251,7 @@ class TTS:
         Raises:
             as :meth:`submit`, plus the request's own error if it fails while running.
         """
-        req = self.submit(text, voice, seed, speed, normalize, **sampling)
+        req = self.submit(text, voice, seed, speed, normalize, **options)
         try:
             for ev in req.events():
                 if isinstance(ev, AudioChunk):
@@ -373,27 +263,28 @@ class TTS:
                 req.cancel()
 
     def synthesize(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-                   normalize: bool = False, **sampling) -> Audio:
+                   normalize: bool = False, **options) -> Audio:
         """Speech for ``text``.
 
         Args:
-            text: any length; split into chunks of at most ``max_tokens`` tokens.
-            voice: name, audio file, ``.safetensors`` voice state or :class:`Voice`
-                (default: the config's default predefined voice).
-            seed: integer; same seed -> same audio as the official package after
-                ``torch.manual_seed(seed)``. None = random.
+            text: any length (the family splits it into chunks where it needs to).
+            voice: a built-in voice name, an audio file, a ``.safetensors`` voice or a
+                :class:`Voice` (default: the model's default voice, where it has one).
+            seed: integer in [0, 2**63); same seed, same audio as the official package
+                after ``torch.manual_seed(seed)``. None = random.
             speed: 0.25-4.0; pitch-preserving time-stretch (Rubber Band): ``n`` samples at
                 1.0 become ``round(n / speed)``. 1.0 (default) = the model's own audio.
-            normalize: numbers, dates, money, units, abbreviations as words first (see
-                :meth:`submit`). Default False.
-            sampling: ``temperature``, ``eos_threshold``, ``frames_after_eos``,
-                ``noise_clamp``, ``sampler_decode_steps``, ``max_tokens``
-                (official names and defaults), ``max_frames`` (fixed length, no EOS).
+            normalize: read numbers, dates, money, units and abbreviations as words first
+                (:mod:`vocalis.text.normalize`, in the request's language); refused with
+                ``exact`` models, whose text must stay the official package's.
+            options: the family's request options (``tts.family.options``: Pocket TTS
+                ``temperature``, ``eos_threshold``...; Qwen3-TTS ``speaker``, ``language``,
+                ``instruct``, ``ref_audio``...), with the official names and defaults.
 
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`), CapacityError.
         """
-        req = self.submit(text, voice, seed, speed, normalize, **sampling)
+        req = self.submit(text, voice, seed, speed, normalize, **options)
         pieces: list[np.ndarray] = []
         for ev in req.events():
             if isinstance(ev, AudioChunk):
@@ -407,14 +298,13 @@ class TTS:
     # ---------------------------------------------------------------- text normalization
 
     def text_language(self, options: dict | None = None) -> str:
-        """The language :meth:`submit` normalizes in: a Pocket config's language (from its
-        name: ``french``, ``german_24l``...; English otherwise). Qwen3 overrides it with the
-        request's ``language``."""
-        import re
+        """The language a request's text is in (its language option, else the model's)."""
+        return self.loaded.text_language(options or {})
 
-        found = re.search(r"(?<![a-z])(french|german|italian|portuguese|spanish|dutch)(?![a-z])",
-                          str(self.model.name).lower())
-        return found.group(1) if found else "english"
+    def normalizes(self, options: dict | None = None) -> bool:
+        """Whether normalization applies to a request with ``options``: a language it covers
+        (:func:`vocalis.text.normalize.supports`) and a model that is not exact."""
+        return not self.exact and supports(self.text_language(options))
 
     def normalized_text(self, text, normalize: bool = True, options: dict | None = None):
         """``text`` through :func:`vocalis.text.normalize.normalize` when ``normalize`` is True,
@@ -428,17 +318,11 @@ class TTS:
             return text
         if not isinstance(normalize, bool):
             raise InputError(f"normalize must be true or false, got {normalize!r}", param="normalize")
-        exact = getattr(self, "exact", None)
-        if exact is None:
-            exact = getattr(self.model, "exact", False)
-        if exact:
-            raise InputError("normalize with an exact model: normalization changes the text; exact mode "
-                             "is for parity with the official package: drop one of them", param="normalize")
-        if not isinstance(text, str):
-            return text  # _prepare names the problem
-        from vocalis.text.normalize import normalize as _normalize
-
-        return _normalize(text, self.text_language(options or {}))
+        if self.exact:
+            raise InputError("normalize with an exact model: normalization changes the text; exact "
+                             "mode is for parity with the official package: drop one of them",
+                             param="normalize")
+        return normalize_text(text, self.text_language(options or {}))
 
     def engine_status(self) -> dict:
         """Rows in use, queue depth and limits of the engine."""
@@ -461,156 +345,69 @@ class TTS:
         self.close()
 
 
+def check_load(model_id: str | None = None, device: str = "cpu", threads: int | None = None,
+               max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
+               **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
+    """The checks of :func:`load` that need no weights: the model id (its family and
+    config), the device, engine sizes, the quantize mode and the family's load options.
+    Returns ``(info, settings, load_options)``; ``settings.exact``/``tuning`` are left at
+    their defaults for :func:`load` to fill.
+
+    Raises ModelNotFound or InputError (see :func:`load`)."""
+    dev = check_device(device)
+    mode = quantize_mode(quantize)
+    for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}", param=name)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise InputError(f"threads must be an integer >= 1, got {threads!r}", param="threads")
+    info = families.describe(model_id if model_id is not None else families.default_model_id())
+    family = info.family
+    if mode is not None and mode not in family.quantize_modes:
+        raise InputError(f"{info.name}: {family.title} does not quantize to {mode}; it takes "
+                         f"{', '.join(family.quantize_modes) or 'none'}", param="quantize")
+    opts = family.load_options.check(load_options, info.name)
+    return info, LoadSettings(dev, threads, max_batch, mode), opts
+
+
 @frees_thread_pool
-def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None,
+def load(model_id: str | None = None, device: str = "cpu", threads: int | None = None,
          max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
-         exact: bool = False, dtype: str = "float32", full_state_decode: bool = False,
-         tuning: str | dict | None = None) -> TTS:
+         exact: bool = False, tuning: str | dict | None = None, **load_options) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
-    Weights come from the hub at the pinned revision (the gated repo with voice cloning,
-    else the open one, saying so) or from the paths in a YAML config. ``quantize``
-    (``True`` = ``"int8"``): dynamic int8 FlowLM linears, or for Qwen3-TTS the talker and
-    code-predictor linears (CPU, float32; faster, not bit-identical); Qwen3-TTS also takes
-    ``"int4"`` (4-bit weights in blocks of 32, x86 with AVX2, a kernel built at first use
-    with the C++ compiler: :mod:`vocalis.models.qwen3.int4`). ``max_batch``: rows run together;
-    ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
-    PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
-    package (the default oneDNN-packed linears agree to float rounding, and are faster).
+    ``model_id``: a released id (``vocalis models list``; default: the first family's
+    default, ``pocket-tts``), a Hub repo id, or a local checkpoint (its family finds it:
+    :mod:`vocalis.families`). Weights come from the hub at pinned revisions (cached; with
+    ``HF_HUB_OFFLINE=1`` only the cache) or from local files.
 
-    Qwen3-TTS (``qwen3-tts/0.6b-customvoice`` ..., the Hub repo id ``Qwen/Qwen3-TTS-12Hz-*``
-    or a local checkpoint folder) returns a :class:`vocalis.api_qwen3.Qwen3TTS`: ``dtype``
-    (``float32`` or ``bfloat16``) is the talker's compute dtype (the codec stays float32);
-    ``exact`` also turns off the runaway guard; ``full_state_decode`` decodes long
-    utterances in one causal pass instead of the official 300/25 chunks.
-
-    ``tuning`` (Pocket TTS): the speed choices (oneDNN-packed for 16 rows or for one row,
-    or default linears for the FlowLM and the codec, the codec's ELU formula, the thread
-    split between them, one or two codec threads at few rows) are measured on this machine
-    at the first load and cached (:mod:`vocalis.models.pocket.tuning`); ``"flow_linears=hybrid"`` (never measured)
-    keeps the default kernel for a lone row beside the packed weights, holding them twice;
-    ``"fixed"`` uses the built-in choices without measuring, ``"flow_linears=default,
-    threads=1:1"`` (or a dict) forces choices, and ``"codec_dtype=bfloat16"`` opts in to a
-    bfloat16 codec decoder (not float32-exact). Qwen3-TTS measures four: packed (for 16 rows
-    or one) or default linears for a float32 talker and code predictor, packed or default
-    matmuls for its streaming codec, how many frames the codec decodes per call after a
-    row's first (audio then leaves in chunks of that many frames) and the thread split
-    between its model and codec threads (``"codec_linears=default,codec_frames=1,
-    threads=1:1"``, :mod:`vocalis.models.qwen3.tuning`).
-    Default: ``$VOCALIS_TUNING``, else ``"auto"``. The result is ``TTS.tuning``.
+    ``quantize`` (``True`` = ``"int8"``): int8 linears where the family offers them (Pocket
+    TTS FlowLM, Qwen3-TTS talker and code predictor; CPU, float32; faster, not
+    bit-identical), ``"int4"`` (Qwen3-TTS). ``max_batch``: rows run together; ``max_queue``:
+    requests waiting beyond them before ``CapacityError``. ``exact``: PyTorch's default CPU
+    kernels and no measured speed choices, so that a request alone is bit-identical to the
+    official package. ``tuning``: the speed choices (``"auto"``: measured on this machine at
+    the first load and cached; ``"fixed"``: built-in; or forced ones such as
+    ``"threads=1:1,codec_linears=default"`` or a dict; default ``$VOCALIS_TUNING``, else
+    ``"auto"``); the result is ``TTS.tuning``. ``load_options``: the family's own
+    (``tts.family.load_options``; Qwen3-TTS: ``dtype`` float32/bfloat16 for the talker,
+    ``full_state_decode``).
 
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
-        InputError: bad device, thread count or quantize mode; int4 for Pocket TTS, or where
-        its kernel cannot be built.
+        InputError: bad device, thread count, quantize mode (one the family does not offer),
+        load option, or tuning.
     """
-    dev = _check_device(device)
-    quantize = quantize_mode(quantize)
-    if dtype not in ("float32", "bfloat16"):
-        raise InputError(f"unknown dtype {dtype!r}: use float32 or bfloat16")
-    for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}")
+    info, settings, opts = check_load(model_id, device, threads, max_batch, max_queue, quantize,
+                                      **load_options)
     if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise InputError(f"threads must be an integer >= 1, got {threads!r}")
         set_threads(threads)
-    if isinstance(model_id, str) and is_qwen3(model_id.strip()):
-        return _load_qwen3(model_id.strip(), dev, threads, max_batch, max_queue, quantize, exact,
-                           dtype, full_state_decode, tuning)
-    if dtype != "float32" or full_state_decode:
-        raise InputError("dtype and full_state_decode are Qwen3-TTS options; Pocket TTS runs in "
-                         "float32 (use quantize for int8)")
-    if quantize == "int4":
-        raise InputError(f"{model_id}: int4 is a Qwen3-TTS option; Pocket TTS quantizes to int8 "
-                         "(--quantize, or quantize=True in Python)", param="quantize")
-    cfg, name, released = resolve_model_id(model_id)
-    from vocalis import hub
-
-    lt = cfg.flow_lm.lookup_table
-    tok = _Tokenizer(lt.tokenizer, hub.resolve(lt.tokenizer_path, model_id=model_id), lt.n_bins)
-    weights, cloning = resolve_weights(cfg, name, model_id=model_id)
-    try:
-        model = PocketTTSModel(cfg, name, tok, has_voice_cloning=cloning)
-    except (NotImplementedError, ValueError, ZeroDivisionError, RuntimeError) as e:
-        raise CheckpointError(f"config {name} describes a model vocalis cannot build: {e}") from None
-    model.load_weights(weights)
-    if quantize:
-        if dev.type != "cpu":
-            raise InputError("int8 quantization runs on the CPU only: drop quantize or use cpu")
-        model.quantize_int8()
-    model.to(dev, exact=exact, pack=False)
-    from vocalis.models.pocket.tuning import parse_split, tune
-
-    chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
-    tts = TTS(model, model_id, released, max_batch, max_queue, threads,
-              family=PocketFamily(model, parse_split(chosen.choices["threads"]),
-                                  chosen.choices["codec_pipeline"] == "on"))
-    tts.tuning = chosen
-    return tts
+    settings = LoadSettings(settings.device, threads, max_batch, settings.quantize, exact, tuning)
+    loaded = info.family.load(info, settings, **opts)
+    return TTS(loaded, max_batch, max_queue, threads)
 
 
-#: what ``quantize`` names besides True/False (True = "int8"); int4 is Qwen3-TTS only
-QUANTIZE_MODES = ("int8", "int4")
-
-
-def quantize_mode(quantize) -> str | None:
-    """``quantize`` of :func:`load` → ``None``, ``"int8"`` or ``"int4"``.
-
-    Raises InputError for anything else (naming the accepted values)."""
-    if quantize is False or quantize is None:
-        return None
-    if quantize is True:
-        return "int8"
-    if isinstance(quantize, str) and quantize.strip().lower() in QUANTIZE_MODES:
-        return quantize.strip().lower()
-    raise InputError(f"unknown quantize {quantize!r}: use false, true (= int8), 'int8' or 'int4'",
-                     param="quantize")
-
-
-def is_qwen3(model_id: str) -> bool:
-    """A Qwen3-TTS id, Hub repo id, or local folder whose config.json is Qwen3-TTS's."""
-    from vocalis.models.qwen3.checkpoint import is_qwen3 as _is_qwen3
-
-    return _is_qwen3(model_id)
-
-
-def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, dtype,
-                full_state_decode, tuning=None):
-    from vocalis.api_qwen3 import Qwen3TTS
-    from vocalis.models.qwen3.model import load_model
-
-    # Qwen3Model.quantize checks these too; here they fail before gigabytes of weights are read
-    if quantize and dev.type != "cpu":
-        raise InputError(f"{quantize} quantization runs on the CPU only: drop quantize or use cpu",
-                         param="quantize")
-    if quantize and dtype != "float32":
-        raise InputError("quantize starts from float32 weights: drop quantize or use dtype float32",
-                         param="quantize")
-    if quantize and not exact:
-        from vocalis.models.qwen3.tuning import check_quantized_spec
-
-        check_quantized_spec(threads or torch.get_num_threads(), tuning)
-    from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-
-    path, release = resolve_checkpoint(model_id)
-    name = release.model_id if release is not None else path.name  # messages name the folder
-    model = load_model(path, name, dtype=dtype, device=dev)
-    if quantize:
-        model.quantize(quantize)
-        log.info("%s: talker and code predictor in %s", name, quantize)
-    model.talker.trace()
-    from vocalis.engine.tuning import parse_split
-    from vocalis.models.qwen3.tuning import tune
-
-    chosen = tune(model, threads or torch.get_num_threads(), max_batch, exact, tuning)
-    tts = Qwen3TTS(model, model_id, release is not None, max_batch, max_queue, threads, exact,
-                   full_state_decode, split=parse_split(chosen.choices["threads"]),
-                   codec_frames=int(chosen.choices["codec_frames"]),
-                   lend=chosen.choices["lend"] == "on")
-    tts.tuning = chosen
-    return tts
-
-
-__all__ = ["Audio", "TTS", "Voice", "load", "ModelNotFound"]
+__all__ = ["Audio", "ModelNotFound", "QUANTIZE_MODES", "TTS", "Voice", "check_device",
+           "check_load", "load", "quantize_mode"]

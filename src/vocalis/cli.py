@@ -16,8 +16,8 @@ Logs (the ``vocalis`` logger only) go to stderr at INFO, WARNING with ``-q``.
 
 from __future__ import annotations
 
+import inspect
 import logging
-import shlex
 import signal
 import sys
 import threading
@@ -32,12 +32,15 @@ try:  # typer >= 0.2x ships its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click import exceptions as _cx
 
-from vocalis.errors import HarnessError, InputError, VocalisError, VoiceError
+from vocalis import families
+from vocalis.options import QUANTIZE_MODES, check_text, text_from_file
+from vocalis.text.files import read_utf8
+from vocalis.errors import HarnessError, InputError, VocalisError
 
 log = logging.getLogger("vocalis.cli")
 
 EXIT_USER_ERROR = 2
-DEFAULT_MODEL = "pocket-tts"
+MAX_RANDOM_SEED = 2**32 - 1  # random checkpoints: the tokenizer trainer takes a 32-bit seed
 DEFAULT_OUTPUT = "./vocalis_output.wav"
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
@@ -56,31 +59,150 @@ models_app = typer.Typer(help="Released model configs, downloads and random-weig
 app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
 
-NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first (the "
-                  "model's language, Qwen3: --language; English, French, German, Spanish, Italian, "
-                  "Portuguese, Russian, Japanese, Korean; not Chinese). Not with --exact.")
-MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (see `vocalis models "
-              "list`), a YAML config in the official format, a directory holding config.yaml, "
-              "or an hf:// or https:// YAML; or Qwen3-TTS: qwen3-tts/0.6b-customvoice, "
-              "qwen3-tts/0.6b-base, qwen3-tts/1.7b-{base,customvoice,voicedesign}, the Hub repo "
-              "id Qwen/Qwen3-TTS-12Hz-..., or a local Qwen3-TTS checkpoint folder.")
+NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first, in the "
+                  "text's language (English, French, German, Spanish, Italian, Portuguese, "
+                  "Russian, Japanese, Korean; not Chinese). Not with --exact.")
+MODEL_HELP = ("A released model id (`vocalis models list`: pocket-tts, pocket-tts/CONFIG, "
+              "qwen3-tts/...), a Hub repo id, or a local checkpoint: a folder, or a YAML config "
+              "(also hf:// or https://). Default: pocket-tts.")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
-QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predictor with 4-bit "
-                      "weights (x86 CPU with AVX2; its kernel is built at first use with the C++ "
-                      "compiler, g++). Implies --quantize, and wins over --no-quantize.")
+QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4 (4-bit weights, where the model's family "
+                      "offers it). Implies --quantize, and wins over --no-quantize.")
 
 
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:
     """``--quantize`` and ``--quantize-mode`` as ``vocalis.load``'s ``quantize`` (the mode
     wins); InputError (exit 2) for an unknown mode, before anything loads."""
-    from vocalis.api import QUANTIZE_MODES
-
     if quantize_mode is None:
         return bool(quantize)
     mode = quantize_mode.strip().lower()
     if mode not in QUANTIZE_MODES:
         raise InputError(f"--quantize-mode must be {' or '.join(QUANTIZE_MODES)}, got {quantize_mode!r}")
     return mode
+
+
+# --------------------------------------------------------------------------- family options
+
+# A command decorated with @_family_options takes, besides its own parameters, the options
+# every registered model family declares (vocalis.family.ModelFamily: options, load_options,
+# random_options; "voice": the options marked voice), as command-line flags in one help panel
+# per family. The values given arrive in the command's ``family`` parameter as a dict
+# {kind: {name: value}}; each family's schema checks them (exit 2 naming the flag). The flags
+# are rebuilt from the registry whenever the command line runs (main()), so a family
+# registered at run time brings its flags along.
+
+_FAMILY_COMMANDS: list = []
+_KINDS = {"options": "options", "voice": "options", "load": "load_options",
+          "random": "random_options"}
+
+
+def _flag_of(name: str) -> str:
+    """The flag a family option name is given with, for messages (``--ref-text``)."""
+    for family in families.all_families():
+        for kind in ("options", "load_options", "random_options"):
+            schema = getattr(family, kind)
+            if name in schema:
+                return schema[name].cli_flag.split("/")[0]
+    return "--" + str(name).replace("_", "-")
+
+
+def _family_params(kinds: tuple[str, ...]) -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """typer parameters for the family options of ``kinds``, and {parameter name: kind}."""
+    entries: dict[str, list] = {}
+    kind_of: dict[str, str] = {}
+    for kind in kinds:
+        for family in families.all_families():
+            for opt in getattr(family, _KINDS[kind]):
+                if kind == "voice" and not opt.voice:
+                    continue
+                if opt.name in kind_of and kind_of[opt.name] != kind:
+                    continue  # the first kind that declares a name takes it
+                kind_of[opt.name] = kind
+                entries.setdefault(opt.name, []).append((family, opt))
+    every = families.all_families()
+    params = []
+    for name, items in entries.items():
+        family, opt = items[0]
+        titles = [f.title for f, _ in items]
+        if len(items) == 1:
+            helptext, panel = opt.help, f"{family.title} options"
+        else:
+            helptext = "  ".join(f"{f.title}: {o.help}" for f, o in items)
+            panel = ("Options of every model" if len(items) == len(every)
+                     else f"{' and '.join(titles)} options")
+        if opt.choices:
+            helptext += f" ({'|'.join(opt.choices)})"
+        decls = [opt.cli_flag]
+        if opt.type is bool and "/" not in opt.cli_flag:
+            annotation, default = bool, False
+        else:
+            annotation = (opt.type if opt.type in (int, float, bool, str) else str) | None
+            default = None
+        info = typer.Option(*decls, help=helptext, rich_help_panel=panel, show_default=False)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=Annotated[annotation, info]))
+    return params, kind_of
+
+
+def _family_options(*kinds: str):
+    """Decorator of a command function taking ``family: dict`` (see above)."""
+
+    def decorate(fn):
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+               if p.name != "family"]
+
+        def command(**kw):
+            given = {k: {} for k in kinds}
+            for name, kind in command.kind_of.items():
+                value = kw.pop(name, None)
+                if value is not None and value is not False:
+                    given[kind][name] = value
+            return fn(**kw, family=given)
+
+        def refresh() -> None:
+            extra, command.kind_of = _family_params(kinds)
+            taken = {p.name for p in own}
+            extra = [p for p in extra if p.name not in taken]
+            for p in extra:
+                command.kind_of.setdefault(p.name, "options")
+            command.kind_of = {k: v for k, v in command.kind_of.items() if k not in taken}
+            params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
+                                        annotation=p.annotation) for p in own] + extra
+            command.__signature__ = inspect.Signature(params)
+            command.__annotations__ = {p.name: p.annotation for p in params}
+
+        command.__name__, command.__doc__ = fn.__name__, fn.__doc__
+        command.__module__ = fn.__module__
+        command.refresh = refresh
+        refresh()
+        _FAMILY_COMMANDS.append(command)
+        return command
+
+    return decorate
+
+
+def _refresh_family_options() -> None:
+    for command in _FAMILY_COMMANDS:
+        command.refresh()
+
+
+def _checked_options(info, given: dict) -> dict:
+    """The request options given on the command line, checked by the model's family (an
+    option of another family: exit 2 naming its flag and the model's options)."""
+    schema = info.family.options
+    unknown = [n for n in given if n not in schema]
+    if unknown:
+        raise schema.unknown(unknown[0], info.name, _flag_of)
+    return schema.check(given, info.name)
+
+
+def _load_options(info, given: dict) -> dict:
+    """The load options given, checked by the model's family."""
+    schema = info.family.load_options
+    unknown = [n for n in given if n not in schema]
+    if unknown:
+        raise schema.unknown(unknown[0], info.name, _flag_of)
+    return given
 
 
 # --------------------------------------------------------------------------- logging
@@ -151,15 +273,15 @@ def _root(
 
 
 def _read_text(text: str | None, text_file: str | None) -> str:
+    """The text of ``--text`` / ``--text-file`` (``-``: stdin). A file's (and stdin's) final
+    line break is not part of the text (:func:`vocalis.options.text_from_file`)."""
     if text is not None and text_file is not None:
         raise InputError("give either --text or --text-file, not both")
     if text is None and text_file is None:
         raise InputError("no text given: use --text TEXT, --text - (stdin) or --text-file FILE")
     if text is not None and text != "-":
-        from vocalis.text.pocket import check_unicode
-
-        check_unicode(text, "--text", "use a UTF-8 terminal (e.g. LANG=C.UTF-8) or put the "
-                      "text in a UTF-8 file for --text-file")
+        return check_text(text, "--text", "--text", "use a UTF-8 terminal (e.g. LANG=C.UTF-8) "
+                          "or put the text in a UTF-8 file for --text-file")
     if text == "-" or text_file == "-":
         if sys.stdin.isatty():
             log.info("reading text from stdin (end with Ctrl-D)")
@@ -168,14 +290,9 @@ def _read_text(text: str | None, text_file: str | None) -> str:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise InputError(f"text on stdin is not UTF-8: {e}") from None
-    elif text_file is not None:
-        from vocalis.text.files import read_utf8
-
+    else:
         text = read_utf8(text_file, "text file")
-    assert text is not None
-    if not text.strip():
-        raise InputError("text is empty: give some words to speak")
-    return text
+    return check_text(text_from_file(text), "input", "the text")
 
 
 def _check_output(output: str, fmt: str | None) -> str:
@@ -202,29 +319,6 @@ def _check_output(output: str, fmt: str | None) -> str:
     if not path.parent.is_dir():
         raise InputError(f"output folder does not exist: {path.parent}")
     return fmt or by_suffix
-
-
-STREAMING_TEXT_HELP = ("Qwen3: --streaming-text feeds the text to the talker along the frames "
-                       "(official non_streaming_mode=False: a short prompt pass, lower time to "
-                       "first audio); --whole-text puts all of it in the prompt first "
-                       "(non_streaming_mode=True). Default: the official method's (whole text "
-                       "for CustomVoice and VoiceDesign, streaming text for Base).")
-
-def _sampling(**options) -> dict:
-    return {k: v for k, v in options.items() if v is not None}
-
-
-def _family_options(model: str, qwen3: bool, pocket_only: dict, qwen3_only: dict, dtype: str) -> None:
-    """Refuse options of the other model family (one line, exit 2)."""
-    def flags(names) -> str:
-        spelled = {"non_streaming_mode": "streaming-text/--whole-text"}
-        return ", ".join("--" + spelled.get(n, n.replace("_", "-")) for n in names)
-
-    if qwen3 and pocket_only:
-        raise InputError(f"{flags(pocket_only)}: Pocket TTS option(s), not for the Qwen3-TTS model {model}")
-    if not qwen3 and (qwen3_only or dtype != "float32"):
-        names = list(qwen3_only) + (["dtype"] if dtype != "float32" else [])
-        raise InputError(f"{flags(names)}: Qwen3-TTS option(s), not for the Pocket TTS model {model}")
 
 
 def _progress(total_chunks: int, quiet: bool):
@@ -263,18 +357,21 @@ TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
 
 
 @app.command(context_settings=_SETTINGS)
+@_family_options("options", "load")
 def generate(
     text: Annotated[str | None, typer.Option(
         "--text", "-t", help="Text to speak; - reads it from stdin.", show_default=False)] = None,
     text_file: Annotated[str | None, typer.Option(
-        "--text-file", "-f", help="Read the text from this UTF-8 file (- = stdin).",
+        "--text-file", "-f", help="Read the text from this UTF-8 file (- = stdin); its final "
+                                  "line break is not part of the text.",
         show_default=False)] = None,
     voice: Annotated[str | None, typer.Option(
         "--voice", "-v",
-        help="A predefined voice name (`vocalis voices list`), an audio file to clone, or a "
-             ".safetensors voice state. Default: the model's default voice (released models "
-             "only).", show_default=False)] = None,
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+        help="A built-in voice (`vocalis voices list`), an audio file to clone, or a saved "
+             ".safetensors voice. Default: the model's default voice.",
+        show_default=False)] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+                                              show_default=False)] = None,
     output: Annotated[str, typer.Option(
         "--output", "-o", help="Audio file to write as audio is generated; its extension gives "
                                "the format (.wav .mp3 .flac .ogg/.opus .aac .pcm/.raw); - streams "
@@ -288,65 +385,12 @@ def generate(
     seed: Annotated[int | None, typer.Option(
         help="Random seed (integer >= 0): same seed, same audio. Default: random.",
         show_default=False)] = None,
-    temperature: Annotated[float | None, typer.Option(
-        help="Pocket: noise variance (default 0.3). Qwen3: sampling temperature of the talker "
-             "(default from the checkpoint: 0.9).", show_default=False)] = None,
-    eos_threshold: Annotated[float | None, typer.Option(
-        help="End of speech when the EOS logit is above this. Default: the model's.",
-        show_default=False)] = None,
-    frames_after_eos: Annotated[int | None, typer.Option(
-        help="Frames kept after end of speech. Default: from the text length.",
-        show_default=False)] = None,
-    noise_clamp: Annotated[float | None, typer.Option(
-        help="Clamp the sampling noise to +-this. Default: no clamp.", show_default=False)] = None,
-    sampler_decode_steps: Annotated[int | None, typer.Option(
-        help="Flow sampler steps per frame. Default: 1.", show_default=False)] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        help="Maximum tokens per text chunk. Default: 50.", show_default=False)] = None,
-    max_frames: Annotated[int | None, typer.Option(
-        help="Pocket (benchmarks): ignore end of speech and emit exactly this many frames "
-             "(80 ms each) per chunk. Qwen3: stop after at most this many frames (replaces "
-             "the runaway guard).", show_default=False)] = None,
-    speaker: Annotated[str | None, typer.Option(
-        help="Qwen3 CustomVoice: built-in speaker (e.g. ryan, vivian; case-insensitive).",
-        show_default=False)] = None,
-    language: Annotated[str | None, typer.Option(
-        help="Qwen3: language of the text (english, chinese, ...; auto = detect). Default: auto.",
-        show_default=False)] = None,
-    instruct: Annotated[str | None, typer.Option(
-        help="Qwen3 VoiceDesign (required) and 1.7B CustomVoice: how to speak / the voice to "
-             "design, in words.", show_default=False)] = None,
-    ref_audio: Annotated[str | None, typer.Option(
-        help="Qwen3 Base: reference audio of the voice to clone (any format, 1-60 s).",
-        show_default=False)] = None,
-    ref_text: Annotated[str | None, typer.Option(
-        help="Qwen3 Base: transcript of --ref-audio (in-context cloning).", show_default=False)] = None,
-    xvector_only: Annotated[bool, typer.Option(
-        "--xvector-only", help="Qwen3 Base: clone from the speaker embedding only (no --ref-text).")] = False,
-    greedy: Annotated[bool, typer.Option(
-        "--greedy", help="Qwen3: argmax instead of sampling, for the talker and the code predictor.")] = False,
-    streaming_text: Annotated[bool | None, typer.Option(
-        "--streaming-text/--whole-text", help=STREAMING_TEXT_HELP, show_default=False)] = None,
-    top_k: Annotated[int | None, typer.Option(
-        help="Qwen3: top-k of the talker (0 = off). Default: the checkpoint's (50).",
-        show_default=False)] = None,
-    top_p: Annotated[float | None, typer.Option(
-        help="Qwen3: top-p of the talker. Default: the checkpoint's (1.0).", show_default=False)] = None,
-    repetition_penalty: Annotated[float | None, typer.Option(
-        help="Qwen3: repetition penalty over generated codebook-0 tokens. Default: 1.05.",
-        show_default=False)] = None,
-    max_new_tokens: Annotated[int | None, typer.Option(
-        help="Qwen3: the official length limit (tokens; frames = tokens - 1). Default: 8192.",
-        show_default=False)] = None,
-    dtype: Annotated[str, typer.Option(
-        help="Qwen3: compute dtype of the talker, float32 or bfloat16 (the codec stays float32).")
-    ] = "float32",
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
-        help="Dynamic int8 linears: Pocket FlowLM, Qwen3 talker and code predictor (CPU only, "
-             "float32; faster, not bit-identical to fp32).")] = False,
+        help="int8 linears where the model's family offers them (CPU only, float32 models; "
+             "faster, not bit-identical to float32).")] = False,
     quantize_mode: Annotated[str | None, typer.Option(
         "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
     exact: Annotated[bool, typer.Option(
@@ -356,50 +400,34 @@ def generate(
     normalize: Annotated[bool, typer.Option(
         "--normalize", help=NORMALIZE_HELP)] = False,
     tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
+    family: dict | None = None,
 ) -> None:
     """Speak text into an audio file (or stdout)."""
     _setup_logging(quiet)
+    family = family or {}
     text = _read_text(text, text_file)
     fmt = _check_output(output, fmt)
-    from vocalis.audio.stretch import check_speed
-
-    speed = check_speed(speed)
+    # Every check that needs no weights runs before anything is loaded: the model id, the
+    # options (each family's schema), the text and the voice (a missing file fails here).
+    info = families.describe(model or families.default_model_id())
+    options = _checked_options(info, family.get("options", {}))
+    text, seed, speed, options = info.check_request(text, voice, seed, speed, options)
+    load_options = _load_options(info, family.get("load", {}))
+    mode = _quantize(quantize, quantize_mode)
+    # torch and the model code are imported only now, after the checks that need neither
     from vocalis import api
     from vocalis.engine.types import AudioChunk, Failed
 
-    qwen3 = api.is_qwen3(model.strip())
-    pocket_only = _sampling(eos_threshold=eos_threshold, frames_after_eos=frames_after_eos,
-                            noise_clamp=noise_clamp, sampler_decode_steps=sampler_decode_steps,
-                            max_tokens=max_tokens)
-    qwen3_only = _sampling(speaker=speaker, language=language, instruct=instruct, ref_audio=ref_audio,
-                           ref_text=ref_text, xvector_only=xvector_only or None, greedy=greedy or None,
-                           top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
-                           max_new_tokens=max_new_tokens,
-                           non_streaming_mode=None if streaming_text is None else not streaming_text)
-    _family_options(model, qwen3, pocket_only, qwen3_only, dtype)
-    if qwen3:
-        sampling = _sampling(temperature=temperature, max_frames=max_frames, **qwen3_only)
-    else:
-        sampling = _sampling(temperature=temperature, max_frames=max_frames, **pocket_only)
-
     try:
+        log.info("loading %s (%s)", info.name, info.title)
         # One request runs on one engine row (its text chunks follow each other), so the
         # model is loaded, and its speed choices measured, for one row, not for a server's.
-        tts = api.load(model, device=device, threads=threads, max_batch=1,
-                       quantize=_quantize(quantize, quantize_mode), exact=exact,
-                       dtype=dtype, tuning=tuning)
-        if qwen3:
-            v = voice  # the request resolves it with its mode (speaker, reference, prompt)
-        else:
-            if voice is None and not tts.released:
-                raise VoiceError(f"model {model} is not a released model, so it has no predefined "
-                                 "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
-            v = tts.voice(voice)
-
+        tts = api.load(info.model_id, device=device, threads=threads, max_batch=1, quantize=mode,
+                       exact=exact, tuning=tuning, **load_options)
         t0 = time.perf_counter()
-        # submit() checks the parameters, the voice and the text before anything is queued,
-        # so a mistake never leaves an empty or truncated file behind.
-        req = tts.submit(text, v, seed, speed, normalize, **sampling)
+        # submit() checks the voice and the text against the model before anything is
+        # queued, so a mistake never leaves an empty or truncated file behind.
+        req = tts.submit(text, voice, seed, speed, normalize, **options)
     except KeyboardInterrupt:
         _error("interrupted before any audio: nothing was written")
         raise typer.Exit(130) from None
@@ -525,85 +553,66 @@ def _interrupted(output: str, to_stdout: bool, duration_s: float) -> None:
 
 @voices_app.command("list", context_settings=_SETTINGS)
 def voices_list(
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+                                              show_default=False)] = None,
 ) -> None:
-    """List the predefined voices of a model (one per line, the default marked); for
-    Qwen3-TTS CustomVoice, its built-in speakers."""
+    """List the built-in voices of a model (predefined voices, speakers), one per line, the
+    default marked; or say how the model takes its voice."""
     _setup_logging()
-    from vocalis.api import is_qwen3, resolve_model_id
-    from vocalis.models.pocket import registry
-
-    if is_qwen3(model.strip()):
-        _qwen3_voices(model.strip())
+    info = families.describe(model or families.default_model_id())
+    if not info.voices:
+        if not info.needs_voice:
+            how = "it has no voices: describe one with --instruct"
+        elif info.cloning and info.clone_transcript:
+            how = ("clone a voice from reference audio (--ref-audio FILE with --ref-text or "
+                   "--xvector-only)")
+        elif info.cloning:
+            how = ("give an audio file to clone (--voice AUDIO_FILE) or a .safetensors voice "
+                   "made by `vocalis voices export`")
+            if not info.released:
+                how = f"it is not a released model, so it has no predefined voices: {how}"
+        else:
+            how = "it has no built-in voices"
+        typer.echo(f"none: {info.name} ({info.title}): {how}")
         return
-    _, name, released = resolve_model_id(model)
-    if not released:
-        typer.echo(f"none: {name} is not a released model; predefined voices were computed with "
-                   "the released weights. Use --voice AUDIO_FILE or a .safetensors voice state "
-                   "exported with `vocalis voices export --model ...`.")
-        return
-    default = registry.default_voice(name)
-    for v in registry.PREDEFINED_VOICES:
-        typer.echo(f"{v} (default)" if v == default else v)
-
-
-def _qwen3_voices(model: str) -> None:
-    """Speakers of a Qwen3-TTS model from its config (a release's, or a local folder's)."""
-    from vocalis.models.qwen3 import checkpoint, registry
-    from vocalis.models.qwen3.config import load_config
-
-    release = checkpoint.find_release(model)
-    if release is not None and not _is_dir(model):
-        cfg = registry.config(release.model_id)
-    else:
-        cfg = load_config(checkpoint.check_checkpoint_dir(Path(model).expanduser()))
-    speakers = list(cfg.talker_config.spk_id)
-    if not speakers:
-        how = ("clone a voice: --ref-audio FILE with --ref-text or --xvector-only"
-               if cfg.tts_model_type == "base" else "describe the voice with --instruct")
-        typer.echo(f"none: {model} is a Qwen3-TTS {cfg.tts_model_type} model; {how}")
-        return
-    for i, v in enumerate(speakers):
-        typer.echo(f"{v} (default on the server)" if i == 0 else v)
-
-
-def _is_dir(model: str) -> bool:
-    return Path(model).expanduser().is_dir()
+    for v in info.voices:
+        typer.echo(f"{v} (default)" if v == info.default_voice else v)
 
 
 @voices_app.command("export", context_settings=_SETTINGS)
+@_family_options("voice")
 def voices_export(
     audio: Annotated[str, typer.Argument(
-        help="Audio file to clone (any format soundfile reads; first 30 s), a voice name or a "
-             ".safetensors voice.", show_default=False)],
-    out: Annotated[str, typer.Argument(help="The .safetensors voice state to write.",
+        help="Audio file to clone (any format soundfile reads), a voice name or a .safetensors "
+             "voice.", show_default=False)],
+    out: Annotated[str, typer.Argument(help="The .safetensors voice file to write.",
                                        show_default=False)],
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
-    ref_text: Annotated[str | None, typer.Option(
-        help="Qwen3 Base: transcript of the audio (in-context cloning prompt).",
-        show_default=False)] = None,
-    xvector_only: Annotated[bool, typer.Option(
-        "--xvector-only", help="Qwen3 Base: a speaker-embedding-only prompt (no --ref-text).")] = False,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+                                              show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    family: dict | None = None,
 ) -> None:
-    """Turn an audio prompt into a voice file for fast reuse with --voice: a Pocket voice
-    state, or a Qwen3-TTS Base voice-clone prompt (with --ref-text or --xvector-only)."""
+    """Turn an audio prompt into a voice file for fast reuse with --voice, in the format of
+    the model's family (interchangeable with the official package's where it has one)."""
     _setup_logging(quiet)
     out_path = Path(out).expanduser()
     if out_path.suffix.lower() != ".safetensors":
         raise InputError(f"voice file name must end in .safetensors, got {out}")
     if not out_path.parent.is_dir():
         raise InputError(f"output folder does not exist: {out_path.parent}")
-    from vocalis import api
+    info = families.describe(model or families.default_model_id())
+    voice_options = (family or {}).get("voice", {})
+    voice_schema = info.family.options.subset(o.name for o in info.family.options if o.voice)
+    for name in voice_options:
+        if name not in voice_schema:
+            raise voice_schema.unknown(name, info.name, _flag_of)
+    from vocalis import api  # torch, after the checks that need none
 
-    qwen3 = api.is_qwen3(model.strip())
-    if not qwen3 and (ref_text is not None or xvector_only):
-        raise InputError("--ref-text and --xvector-only are Qwen3-TTS Base options")
     # Exporting runs no generation: the default kernels (exact) measure no speed choices and
     # give the official package's voice state bit for bit.
-    tts = api.load(model, device=device, max_batch=1, exact=True)
-    voice = tts.voice(audio, ref_text=ref_text, xvector_only=xvector_only) if qwen3 else tts.voice(audio)
+    tts = api.load(info.model_id, device=device, max_batch=1, exact=True)
+    voice = tts.voice(audio, **voice_options)
     try:
         voice.save(out_path)
     except OSError as e:
@@ -614,112 +623,29 @@ def voices_export(
 # --------------------------------------------------------------------------- models
 
 
-def _describe_config(name: str) -> str:
-    from vocalis.models.pocket import registry
-
-    cfg = registry.released_config(name)
-    t = cfg.flow_lm.transformer
-    parts = [f"{t.num_layers:>2} layers", f"d_model {t.d_model:>4}",
-             f"head {cfg.flow_lm.flow.type:<9}", f"tokenizer {cfg.flow_lm.lookup_table.tokenizer}"]
-    text = "  ".join(parts)
-    if name == registry.DEFAULT_CONFIG:
-        text += "  (default: pocket-tts)"
-    return text
-
-
 @models_app.command("list", context_settings=_SETTINGS)
 def models_list() -> None:
     """List every released model id with its shape."""
-    from vocalis.models.pocket import registry
-    from vocalis.models.qwen3 import registry as qwen3_registry
-
-    names = registry.config_names()
-    width = max(max(len(n) for n in names) + len("pocket-tts/"), *map(len, qwen3_registry.model_ids()))
-    for name in names:
-        typer.echo(f"{'pocket-tts/' + name:<{width}}  {_describe_config(name)}")
-    for model_id in qwen3_registry.model_ids():
-        rel = qwen3_registry.release(model_id)
-        t = qwen3_registry.config(model_id).talker_config
-        typer.echo(f"{model_id:<{width}}  {t.num_hidden_layers:>2} layers  d_model {t.hidden_size:>4}  "
-                   f"{rel.description}  ({rel.repo_id}@{rel.revision[:7]})")
+    rows = [(m, f.summary(m)) for f in families.all_families() for m in f.model_ids()]
+    width = max(len(m) for m, _ in rows)
+    for model_id, summary in rows:
+        typer.echo(f"{model_id:<{width}}  {summary}".rstrip())
 
 
 @models_app.command("show", context_settings=_SETTINGS)
 def models_show(
     model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
+    config: Annotated[bool, typer.Option(
+        "--config", help="Print the model's config in its official format instead.")] = False,
 ) -> None:
-    """Print a model's config as YAML (the official format); for Qwen3-TTS, its release
-    facts (repo, pinned revision, type, languages, speakers, instruct, sizes, cache)."""
+    """What a model is: its family, kind, languages, voices, sizes, pinned revision and
+    whether its files are in the cache."""
     _setup_logging()
-    from vocalis.models.qwen3.checkpoint import is_qwen3
-
-    if is_qwen3(model_id):
-        _show_qwen3(model_id)
+    info = families.describe(model_id)
+    if config:
+        typer.echo(info.family.config_text(info), nl=False)
         return
-    from vocalis.api import resolve_model_id
-    from vocalis.models.pocket.config import dump_config
-
-    cfg, _, _ = resolve_model_id(model_id)
-    typer.echo(dump_config(cfg), nl=False)
-
-
-_INSTRUCT = {
-    "base": "no (the voice is cloned from reference audio)",
-    "custom_voice/0b6": "ignored (0.6B CustomVoice drops instruct, as the official package does)",
-    "custom_voice/1b7": "yes (optional style instruction)",
-    "voice_design": "yes (the voice description)",
-}
-
-
-def _show_qwen3(model: str) -> None:
-    from vocalis.models.qwen3 import checkpoint, registry
-    from vocalis.models.qwen3.config import load_config
-
-    # as resolve_checkpoint: an existing folder wins over an id of the same spelling
-    rel = None if Path(model).expanduser().is_dir() else checkpoint.find_release(model)
-    if rel is None:
-        folder, _ = checkpoint.resolve_checkpoint(model, download=False)  # local folder, or the error
-        cfg = load_config(folder)
-        rows = [("checkpoint", str(folder))]
-    else:
-        cfg = registry.config(rel.model_id)
-        rows = [("model", rel.model_id), ("description", rel.description), ("repo", rel.repo_id),
-                ("revision", f"{rel.revision} (pinned)")]
-    t = cfg.talker_config
-    kind = cfg.tts_model_type
-    size = {"0b6": "0.6B", "1b7": "1.7B"}.get(cfg.tts_model_size, cfg.tts_model_size)
-    rows += [("type", kind), ("size", f"{size} ({cfg.tts_model_size})"), ("languages", ", ".join(t.languages))]
-    if kind == "custom_voice":
-        rows.append(("speakers", ", ".join(
-            f"{s} ({t.spk_is_dialect[s]})" if t.spk_is_dialect.get(s) else s for s in t.speakers)))
-    instruct = _INSTRUCT.get(kind) or _INSTRUCT.get(f"{kind}/{cfg.tts_model_size}", "yes")
-    rows.append(("instruct", instruct))
-    n = checkpoint.parameter_counts(rel.model_id if rel else folder)
-    talker = f"talker {n['talker'] / 1e6:.1f} M"
-    if n["speaker_encoder"]:
-        talker += f" + speaker encoder {n['speaker_encoder'] / 1e6:.1f} M"
-    codec = f"speech tokenizer {n['speech_tokenizer'] / 1e6:.1f} M"
-    if rel is not None:  # the released dtypes; a local folder: its files' sizes
-        rows.append(("parameters", f"{talker} (bf16), {codec} (fp32)"))
-        model_b, codec_b = checkpoint.weight_bytes(n)
-    else:
-        rows.append(("parameters", f"{talker}, {codec}"))
-        model_b, codec_b = ((folder / f).stat().st_size
-                            for f in ("model.safetensors", "speech_tokenizer/model.safetensors"))
-    weights = (f"{(model_b + codec_b) / 1e9:.2f} GB (model.safetensors {model_b / 1e9:.2f} GB, "
-               f"speech_tokenizer/model.safetensors {codec_b / 1e9:.2f} GB)")
-    rows.append(("weights", weights))
-    if rel is not None:
-        from vocalis import hub
-
-        snap, missing = checkpoint.cache_status(rel)
-        if snap is not None and not missing:
-            rows.append(("cache", f"cached: {snap}"))
-        elif snap is not None and snap.is_dir():
-            rows.append(("cache", f"incomplete in {snap} (missing {', '.join(missing)}): run "
-                                  + f"`vocalis models download {rel.model_id}`"))
-        else:
-            rows.append(("cache", f"not cached in {hub.hf_cache_dir()}: run `vocalis models download {rel.model_id}`"))
+    rows = info.family.show(info)
     width = max(len(k) for k, _ in rows) + 1
     for key, value in rows:
         typer.echo(f"{key + ':':<{width}} {value}")
@@ -730,50 +656,29 @@ def models_download(
     model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
     all_voices: Annotated[bool, typer.Option(
         "--all-voices", help="Also fetch every predefined voice, not only the default one "
-                             "(Pocket TTS; Qwen3-TTS speakers are built into the checkpoint).")]
-    = False,
+                             "(models whose voices are files).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
 ) -> None:
     """Fetch weights, tokenizer and voices into the Hugging Face cache for offline use.
 
-    Prints one line per file: what it is and its local path. Later runs with
-    HF_HUB_OFFLINE=1 use these files. Qwen3-TTS: fetches the checkpoint folder (config,
-    weights, tokenizer, speech_tokenizer/) at the pinned commit and prints its path.
-    """
+    Prints one line per file or folder: what it is and its local path. Later runs with
+    HF_HUB_OFFLINE=1 use these files."""
     _setup_logging(quiet)
-    from vocalis.models.qwen3.checkpoint import is_qwen3, resolve_checkpoint
+    info = families.describe(model_id)
+    if quiet:
+        from huggingface_hub.utils import disable_progress_bars
 
-    if is_qwen3(model_id):  # the whole checkpoint folder at its pinned commit (--all-voices: n/a)
-        if quiet:
-            from huggingface_hub.utils import disable_progress_bars
-
-            disable_progress_bars()
-        folder, _ = resolve_checkpoint(model_id, download=True)
-        typer.echo(f"checkpoint: {folder}")
-        return
-    from vocalis import hub
-    from vocalis.api import resolve_model_id
-    from vocalis.models.pocket import registry
-    from vocalis.models.pocket.model import resolve_weights
-
-    cfg, name, released = resolve_model_id(model_id)
-    weights, cloning = resolve_weights(cfg, name)
-    typer.echo(f"weights{'' if cloning else ' (no voice cloning)'}: {weights}")
-    tokenizer = hub.resolve(cfg.flow_lm.lookup_table.tokenizer_path, model_id=model_id)
-    typer.echo(f"tokenizer: {tokenizer}")
-    if released:
-        wanted = registry.PREDEFINED_VOICES if all_voices else (registry.default_voice(name),)
-        for v in wanted:
-            path = hub.resolve(registry.predefined_voice_ref(name, v), model_id=model_id)
-            typer.echo(f"voice {v}: {path}")
+        disable_progress_bars()
+    for what, path in info.family.download(info, all_voices):
+        typer.echo(f"{what}: {path}")
 
 
 @models_app.command("random", context_settings=_SETTINGS)
+@_family_options("random")
 def models_random(
     config: Annotated[str, typer.Option(
-        help="Released config name to copy the shapes from (e.g. english, english_2m_2026-10, "
-             "qwen3-tts/0.6b-customvoice).",
-        show_default=False)],
+        help="Released model id to copy the shapes from (e.g. pocket-tts/english, "
+             "english_2m_2026-10, qwen3-tts/0.6b-customvoice).", show_default=False)],
     out: Annotated[str, typer.Option(help="Folder to write the checkpoint into: new or empty "
                                           "(see --force).", show_default=False)],
     seed: Annotated[int, typer.Option(help="Seed of the random weights and tokenizer "
@@ -781,57 +686,31 @@ def models_random(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace the checkpoint already in --out (and everything in that "
                         "folder); other non-empty folders are always refused.")] = False,
-    absolute_paths: Annotated[bool, typer.Option(
-        "--absolute-paths", help="Write absolute paths into config.yaml, so that pocket-tts "
-                                 "loads it from any folder (default: paths relative to the "
-                                 "checkpoint folder, which can then be moved or copied).")]
-    = False,
-    tiny: Annotated[bool, typer.Option(
-        "--tiny", help="Qwen3-TTS only: toy sizes with the same structure (for tests).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    family: dict | None = None,
 ) -> None:
-    """Write a random-weight checkpoint (official layout) for tests and offline use.
-
-    Pocket TTS: prints the YAML path, then a ready-to-run generate command. Qwen3-TTS: prints
-    the checkpoint folder (config.json, model.safetensors, tokenizer files, speech_tokenizer/).
-    """
+    """Write a random-weight checkpoint (official layout) for tests and offline use; prints
+    where it is, then a ready-to-run generate command."""
     _setup_logging(quiet)
-    from vocalis.models.pocket.random_checkpoint import MAX_SEED, write_random_checkpoint
-
-    if not 0 <= seed <= MAX_SEED:
-        raise InputError(f"--seed must be in [0, {MAX_SEED}], got {seed}")
+    if not 0 <= seed <= MAX_RANDOM_SEED:
+        raise InputError(f"--seed must be in [0, {MAX_RANDOM_SEED}], got {seed}")
     out_dir = Path(out).expanduser()
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir} exists and is not a folder")
-    if config.lower().startswith(("qwen3-tts/", "qwen/")):
-        from vocalis.models.qwen3 import random_checkpoint as qwen3_random
-
-        from vocalis.models.pocket.random_checkpoint import is_random_checkpoint
-        from vocalis.outputs import place_folder
-
-        qwen3_random.registry.config(config, tiny)  # an unknown id is refused before any file
-        out_dir = out_dir.absolute()
-        try:
-            place_folder(out_dir, lambda tmp: qwen3_random.write_random_checkpoint(
-                config, tmp, seed=seed, tiny=tiny), force, is_random_checkpoint)
-        except OSError as e:
-            raise InputError(f"cannot write the checkpoint into {out}: {e.strerror or e}") from None
-        typer.echo(str(out_dir))
-        return
-    if tiny:
-        raise InputError("--tiny applies to qwen3-tts models only; for Pocket TTS use the smallest "
-                         "released config, english_2m_2026-10")
-    name = config.removeprefix("pocket-tts/")
+    owner = families.random_family(config)
+    given = (family or {}).get("random", {})
+    schema = owner.random_options
+    for name in given:
+        if name not in schema:
+            raise schema.unknown(name, f"config {config}", _flag_of)
     try:
-        yaml_path = write_random_checkpoint(name, out_dir, seed=seed, force=force,
-                                            relative_paths=not absolute_paths)
+        where, command = owner.write_random(config, out_dir, seed, force,
+                                            families.is_random_checkpoint, **given)
     except OSError as e:
         raise InputError(f"cannot write the checkpoint into {out}: {e.strerror or e}") from None
-    folder = yaml_path.parent
-    typer.echo(str(yaml_path.resolve()))
-    typer.echo(f"vocalis generate --model {shlex.quote(str(folder))} --voice "
-               f"{shlex.quote(str(folder / 'voice.wav'))} --text 'Hello from vocalis.' "
-               "-o out.wav")
+    typer.echo(str(where))
+    if command:
+        typer.echo(command)
 
 
 # --------------------------------------------------------------------------- batch, bench
@@ -869,7 +748,8 @@ def batch(
         "--out-dir", help="Folder for NNNN.wav (request NNNN, measured pass), NNNN.npy "
                           "(Qwen3-TTS: its codes) and report.json (created if missing).",
         show_default=False)],
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+                                              show_default=False)] = None,
     batch_size: Annotated[int | None, typer.Option(
         "--batch-size", "-b", help="Requests in flight in the engine at once (1-256). "
                                    "Default: 16.", show_default=False)] = None,
@@ -922,6 +802,7 @@ def batch(
     """
     _setup_logging(quiet)
     _log_to_file(log_file, quiet)
+    model = model or families.default_model_id()
     if ray:
         _batch_ray(model, requests, out_dir, batch_size=batch_size, sequential=sequential,
                    mode=mode, threads=threads, device=device, session_options=session_options,
@@ -1131,12 +1012,12 @@ def bench(
 
 
 @app.command(context_settings=_SETTINGS)
+@_family_options("load")
 def serve(
     model: Annotated[list[str] | None, typer.Option(
-        "--model", "-m", metavar="MODEL", help=MODEL_HELP + " Repeat to serve several models (each request's "
-                                           "`model` picks one; the first is the default). "
-                                           "[default: pocket-tts]",
-        show_default=False)] = None,
+        "--model", "-m", metavar="MODEL", help=MODEL_HELP + " Repeat to serve several models (each "
+                                           "request's `model` picks one; the first is the "
+                                           "default).", show_default=False)] = None,
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every "
                                            "interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = 8000,
@@ -1205,11 +1086,13 @@ def serve(
     ray_cpus: Annotated[int | None, typer.Option(
         help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
         show_default=False)] = None,
+    family: dict | None = None,
 ) -> None:
     """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn, or
     Ray Serve replicas with --ray)."""
     _setup_logging(quiet)
-    models = model or [DEFAULT_MODEL]
+    models = model or [families.default_model_id()]
+    load_options = _load_options_for(models, (family or {}).get("load", {}))
     if ray:
         _serve_ray(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
                    max_batch=max_batch, max_queue=max_queue, device=device, threads=threads,
@@ -1217,7 +1100,7 @@ def serve(
                    model_name=model_name, normalize=normalize, ray_address=ray_address,
                    replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
                    replica_gpus=replica_gpus, ray_cpus=ray_cpus,
-                   quantize=_quantize(quantize, quantize_mode))
+                   quantize=_quantize(quantize, quantize_mode), load_options=load_options)
         return
     ray_only = {"--ray-address": ray_address,
                 "--replicas": replicas, "--autoscale": autoscale,
@@ -1238,7 +1121,18 @@ def serve(
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
         model_name=model_name or None, on_ready=ready, normalize=normalize,
-        quantize=_quantize(quantize, quantize_mode))
+        quantize=_quantize(quantize, quantize_mode), load_options=load_options)
+
+
+def _load_options_for(models: list[str], given: dict) -> list[dict]:
+    """Per model, the load options of ``given`` its family takes. Each model is described
+    first (an unknown id fails here, before anything loads); an option no served model's
+    family takes is refused (exit 2 naming its flag)."""
+    infos = [families.describe(m) for m in models]
+    for name in given:
+        if not any(name in i.family.load_options for i in infos):
+            raise infos[0].family.load_options.unknown(name, infos[0].name, _flag_of)
+    return [{k: v for k, v in given.items() if k in i.family.load_options} for i in infos]
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
@@ -1289,11 +1183,12 @@ def text_normalize(
 
 
 @app.command(context_settings=_SETTINGS)
+@_family_options("load")
 def wyoming(
     uri: Annotated[str, typer.Option(help="Where to listen: tcp://HOST:PORT (0.0.0.0 for every "
                                           "interface) or unix://PATH.")] = "tcp://127.0.0.1:10200",
-    model: Annotated[str, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP)]
-    = DEFAULT_MODEL,
+    model: Annotated[str | None, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP,
+                                              show_default=False)] = None,
     voice: Annotated[str | None, typer.Option(
         "--voice", "-v", help="The `default` voice: a predefined name or speaker, an audio file or "
                               "a .safetensors voice. Default: the model's default voice or first "
@@ -1316,9 +1211,12 @@ def wyoming(
         "words first, in the voice's language where text normalization covers it (as `vocalis "
         "serve` does).")] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
+    family: dict | None = None,
 ) -> None:
     """Serve a model to Home Assistant over the Wyoming protocol (no zeroconf)."""
     _setup_logging(quiet)
+    model = model or families.default_model_id()
+    [load_options] = _load_options_for([model], (family or {}).get("load", {}))
     from vocalis.wyoming import run as run_wyoming
 
     def ready(where: str) -> None:
@@ -1326,7 +1224,7 @@ def wyoming(
 
     run_wyoming(model, uri, voice=voice, voices_dir=voices_dir, max_batch=max_batch,
                 threads=threads, seed=seed, device=device, max_input_chars=max_input_chars,
-                on_ready=ready, normalize=normalize)
+                on_ready=ready, normalize=normalize, load_options=load_options)
 
 
 # --------------------------------------------------------------------------- reference

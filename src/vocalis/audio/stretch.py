@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalis.engine.options import OptionRange, check_option
+from vocalis.options import OptionRange, check_option
 from vocalis.errors import InputError
 
 __all__ = ["MAX_SPEED", "MIN_SPEED", "Stretcher", "check_speed", "stretch"]

@@ -1,19 +1,19 @@
 """Continuous-batching engine (any model family: :mod:`vocalis.engine.family`).
 
 Requests wait in a bounded queue and are admitted into free rows of a batch between
-steps. Every step advances all active rows by one frame in one FlowLM pass; the new
-frames are decoded by the Mimi decoder on a second thread (all rows at once, each with
-its own streaming state), so decoding overlaps the next FlowLM step. A family whose codec
-decodes several frames per call more cheaply (``codec_frames`` > 1, Qwen3-TTS) has the
-codec thread gather that many steps of the same rows into one call after each row's first
-frame (:meth:`Engine._gather`). Rows retire at the end of their text; cancelled requests
-leave within one step.
+steps. Every step advances all active rows by one frame in one model pass; the new frames
+are decoded by the family's codec on a second thread (all rows at once, each with its own
+streaming state), so decoding overlaps the next model step. A family whose codec decodes
+several frames per call more cheaply (``codec_frames`` > 1) has the codec thread gather
+that many steps of the same rows into one call after each row's first frame
+(:meth:`Engine._gather`). Rows retire at the end of their text; cancelled requests leave
+within one step.
 
 The engine owns requests, rows, admission, cancellation, frame budgets, failures and
-streaming; the family (Pocket TTS: :mod:`vocalis.models.pocket.family`) owns the math,
-the random draws and the end-of-chunk rule. A seeded request gives the same frames
-whatever runs beside it (each request has its own generator); only the float rounding of
-batched products can differ.
+streaming (this module) and how its threads share the CPU (:mod:`vocalis.engine.threads`);
+the family owns the math, the random draws and the end-of-chunk rule. A seeded request
+gives the same frames whatever runs beside it (each request has its own generator); only
+the float rounding of batched products can differ.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.engine.family import Family
+from vocalis.engine.family import EngineFamily
 from vocalis.engine.openmp import release_thread_pool, set_threads
+from vocalis.engine.threads import ThreadPolicy
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import CapacityError, GenerationError
 
@@ -60,35 +61,18 @@ class Job:
 class Engine:
     """Runs :class:`Job` s of one model family; thread-safe ``submit``."""
 
-    def __init__(self, family: Family, max_batch: int = 16, max_queue: int = 256,
+    def __init__(self, family: EngineFamily, max_batch: int = 16, max_queue: int = 256,
                  threads: int | None = None):
         self.family = family
-        # torch's intra-op thread count is per calling thread once set there (OpenMP/MKL
-        # thread-local settings, set through vocalis.engine.openmp.set_threads so that it
-        # holds), so the two engine threads split the budget instead of oversubscribing
-        # it. A prompt pass at an idle engine gets the whole budget.
-        # The family decides the split (``thread_split(total) -> (model, codec)``).
-        total = threads or torch.get_num_threads()
-        flow, decoder = family.thread_split(total)
-        self._threads = {"flow": flow, "decoder": decoder, "burst": total}
+        # threads per role (model, codec, all) and lending: vocalis.engine.threads
+        self.threads = ThreadPolicy(family, threads or torch.get_num_threads())
         # few frames per step: the codec's two stages on two threads (pipelined), or both
-        # on the decoder thread (fewer threads than cores oversubscribe less); the family
-        # decides (measured: vocalis.models.pocket.tuning)
-        self.pipeline = bool(getattr(family, "codec_pipeline", True))
-        # lend(on): while the codec thread waits (on=True), its core may run part of the
-        # model thread's products (a family's own kernels, e.g. Qwen3's int8 and int4:
-        # kernels/lend.h); taken back (False) before each codec call. Families whose codec
-        # runs in two pipelined stages keep their cores.
-        lend = getattr(family, "lend_codec_threads", None)
-        self._lend_kernels = lend if lend is not None and not self.pipeline else None
-        # lone-row steps on every thread while the codec waits (a family whose products run
-        # on PyTorch's OpenMP threads, e.g. Qwen3 float32; see _model_threads)
-        self._lend_omp = (bool(getattr(family, "lends_openmp_threads", False))
-                          and not self.pipeline and total > flow)
-        self._codec_waiting = False
+        # on the codec thread (fewer threads than cores oversubscribe less); the family
+        # decides (measured at load)
+        self.pipeline = self.threads.pipeline
         # frames per codec call of each row after its first (families whose codec decodes
         # several frames in one call more cheaply per frame; see _gather)
-        self.codec_frames = max(1, int(getattr(family, "codec_frames", 1)))
+        self.codec_frames = max(1, int(family.codec_frames))
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)
@@ -155,19 +139,15 @@ class Engine:
 
     # ---------------------------------------------------------------- scheduler
 
-    def _set_threads(self, role: str) -> None:
-        set_threads(self._threads[role])
-
     def _run(self) -> None:
-        self._set_threads("flow")
+        self.threads.use("model")
         with torch.inference_mode():
             while True:
                 with self._cond:
                     if not self._queue and not self._active and self.batch.oversized():
                         self.batch.release_memory()  # idle after a long request: give it back
-                    if self._lend_omp and not self._queue and not self._active:
-                        self._set_threads("flow")  # idle: no pool beside the codec's last
-                        release_thread_pool()  # frames on every thread (vocalis.engine.openmp)
+                    if not self._queue and not self._active:
+                        self.threads.idle_model_thread()
                     while not self._queue and not self._active and not self._closing:
                         self._cond.wait()
                     if self._closing and not self._queue and not self._active:
@@ -180,7 +160,7 @@ class Engine:
                 burst = bool(admitted) and len(admitted) == len(self._active) \
                     and not self._decoding
                 if burst:
-                    self._set_threads("burst")
+                    self.threads.use("all")
                 for job in admitted:
                     job.req.stats.queued_ms = job.req._ms()
                     self._end_chunk(job, finishes)  # set up its first chunk
@@ -189,7 +169,7 @@ class Engine:
                 stepped = False
                 if self._active:
                     if not burst:
-                        self._model_threads()
+                        self.threads.model_step(len(self._active))
                     try:
                         self._step(decode_items, finishes)
                         stepped = True
@@ -208,23 +188,21 @@ class Engine:
                         done.wait()
                 if stepped:
                     if burst and done is None and decode_items:  # the codec decodes beside it
-                        self._set_threads("flow")
+                        self.threads.use("model")
                     if not burst:
-                        self._model_threads()
+                        self.threads.model_step(len(self._active))
                     self._finish_step()  # after a lone first frame: on every thread
                 if burst:
-                    self._set_threads("flow")
+                    self.threads.use("model")
         self._decode_q.put(None)
 
     def _finish_step(self) -> None:
         """The family's work that follows a step without its frames needing it (its
-        ``finish_step``, e.g. Qwen3's talker step), run once the frames have gone to the
-        codec. A failure fails the rows of the engine, as a failed step does."""
-        finish = getattr(self.family, "finish_step", None)
-        if finish is None:
-            return
+        ``finish_step``, e.g. a model step preparing the next frame), run once the frames
+        have gone to the codec. A failure fails the rows of the engine, as a failed step
+        does."""
         try:
-            finish(self.batch)
+            self.family.finish_step(self.batch)
         except Exception as e:
             finishes: list = []
             self._fail_active(e, finishes)
@@ -280,8 +258,8 @@ class Engine:
         if job.chunk >= len(job.chunks):
             return False
         text, ids, _ = job.chunks[job.chunk]
-        job.asked_budget = getattr(job.params, "max_frames", None) is not None
-        job.budget = self.family.start_chunk(job)  # may set asked_budget
+        job.asked_budget = False
+        job.budget = self.family.start_chunk(job)  # sets asked_budget for a length asked for
         job.step = 0
         job.pending = True
         job.chunk_info.append({"text": text, "token_ids": list(ids), "frames": 0,
@@ -319,7 +297,7 @@ class Engine:
                 self._decoding = True
                 self._decode_q.put(([], [], None))
             before = torch.get_num_threads()
-            set_threads(self._threads["burst"])
+            self.threads.use("all")
             try:
                 self._prefill_rows(finishes)
             finally:
@@ -360,8 +338,11 @@ class Engine:
             self.frames += 1
             if job.step >= job.budget:
                 if not job.asked_budget:  # a runaway guard or a default length stopped it
-                    log.warning("request %d chunk %d reached its maximum length (%d frames) "
-                                "without EOS", job.req.id, job.chunk, job.budget)
+                    sr, fs = self.family.sample_rate, self.family.frame_samples
+                    log.warning("request %d: speech did not end by itself within %.1f s (the "
+                                "length limit of its text chunk %d of %d); its audio is cut "
+                                "there", job.req.id, job.budget * fs / sr, job.chunk + 1,
+                                len(job.chunks))
                 self._end_chunk(job, finishes)
 
     def _end_chunk(self, job: Job, finishes: list) -> None:
@@ -382,18 +363,17 @@ class Engine:
             self._release(job)
             finishes.append((job, None))
 
-    # ---------------------------------------------------------------- decoder thread
+    # ---------------------------------------------------------------- codec threads
 
     # Two codec threads. A few frames per step (the common case at low concurrency) go
-    # through a two-stage pipeline: the decoder thread runs the first codec stage
-    # (projection, upsampling, transformer) and the helper thread the second (SEANet),
-    # each on its own state, so consecutive frames overlap. Many frames per step are split
-    # by rows instead, each half through both stages on one thread. The codec costs about
-    # three times the FlowLM per frame; either way it gets the core the FlowLM leaves idle.
-    # The helper handles its jobs in order, so events leave in order in both modes. Before
-    # the decoder thread runs the second stage itself (split mode) it waits until the
-    # helper has finished every second stage queued before: a row's SEANet state must hold
-    # its previous frame, and that frame's audio must leave first. Families without a
+    # through a two-stage pipeline: the decoder thread runs the family's first codec stage
+    # (decode_head) and the helper thread the second (decode_tail), each on its own state,
+    # so consecutive frames overlap. Many frames per step are split by rows instead, each
+    # half through both stages on one thread. Either way the codec gets the core the model
+    # thread leaves idle. The helper handles its jobs in order, so events leave in order in
+    # both modes. Before the decoder thread runs the second stage itself (split mode) it
+    # waits until the helper has finished every second stage queued before: a row's codec
+    # state must hold its previous frame, and that frame's audio must leave first. Families without a
     # pipeline (codec_pipeline False) run the whole codec on the decoder thread, gathering
     # up to codec_frames steps per call (_gather); many rows are still split by rows. A
     # lone request's first frame at an idle engine (the model thread waits for it: time to
@@ -433,23 +413,6 @@ class Engine:
         return (msg[2] is None and len(a) == len(b)
                 and all(x[0] is y[0] and not y[4] for x, y in zip(a, b)))
 
-    def _lend(self, on: bool) -> None:
-        """Called by the codec thread: ``on`` while it waits for frames, off before a codec
-        call (the family's kernels may borrow its core meanwhile: ``lend_codec_threads``)."""
-        self._codec_waiting = on
-        if self._lend_kernels is not None:
-            self._lend_kernels(on)
-
-    def _model_threads(self) -> None:
-        """Before a model step or the work after it: a lone row gets every thread while the
-        codec waits (its calls come every few frames; a frame of a lone float32 stream is
-        bound by one core's memory reads), else the model's share. Several rows keep the
-        share: their codec is busy most of the time, and a step begun on every thread would
-        hold the codec's core when it wakes."""
-        if self._lend_omp:
-            lend = self._codec_waiting and len(self._active) == 1
-            self._set_threads("burst" if lend else "flow")
-
     def _next_msg(self):
         return self._held.popleft() if self._held else self._decode_q.get()
 
@@ -477,7 +440,7 @@ class Engine:
     HOLD_S = 30.0
 
     def _helper_loop(self) -> None:
-        self._set_threads("decoder")
+        self.threads.use("codec")
         with torch.inference_mode():
             while (job := self._helper_in.get()) is not None:
                 kind, payload = job
@@ -560,10 +523,10 @@ class Engine:
         synced.wait()
 
     def _decode_loop(self) -> None:
-        self._set_threads("decoder")
+        self.threads.use("codec")
         tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
-            self._lend(True)
+            self.threads.codec_lends(True)
             while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
                 # both stages on this thread: many rows, no pipeline, or a lone first frame
@@ -572,14 +535,14 @@ class Engine:
                         self._wait_for_helper()
                         tails_queued = False
                     group = self._gather(msg)
-                    self._lend(False)  # the codec's threads are busy from here
+                    self.threads.codec_lends(False)  # the codec's threads are busy from here
                     steps = [m[0] for m in group]
                     pcm, error = None, None
                     # every thread for a lone first frame (the model thread waiting), and
                     # for the last frames of the engine's last request (it has no work left)
                     alone = done is not None or (bool(group[-1][1]) and self._idle())
                     if alone:
-                        self._set_threads("burst")
+                        self.threads.use("all")
                     if items:
                         try:
                             pcm = self._decode_split(steps) if len(items) >= 4 \
@@ -587,9 +550,9 @@ class Engine:
                         except Exception as e:
                             error = e
                     if alone:  # back to this thread's share, without a pool beside the
-                        self._set_threads("decoder")  # model thread's
+                        self.threads.use("codec")  # model thread's
                         release_thread_pool()
-                    self._lend(True)
+                    self.threads.codec_lends(True)
                     fs = self.family.frame_samples
                     for k, (items_k, finishes_k, done_k) in enumerate(group):
                         part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
@@ -605,7 +568,7 @@ class Engine:
                     tails_queued = True
                 if self._decode_q.empty() and not self._held:
                     self._decoding = False
-            self._lend(False)
+            self.threads.codec_lends(False)
 
 
 def non_finite(job: Job, stage: str, frame: int) -> GenerationError:

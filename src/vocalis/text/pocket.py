@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from vocalis.errors import InputError
+from vocalis.options import check_unicode  # noqa: F401  (re-exported: the text rules use it)
 
 log = logging.getLogger(__name__)
 
@@ -265,21 +266,6 @@ def _cut_word(tok: Tokenizer, word: str, n_tokens: int, limit: int) -> list[str]
         out.append(word[i:i + step])
         i += step
     return out
-
-
-def check_unicode(text: str, what: str = "text", fix: str = "send UTF-8 text") -> None:
-    """Raise :class:`InputError` if ``text`` cannot be encoded as UTF-8 (a lone surrogate:
-    undecodable bytes in a command-line argument, a JSON ``"\\ud800"`` escape, a broken str).
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        ch = ord(text[e.start])
-        if 0xDC80 <= ch <= 0xDCFF:  # Python's surrogateescape stand-in for a raw byte
-            why = f"byte 0x{ch - 0xDC00:02X} at character {e.start} is not UTF-8"
-        else:
-            why = f"a lone surrogate U+{ch:04X} at character {e.start}"
-        raise InputError(f"{what} is not valid Unicode ({why}): {fix}") from None
 
 
 _PROBE = "\U000F0000"  # a private-use character no tokenizer has a piece for

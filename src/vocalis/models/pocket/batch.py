@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from vocalis.engine.family import KEEP_CACHE_POSITIONS
+from vocalis.engine.family import KEEP_CACHE_POSITIONS, EngineBatch
 from vocalis.models.layers import StreamingConv1d, StreamingConvTranspose1d
 from vocalis.models.pocket.model import FADE_IN_SAMPLES, PocketTTSModel
 from vocalis.models.pocket.voice import VoiceState
@@ -33,7 +33,7 @@ def _grow(t: torch.Tensor, dim_sizes: dict[int, int]) -> torch.Tensor:
     return out
 
 
-class PocketBatch:
+class PocketBatch(EngineBatch):
     """Batched state of one :class:`PocketTTSModel` (rows grow on demand up to ``max_rows``)."""
 
     def __init__(self, model: PocketTTSModel, max_rows: int):

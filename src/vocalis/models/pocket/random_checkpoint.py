@@ -86,26 +86,24 @@ _HEADER = "# random-weight checkpoint of "
 
 
 def is_random_checkpoint(folder: Path) -> bool:
-    """``folder`` holds a random checkpoint written by vocalis (Pocket TTS or Qwen3-TTS)."""
+    """``folder`` holds a random Pocket TTS checkpoint written by vocalis."""
     try:
         with open(folder / "config.yaml", encoding="utf-8") as f:
-            if f.readline().startswith(_HEADER):
-                return True
+            return f.readline().startswith(_HEADER)
     except (OSError, UnicodeDecodeError):
-        pass
-    from vocalis.models.qwen3.random_talker import is_random_talker
-
-    return is_random_talker(folder)
+        return False
 
 
 def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0, *,
-                            force: bool = False, relative_paths: bool = False) -> Path:
+                            force: bool = False, relative_paths: bool = False,
+                            replaceable=None) -> Path:
     """Write a random checkpoint for a released config into ``out_dir``; returns the YAML path.
 
     The files are written into a temporary folder next to ``out_dir`` and moved into place
     at the end, so an error or an interrupt leaves nothing half-written. ``out_dir`` must
     not exist or be empty; ``force=True`` replaces a folder that holds a checkpoint written
-    here (and everything in it), never another folder. Files get the usual permissions
+    here (``replaceable(folder)``, default :func:`is_random_checkpoint`; and everything in
+    it), never another folder. Files get the usual permissions
     (``0666`` less the umask, e.g. 0644).
 
     ``relative_paths``: ``config.yaml`` names its weights and tokenizer by file name, so the
@@ -125,7 +123,7 @@ def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0
         raise InputError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
     out = Path(out_dir).expanduser().absolute()
     place_folder(out, lambda tmp: _write_files(config_name, tmp, out, seed, relative_paths),
-                 force, is_random_checkpoint)
+                 force, replaceable or is_random_checkpoint)
     return out / "config.yaml"
 
 

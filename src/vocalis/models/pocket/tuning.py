@@ -144,7 +144,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     ``threads``: the engine's thread budget; ``spec``: forced choices (see
     :func:`vocalis.engine.tuning.parse_spec`); ``measure``: replaces the timing (tests).
     Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` and
-    ``choices["codec_pipeline"]`` configure :class:`~vocalis.models.pocket.family.PocketFamily`.
+    ``choices["codec_pipeline"]`` configure :class:`~vocalis.models.pocket.engine.PocketEngineFamily`.
 
     Raises:
         InputError: a malformed or impossible forced choice.

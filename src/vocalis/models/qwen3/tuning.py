@@ -114,7 +114,7 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
 from vocalis.models.layers import F32Linear, LinearKernels, can_pack_linears, f32_kernel_available
-from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
+from vocalis.models.qwen3.engine import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     ``threads``: the engine's thread budget; ``spec``: forced choices (see
     :func:`vocalis.engine.tuning.parse_spec`); ``measure``: replaces the timing (tests).
     Returns the :class:`~vocalis.engine.tuning.Tuning`; ``choices["threads"]`` configures
-    :class:`~vocalis.models.qwen3.family.Qwen3Family`; ``model_linears`` is applied to
+    :class:`~vocalis.models.qwen3.engine.Qwen3EngineFamily`; ``model_linears`` is applied to
     ``model.talker`` (traced again when it was traced) and ``codec_linears`` to
     ``model.decoder`` here.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vocalis.engine.family import RowOut
+from vocalis.engine.family import EngineFamily, RowOut
 from vocalis.engine.scheduler import non_finite
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.model import (
@@ -51,7 +51,7 @@ class PocketRow:
     latent: torch.Tensor | None = None
 
 
-class PocketFamily:
+class PocketEngineFamily(EngineFamily):
     """The FlowLM step, its EOS rule and the Mimi codec over a :class:`PocketBatch`."""
 
     def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None,
@@ -90,6 +90,7 @@ class PocketFamily:
             st.after_eos = cfg.model_recommended_frames_after_eos
         st.eos_step = None
         st.latent = None
+        job.asked_budget = p.max_frames is not None
         if p.max_frames is not None:
             return p.max_frames
         return max_gen_len(len(ids), cfg.mimi.frame_rate)
@@ -172,4 +173,4 @@ class PocketFamily:
         return out
 
 
-__all__ = ["PocketFamily", "PocketRow", "draw_noise"]
+__all__ = ["PocketEngineFamily", "PocketRow", "draw_noise"]

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vocalis.engine.family import RowOut
-from vocalis.engine.family import KEEP_CACHE_POSITIONS
+from vocalis.engine.family import KEEP_CACHE_POSITIONS, EngineBatch, EngineFamily, RowOut
 from vocalis.engine.scheduler import non_finite
 from vocalis.engine.tuning import default_split
 from vocalis.models.layers import F32Linear
@@ -96,7 +95,7 @@ class _RowCache:
             raise RuntimeError("row cache too small (ensure the batch cache first)")
 
 
-class Qwen3Batch:
+class Qwen3Batch(EngineBatch):
     """Talker KV cache ``[L, R, S, H_kv, D]`` and the codec's streaming state of ``rows``
     rows. The cache holds only the rows in use so far (R grows with the highest row
     admitted: the engine fills the lowest free rows) and S positions (grows in steps of
@@ -193,7 +192,7 @@ def lend_kernels(model: Qwen3Model, on: bool) -> None:
         op.lend(on)
 
 
-class Qwen3Family:
+class Qwen3EngineFamily(EngineFamily):
     """The talker step, code predictor, EOS rule and codec of a :class:`Qwen3Model`."""
 
     #: the codec's first stage is the identity: one thread runs the whole codec
@@ -432,4 +431,4 @@ class _SliceCache(_RowCache):
         self.v = cache.v[:, a:b]
 
 
-__all__ = ["DecodeStart", "Qwen3Batch", "Qwen3Family", "Qwen3Input", "Qwen3Params", "Qwen3Row"]
+__all__ = ["DecodeStart", "Qwen3Batch", "Qwen3EngineFamily", "Qwen3Input", "Qwen3Params", "Qwen3Row"]
