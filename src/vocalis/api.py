@@ -19,7 +19,6 @@ import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch

@@ -715,6 +715,11 @@ def models_random(
 
 # --------------------------------------------------------------------------- batch, bench
 
+# TEMPORARY (the bench command's rewrite replaces these)
+DEFAULT_MODEL = "pocket-tts"
+STREAMING_TEXT_HELP = ""
+
+
 
 def _log_to_file(log_file: str | None, quiet: bool) -> None:
     """Also log the ``vocalis`` logger, with timestamps, to ``log_file`` (INFO and up)."""
@@ -1285,6 +1290,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 user error, 1 other failure, 130 Ctrl-C,
     141 the reader of ``-o -`` went away)."""
     _setup_logging()
+    _refresh_family_options()  # the flags of every family registered by now
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="vocalis", standalone_mode=False)

@@ -262,7 +262,7 @@ class ModelFamily(ABC):
 
     ``name``: the family id (``"pocket-tts"``), also the id prefix of its released models;
     ``title``: how people call it (``"Pocket TTS"``); ``url``: its upstream project
-    (attribution); ``checkpoint_hint``: what a local checkpoint of it looks like (messages); ``options``: its request options; ``load_options``: keywords of
+    (attribution, with ``author``); ``checkpoint_hint``: what a local checkpoint of it looks like (messages); ``options``: its request options; ``load_options``: keywords of
     :func:`vocalis.load` only it takes (e.g. a compute dtype), ``random_options`` those of
     :meth:`write_random`; ``quantize_modes``: what ``quantize`` may name (first = ``True``).
     """
@@ -270,6 +270,7 @@ class ModelFamily(ABC):
     name: str = ""
     title: str = ""
     url: str = ""
+    author: str = ""
     checkpoint_hint: str = ""
     options: OptionSchema = OptionSchema("")
     load_options: OptionSchema = OptionSchema("")

@@ -85,7 +85,9 @@ from wyoming.tts import (
 from vocalis.audio.wav import float_to_int16
 from vocalis.engine import types as ev_types
 from vocalis.errors import InputError, VocalisError
+from vocalis.options import check_seed
 from vocalis.text.normalize import abbreviations_before_names
+from vocalis.text.normalize import warm as warm_normalization
 
 log = logging.getLogger("vocalis.wyoming")
 
@@ -105,13 +107,6 @@ LANGUAGE_CODES = {
 # A sentence ends at . ! ? ... (with closing quotes or brackets) followed by white space,
 # at CJK full stops, or at a line break.
 _BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*\s*|\n+")
-
-# Who made the models (shown by Home Assistant next to the program and its voices).
-_ATTRIBUTIONS = {
-    "pocket-tts": Attribution(name="Kyutai (Pocket TTS)", url="https://github.com/kyutai-labs/pocket-tts"),
-    "qwen3-tts": Attribution(name="Alibaba Qwen (Qwen3-TTS)", url="https://github.com/QwenLM/Qwen3-TTS"),
-}
-
 
 # Words whose dot does not end a sentence when a name or a number may follow: the titles and
 # abbreviations text normalization reads (one source: its tables; compared in lower case,
@@ -229,25 +224,21 @@ class WyomingTTS:
         if isinstance(max_input_chars, bool) or not isinstance(max_input_chars, int) \
                 or max_input_chars < 1:
             raise InputError(f"max_input_chars must be an integer >= 1, got {max_input_chars!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                                 or not 0 <= seed < 2**63):
-            raise InputError(f"seed must be an integer in [0, 2**63), got {seed!r}")
+        seed = check_seed(seed)
         if not isinstance(normalize, bool):
             raise InputError(f"normalize must be true or false, got {normalize!r}")
         self.tts = tts
         self.seed = seed
         self.max_input_chars = max_input_chars
-        self.options = dict(options or {})
+        self.options = tts.family.options.check(dict(options or {}), tts.info.name)
         self.normalize = normalize
         if normalize:  # build the rules now, not on the first request
-            from vocalis.text.normalize import warm
-
-            warm()
-        self.qwen3 = getattr(tts, "family_name", "") == "qwen3-tts"
-        if self.qwen3 and tts.model.model_type == "voice_design":
-            raise InputError(f"{tts.model.name} is a Qwen3-TTS VoiceDesign model: it needs a voice "
-                             "description (instructions), which the Wyoming protocol cannot carry; "
-                             "serve a CustomVoice or Base model")
+            warm_normalization()
+        info = tts.info
+        if not info.needs_voice:
+            raise InputError(f"{info.name} is a {info.title} model: it needs a voice description "
+                             "(instructions), which the Wyoming protocol cannot carry; serve a "
+                             "model with voices")
         try:
             self.voices = VoiceStore(tts, voices_dir, default_voice)
         except APIError as e:  # pragma: no cover - the store raises VocalisError at start-up
@@ -265,12 +256,15 @@ class WyomingTTS:
 
         return served_model_name(self.tts)
 
+    def _language_names(self) -> list[str]:
+        """The model's language names: those a request may choose, else its one language."""
+        info = self.tts.info
+        names = [n for n in info.languages if n != "auto"]
+        return names or [info.language]
+
     def languages(self) -> list[str]:
-        """ISO 639-1 codes of the model's languages (Pocket TTS: its config's language)."""
-        if self.qwen3:
-            return [_language_code(n) for n in self.tts.model.languages if n != "auto"]
-        prefix = self.tts.model.name.split("_")[0].lower()
-        return [LANGUAGE_CODES.get(prefix, "en")]
+        """ISO 639-1 codes of the model's languages."""
+        return [_language_code(n) for n in self._language_names()]
 
     def voice_ids(self) -> list[str]:
         return [v["id"] for v in self.voices.list()]
@@ -278,20 +272,20 @@ class WyomingTTS:
     def info(self) -> Info:
         """The ``info`` event: one TTS program, the model, with its voices."""
         langs = self.languages()
-        family = "Qwen3-TTS" if self.qwen3 else "Pocket TTS"
-        attribution = _ATTRIBUTIONS["qwen3-tts" if self.qwen3 else "pocket-tts"]
+        family = self.tts.family
+        attribution = Attribution(name=f"{family.author} ({family.title})", url=family.url)
         voices = []
         for v in self.voices.list():
             kind = v.get("type", "custom")
-            desc = {"default": "the server's default voice", "predefined":
-                    "built-in speaker" if self.qwen3 else "predefined voice"}.get(kind, "custom voice")
+            desc = {"default": "the server's default voice",
+                    "predefined": "built-in voice"}.get(kind, "custom voice")
             voices.append(TtsVoice(name=v["id"], attribution=attribution, installed=True,
                                    description=f"{v['id']} ({desc})", version=None,
                                    languages=list(langs)))
         from vocalis import __version__
 
         program = TtsProgram(name=self.model_name, attribution=attribution, installed=True,
-                             description=f"vocalis {family} {self.model_name}",
+                             description=f"vocalis {family.title} {self.model_name}",
                              version=__version__, voices=voices,
                              supports_synthesize_streaming=True)
         return Info(tts=[program])
@@ -301,8 +295,8 @@ class WyomingTTS:
     def choose(self, sel: SynthesizeVoice | None) -> _Choice:
         """The voice and options of a request's ``voice`` field (blocking: may load a voice).
 
-        ``name``: a voice id of ``info``; ``speaker``: a Qwen3-TTS CustomVoice speaker (used
-        instead of ``name``); ``language``: an ISO code (``en``, ``en-US``) or a language name,
+        ``name``: a voice id of ``info``; ``speaker``: one of the model's built-in voices
+        (e.g. a Qwen3-TTS CustomVoice speaker; used instead of ``name``); ``language``: an ISO code (``en``, ``en-US``) or a language name,
         with or without ``name`` (see the module docstring: the ``wyoming`` library's
         ``SynthesizeVoice`` does not carry it beside a name; :func:`_parse` restores it from
         the event).
@@ -319,15 +313,16 @@ class WyomingTTS:
             if value is not None and not isinstance(value, str):
                 raise WyomingError(f"voice {what} must be a string", "invalid-event")
         options = dict(self.options)
+        info = self.tts.info
         if speaker is not None:
-            if not (self.qwen3 and self.tts.speakers):
+            if not (info.voices and info.voices_case_insensitive):
                 raise WyomingError(f"{self.model_name} has no speakers: choose a voice by name "
                                    f"({', '.join(self.voice_ids()[:12])})", "voice-not-found")
             name = speaker
         known = self.voice_ids()
         # no voice named: the default voice, or the first voice when there is none
         vid = name if name is not None else "default" if "default" in known else known[0]
-        key = vid.lower() if self.qwen3 and vid.lower() in self.voices.predefined else vid
+        key = info.canonical_voice(vid)
         if key not in known:
             shown = ", ".join(known[:12]) + (f" and {len(known) - 12} more" if len(known) > 12 else "")
             raise WyomingError(f"unknown voice {vid[:64]!r}: {self.model_name} has {shown}",
@@ -344,22 +339,24 @@ class WyomingTTS:
 
     def normalizes(self, options: dict) -> bool:
         """Whether a request with these engine options is normalized (see ``normalize``)."""
-        from vocalis.server.app import normalizes_by_default
-
-        return self.normalize and normalizes_by_default(self.tts, options)
+        return self.normalize and self.tts.normalizes(options)
 
     def _language_option(self, language: str) -> dict:
+        """The request option that makes the model speak ``language`` (an ISO code or a
+        language name): the family's language option, or nothing for a model with one
+        language (when it is that one)."""
+        info = self.tts.info
         code = language.strip().lower().replace("_", "-").split("-")[0]
         langs = self.languages()
         if code in langs:
-            if not self.qwen3:
+            if info.language_option is None:
                 return {}
-            names = {_language_code(n): n for n in self.tts.model.languages if n != "auto"}
-            return {"language": names[code]}
+            names = {_language_code(n): n for n in self._language_names()}
+            return {info.language_option: names[code]}
         by_name = LANGUAGE_CODES.get(code)
         if by_name in langs:
             return self._language_option(by_name)
-        if self.qwen3 and code == "auto":
+        if code == "auto" and "auto" in info.languages:
             return {}
         raise WyomingError(f"unsupported language {language[:32]!r}: {self.model_name} speaks "
                            f"{', '.join(langs)}", "language-not-supported")
@@ -708,9 +705,11 @@ def _parse(cls, event: Event):
 def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
         voices_dir: str | Path | None = None, max_batch: int = 16, threads: int | None = None,
         seed: int | None = None, device: str = "cpu",
-        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS, on_ready=None, normalize: bool = True) -> None:
+        max_input_chars: int = DEFAULT_MAX_INPUT_CHARS, on_ready=None, normalize: bool = True,
+        load_options: dict | None = None) -> None:
     """Load ``model`` and serve it over the Wyoming protocol at ``uri`` until interrupted;
-    ``normalize``: see :class:`WyomingTTS`.
+    ``normalize``: see :class:`WyomingTTS`; ``load_options``: the family's load options
+    (:func:`vocalis.load`).
 
     Raises:
         InputError: a bad URI, seed or limit, or an address that cannot be listened on;
@@ -720,9 +719,9 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
     from vocalis.server.run import default_voices_dir
 
     server_from_uri(uri)  # a bad URI fails before the model loads
-    if seed is not None and not 0 <= seed < 2**63:
-        raise InputError(f"--seed must be in [0, 2**63), got {seed}")
-    tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch)
+    seed = check_seed(seed)
+    tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,
+                       **(load_options or {}))
     try:
         vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
         try:

@@ -29,7 +29,6 @@ import hmac
 import json
 import logging
 import re
-import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -43,13 +42,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from vocalis.errors import CapacityError, InputError
+from vocalis.options import check_unicode, new_seed
+from vocalis.text.normalize import warm as warm_normalization
 from vocalis.server import errors
 from vocalis.server.bridge import Piece, SpeechJob
 from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
 from vocalis.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from vocalis.server.schemas import OPENAI_MAX_INPUT_CHARS, SpeechRequest
-from vocalis.text.pocket import check_unicode
 from vocalis.server.voices import MAX_UPLOAD_BYTES, VoiceStore, shown, too_large
 
 log = logging.getLogger("vocalis.server")
@@ -58,7 +58,6 @@ STATIC_DIR = Path(__file__).parent / "static"
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 JSON_BODY_LIMIT = 1024 * 1024
 UPLOAD_BODY_LIMIT = MAX_UPLOAD_BYTES + 256 * 1024  # multipart overhead and the name field
-INSTRUCTIONS_NOTE = "ignored: Pocket TTS has no instruction or style control"
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")  # used with fullmatch
 MODEL_NAME_GRAMMAR = "1-128 characters from A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
 ON_EXIT = "vocalis.on_exit"  # scope key: callbacks the Gate runs when the exchange ends
@@ -87,12 +86,12 @@ class Hosted:
         self.tts = tts
         self.voices = voices
         self.model_id = model_id
-        self.family = getattr(tts, "family_name", "pocket-tts")
+        self.family = tts.family.name
         self.names = [model_id]
 
     def describe(self) -> str:
         """What this model accepts, for error messages: its id, family and voices."""
-        caps = _capabilities(self.tts)
+        info = self.tts.info
         if self.voices.voiceless:
             voices = "no voices (describe one in instructions)"
         elif self.voices.predefined:
@@ -101,7 +100,7 @@ class Hosted:
             voices = f"voices {shown_voices}" + (f" and {more} more" if more > 0 else "")
         else:
             voices = "custom voices"
-        langs = f"; languages {', '.join(caps['languages'])}" if caps.get("languages") else ""
+        langs = f"; languages {', '.join(info.languages)}" if info.languages else ""
         return f"{self.model_id!r} ({self.family}: {voices}{langs})"
 
 
@@ -190,7 +189,7 @@ def served_model_name(tts, model_name: str | None = None) -> str:
         if not MODEL_NAME_RE.fullmatch(model_name):
             raise InputError(f"invalid model name {shown(model_name)}: use {MODEL_NAME_GRAMMAR}")
         return model_name
-    if getattr(tts, "served_name", None):
+    if tts.served_name:
         return tts.served_name
     ref = str(tts.model_id)
     if "://" in ref:
@@ -206,8 +205,8 @@ def _private_paths(tts, voices: VoiceStore) -> list[tuple[str, str]]:
     """(path, label) pairs to hide in answers, longest first (a path is shown in both its
     given and its resolved spelling)."""
     pairs = []
-    ref = str(getattr(tts, "model_id", ""))
-    if not getattr(tts, "released", False) and ref and "://" not in ref:
+    ref = str(tts.model_id)
+    if not tts.released and ref and "://" not in ref:
         p = Path(ref).expanduser()
         folder = p.parent if p.suffix in (".yaml", ".yml") else p
         pairs.append((str(folder.resolve()), "<model-dir>"))
@@ -322,27 +321,12 @@ def _limited(receive, limit: int, path: str):
     return wrapped
 
 
-def normalizes_by_default(tts, options: dict) -> bool:
-    """Whether a server that normalizes by default normalizes a request with these engine
-    ``options`` on ``tts``: where its language (:meth:`text_language`, e.g. Qwen3's
-    ``language``) is covered and the model is not exact; other text is left as written.
-    ``vocalis serve`` and ``vocalis wyoming`` both decide with it."""
-    if not hasattr(tts, "text_language"):
-        return False
-    from vocalis.text.normalize import supports
-
-    exact = getattr(tts, "exact", None)
-    if exact is None:
-        exact = getattr(getattr(tts, "model", None), "exact", False)
-    return not exact and supports(tts.text_language(options))
-
-
 def _normalize_request(state, tts, body, options: dict) -> bool:
     """Whether this request's text is normalized: its ``normalize`` field, else the server's
-    default where the language is covered and the model is not exact."""
+    default where the request's language is covered and the model is not exact."""
     if body.normalize is not None:
         return body.normalize
-    return bool(getattr(state, "normalize", False)) and normalizes_by_default(tts, options)
+    return bool(getattr(state, "normalize", False)) and tts.normalizes(options)
 
 
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
@@ -395,9 +379,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     state = ServerState(hosted, api_key or None, max_input_chars, close_engine)
     state.normalize = bool(normalize)
     if state.normalize:  # build the rules now, not on the first request
-        from vocalis.text.normalize import warm
-
-        warm()
+        warm_normalization()
     for h in hosted:
         if len(hosted) > 1:
             h.voices.served_as = h.model_id
@@ -443,10 +425,10 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                         auth=state.api_key is not None, max_input_chars=state.max_input_chars,
                         engine=d.tts.engine_status(),
                         uptime_s=round(time.time() - state.started, 1),
-                        **_capabilities(d.tts), **_weights(d.tts),
+                        **_capabilities(d), **d.tts.loaded.describe_weights(),
                         models=[{"id": h.model_id, "aliases": h.names[1:],
                                  "sample_rate": h.tts.sample_rate, "engine": h.tts.engine_status(),
-                                 **_capabilities(h.tts), **_weights(h.tts)}
+                                 **_capabilities(h), **h.tts.loaded.describe_weights()}
                                 for h in state.models])
         return JSONResponse(body, status_code=503 if state.shutting_down else 200)
 
@@ -459,7 +441,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     def model_obj(mid: str) -> dict:
         h = state.pick(mid)
         return {"id": mid, "object": "model", "created": int(state.started),
-                "owned_by": "vocalis", "family": h.family, **_weights(h.tts)}
+                "owned_by": "vocalis", "family": h.family, **h.tts.loaded.describe_weights()}
 
     @app.get("/v1/models")
     async def list_models():
@@ -517,12 +499,12 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                 "--max-input-chars to change it)", param="input",
                            code="string_above_max_length")
         try:
-            check_unicode(text, "input", "send the text as valid UTF-8")
+            check_unicode(text, "input", "send the text as valid UTF-8", "input")
         except InputError as e:
             raise APIError(400, str(e), param="input") from None
         whole = _whole_file(body, request)
         voice = await asyncio.to_thread(voices.resolve, body.voice_id())
-        seed = body.seed if body.seed is not None else secrets.randbits(31)
+        seed = body.seed if body.seed is not None else new_seed()
         options, instructions_note = _options(tts, body)
         try:
             norm = {"normalize": True} if _normalize_request(state, tts, body, options) else {}
@@ -583,42 +565,26 @@ def _cloner(state: ServerState) -> Hosted:
     return next((h for h in state.models if h.voices.clones), state.default)
 
 
-def _capabilities(tts) -> dict:
-    """What a request to this model may carry (for the web page): ``family``, and for
-    Qwen3-TTS ``languages``, ``instructions`` (whether they are used) and ``cloning``
-    (whether voice uploads are accepted; they take a transcript, ``ref_text``)."""
-    if getattr(tts, "family_name", "") != "qwen3-tts":
-        return {"family": getattr(tts, "family_name", "pocket-tts"), "cloning": True}
-    m = tts.model
-    return {"family": "qwen3-tts", "model_type": m.model_type, "languages": m.languages,
-            "instructions": m.takes_instruct, "cloning": m.model_type == "base"}
-
-
-def _weights(tts) -> dict:
-    """How the model computes: ``quantize`` (``None`` for float weights, ``"int8"`` or
-    ``"int4"``) and ``exact`` (PyTorch's default kernels, bit-identical to the official
-    package), as it was loaded (``vocalis serve --quantize-mode/--exact``)."""
-    q = getattr(tts.model, "quantized", None)
-    return {"quantize": "int8" if q is True else (q or None),
-            "exact": bool(getattr(tts, "exact", getattr(tts.model, "exact", False)))}
+def _capabilities(hosted: Hosted) -> dict:
+    """What a request to this model may carry (for the web page and clients):
+    :meth:`vocalis.family.ModelInfo.capabilities`, with the voices this server offers."""
+    caps = hosted.tts.info.capabilities()
+    caps["cloning"] = hosted.voices.clones
+    return caps
 
 
 def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
-    """The request's options for ``tts.submit`` and the ``x-vocalis-instructions`` note.
-
-    Qwen3-TTS: OpenAI's ``instructions`` is ``instruct`` on models that take it (VoiceDesign,
-    1.7B CustomVoice); other models ignore it, and the note says so. Pocket TTS has no
-    style control: ignored, with the note."""
-    options = body.sampling()
+    """The request's model-family options for ``tts.submit`` and the
+    ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
+    instruction option on models that use it; other models ignore it, and the note says so."""
+    options = body.options()
     if not body.instructions:
         return options, None
-    if getattr(tts, "family_name", "") == "qwen3-tts":
-        if tts.model.takes_instruct:
-            options["instruct"] = body.instructions
-            return options, None
-        return options, (f"ignored: {tts.model.name} (Qwen3-TTS {tts.model.kind}) has no "
-                         "instruction control; Qwen3-TTS VoiceDesign and 1.7B CustomVoice do")
-    return options, INSTRUCTIONS_NOTE
+    info = tts.info
+    if info.instructions and info.instructions_option:
+        options[info.instructions_option] = body.instructions
+        return options, None
+    return options, f"ignored: {info.name} ({info.title}) has no instruction control"
 
 
 def _admit(state: ServerState, request: Request, req) -> None:

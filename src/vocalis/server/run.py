@@ -61,7 +61,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         shutdown_timeout: float = 10.0, quiet: bool = False,
         model_name: str | list[str] | None = None,
         on_ready: Callable[[str, list[str]], None] | None = None, normalize: bool = True,
-        quantize: bool | str = False) -> None:
+        quantize: bool | str = False, load_options: list[dict] | None = None) -> None:
     """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
     the first is the default) until SIGINT/SIGTERM.
 
@@ -72,7 +72,8 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     :func:`vocalis.server.app.served_model_name`). ``normalize``: the requests' default for
     text normalization (see :func:`vocalis.server.app.create_app`). Every model gets its own engine with
     ``max_batch``, ``max_queue`` and ``threads``; they share the machine's cores.
-    ``quantize``: as :func:`vocalis.load`, for every model.
+    ``quantize``: as :func:`vocalis.load`, for every model; ``load_options``: the family load
+    options of each model, in order (:func:`vocalis.load`).
 
     Raises:
         InputError: bad limits, a busy port, an invalid ``model_name``.
@@ -102,9 +103,11 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     sock = _bind(host, port)
     loaded = []
     try:
-        for m in models:
+        per_model = list(load_options or [])
+        per_model += [{}] * (len(models) - len(per_model))
+        for m, opts in zip(models, per_model):
             loaded.append(vocalis.load(m, device=device, threads=threads, max_batch=max_batch,
-                                       max_queue=max_queue, quantize=quantize))
+                                       max_queue=max_queue, quantize=quantize, **opts))
         vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
         try:
             vdir.mkdir(parents=True, exist_ok=True)

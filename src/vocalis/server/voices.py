@@ -2,8 +2,10 @@
 
 Custom voices live in the voices directory, two files per voice::
 
-    <id>.safetensors   the voice state (official export-voice layout, loadable by pocket-tts)
-    <id>.json          metadata: id, name, created_at, source file name, duration, model
+    <id>.safetensors   the voice in its family's format (e.g. a Pocket TTS voice state in the
+                       official export-voice layout, a Qwen3-TTS voice-clone prompt)
+    <id>.json          metadata: id, name, created_at, source file name, duration, and what
+                       the model's family records to offer it only to models it fits
 
 A voice id is its name, and every name that enters the server (a speech request's
 ``voice`` or ``{"id": ...}``, an upload's ``name``, ``DELETE /v1/audio/voices/{id}``) follows
@@ -37,9 +39,8 @@ import threading
 import time
 from pathlib import Path
 
+from vocalis.audio import read_audio
 from vocalis.errors import VocalisError, VoiceError
-from vocalis.models.pocket import registry
-from vocalis.models.pocket.voice import load_voice_state
 from vocalis.server.errors import APIError
 
 log = logging.getLogger("vocalis.server")
@@ -66,44 +67,33 @@ class VoiceStore:
         self._lock = threading.Lock()
         self._cache: dict[str, object] = {}
         self._custom: dict[str, dict] = {}
-        self.qwen3 = getattr(tts, "family_name", "") == "qwen3-tts"
-        # VoiceDesign models have no voices: every request describes one (instructions)
-        self.voiceless = self.qwen3 and tts.model.model_type == "voice_design"
-        self.clones = tts.model.model_type == "base" if self.qwen3 else True
-        if self.qwen3:  # CustomVoice: the built-in speakers; the first is the default
-            self.predefined: tuple[str, ...] = tuple(tts.speakers)
-            self.default_source = default_voice or (self.predefined[0] if self.predefined else None)
-        else:
-            self.predefined = tuple(registry.PREDEFINED_VOICES) if tts.released else ()
-            self.default_source = default_voice
-            if default_voice is None and tts.released:
-                self.default_source = registry.default_voice(tts.model.name)
+        info = tts.info
+        # a model without voices (a voice description in instructions instead)
+        self.voiceless = not info.needs_voice
+        self.clones = info.cloning
+        self.predefined: tuple[str, ...] = tuple(info.voices)  # built-in voices
+        self.default_source = default_voice or info.default_voice
         if default_voice is not None:
             # Fail at start-up, not on the first request.
             self._cache[DEFAULT_ID] = self._voice_of(default_voice)
         self._scan()
 
     def _voice_of(self, src):
-        """A voice from a name, file or prompt; a Qwen3 Base reference audio without its
-        transcript clones from the speaker embedding alone."""
-        if self.qwen3 and self.tts.model.model_type == "base" \
-                and not str(src).lower().endswith(".safetensors"):
-            return self.tts.voice(src, xvector_only=True)
+        """A voice from a name, a saved voice or an audio file (cloned as the family clones
+        a server's voices: :meth:`vocalis.family.LoadedModel.clone`)."""
+        path = Path(str(src)).expanduser()
+        if self.clones and path.suffix.lower() != ".safetensors" and path.is_file():
+            return self.tts.loaded.clone(path)
         return self.tts.voice(src)
 
     def _fits(self, meta: dict) -> bool:
-        """Whether a stored voice was made for this server's model family (and, for Qwen3,
-        a model of the same size)."""
-        if meta.get("family", "pocket-tts") != self.tts.family_name:
-            return False
-        if self.qwen3:
-            return meta.get("model_size") == self.tts.model.model_size and self.clones
-        return True
+        """Whether a stored voice was made for this server's model (its family's rule)."""
+        return self.tts.loaded.voice_fits(meta)
 
     # ------------------------------------------------------------------ listing
 
     def _fingerprint(self) -> str | None:
-        return getattr(self.tts.model, "weights_fingerprint", None)
+        return self.tts.loaded.weights_fingerprint
 
     def _read_dir(self) -> tuple[dict[str, dict], int]:
         """The custom voices on disk made for this model: ({id: metadata}, how many were
@@ -202,14 +192,14 @@ class VoiceStore:
         """
         check_name(voice_id, "voice")
         vid = voice_id
+        info = self.tts.info
         if self.voiceless:
             if vid in OPENAI_VOICES or vid == DEFAULT_ID:
                 return None
-            raise APIError(400, f"{self.tts.model.name} (Qwen3-TTS VoiceDesign) has no voices: describe "
-                                "the voice in instructions, with voice 'default' or an OpenAI voice "
-                                "name", param="voice", code="voice_not_found")
-        if self.qwen3 and vid.lower() in self.predefined:  # speakers are case-insensitive
-            vid = vid.lower()
+            raise APIError(400, f"{info.name} ({info.title}) has no voices: describe the voice in "
+                                "instructions, with voice 'default' or an OpenAI voice name",
+                           param="voice", code="voice_not_found")
+        vid = info.canonical_voice(vid)  # e.g. speakers are case-insensitive
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
                 how = ("or start the server with --voice" if self.first else
@@ -241,14 +231,14 @@ class VoiceStore:
                 with self._lock:
                     known = vid in self._custom
             if not known:
-                speakers = (f" (its speakers: {', '.join(self.predefined)}; or a custom voice)"
-                            if self.qwen3 and self.predefined else "")
+                speakers = (f" (its voices: {', '.join(self.predefined)}; or a custom voice)"
+                            if self.predefined else "")
                 raise APIError(400, f"unknown voice {voice_id!r}{self._which()}{speakers}: "
                                     f"{self._listing()} lists the voices" + ("" if self.served_as
                                                                              else " of this server"),
                                param="voice", code="voice_not_found")
             try:
-                voice = self.tts.voice(str(path) if self.qwen3 else load_voice_state(path))
+                voice = self.tts.voice(str(path))
             except (FileNotFoundError, VoiceError):
                 if path.is_file():
                     raise
@@ -262,23 +252,23 @@ class VoiceStore:
     # ------------------------------------------------------------------ create / delete
 
     def create(self, name: str, data: bytes, filename: str | None, ref_text: str | None = None) -> dict:
-        """Compute a voice from an uploaded audio sample and store it: a Pocket voice state,
-        or a Qwen3-TTS Base voice-clone prompt (in-context with ``ref_text``, the transcript
-        of the sample; else from the speaker embedding alone).
+        """Compute a voice from an uploaded audio sample and store it in the format of the
+        model's family (with ``ref_text``, the transcript of the sample, where the family
+        takes one: e.g. a Qwen3-TTS Base in-context prompt; else from the audio alone).
 
         Raises APIError: 400 bad name or a model that does not clone, 409 taken, 413 too
         large, 422 not decodable or unusable audio.
         """
         check_name(name, "name")
+        info = self.tts.info
         if not self.clones:
-            raise APIError(400, f"{self.tts.model.name} does not clone voices (Qwen3-TTS "
-                                f"{self.tts.model.kind}); "
-                                + (f"its speakers are: {', '.join(self.predefined)}" if self.predefined
-                                   else "describe the voice in instructions")
-                                + "; Base models clone", param="audio_sample", code="voice_cloning_unsupported")
-        if ref_text is not None and not self.qwen3:
-            raise APIError(400, "ref_text is for Qwen3-TTS Base models; Pocket TTS clones from the audio "
-                                "alone", param="ref_text", code="invalid_value")
+            raise APIError(400, f"{info.name} ({info.title}) does not clone voices; "
+                                + (f"its voices are: {', '.join(self.predefined)}" if self.predefined
+                                   else "describe the voice in instructions"),
+                           param="audio_sample", code="voice_cloning_unsupported")
+        if ref_text is not None and not info.clone_transcript:
+            raise APIError(400, f"ref_text: {info.title} clones a voice from the audio alone "
+                                "(no transcript)", param="ref_text", code="invalid_value")
         if ref_text is not None and not ref_text.strip():
             raise APIError(400, "ref_text is empty: send the transcript of audio_sample, or leave it "
                                 "out to clone from the speaker embedding alone", param="ref_text",
@@ -299,8 +289,6 @@ class VoiceStore:
             raise APIError(422, "audio_sample is empty: send an audio file (WAV, FLAC, OGG, "
                                 "MP3...) of a few seconds of speech", param="audio_sample",
                            code="invalid_audio")
-        from vocalis.audio import read_audio
-
         filename_shown = Path(filename or "audio_sample").name
         buf = io.BytesIO(data)
         buf.name = filename_shown
@@ -315,10 +303,7 @@ class VoiceStore:
             src = Path(tmp) / f"sample{suffix}"
             src.write_bytes(data)
             try:
-                if self.qwen3:
-                    voice = self.tts.voice(str(src), ref_text=ref_text, xvector_only=ref_text is None)
-                else:
-                    voice = self.tts.voice(str(src))
+                voice = self.tts.loaded.clone(src, ref_text)
             except VoiceError as e:  # decoded, but unusable (silent, too short...): as above
                 raise APIError(422, str(e).replace(str(src), filename_shown),
                                param="audio_sample", code="invalid_audio") from None
@@ -332,13 +317,8 @@ class VoiceStore:
                 "id": name, "name": name, "object": "audio.voice", "type": "custom",
                 "created_at": int(time.time()), "source_filename": filename_shown,
                 "duration_s": round(samples.shape[0] / rate, 3), "sample_rate": rate,
-                "model": self.tts.model.name, "weights": self._fingerprint(),
-                "family": self.tts.family_name,
+                **self.tts.loaded.voice_record(voice, ref_text),
             }
-            if self.qwen3:
-                meta.update(model_size=self.tts.model.model_size,
-                            mode="in-context" if ref_text is not None else "x-vector",
-                            ref_text=ref_text)
             meta_tmp = Path(tmp) / "voice.json"
             meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
             with self._lock:

@@ -48,9 +48,9 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
         if name in registry.config_names():
             return registry.released_config(name), name, True
         ids = [f"{PREFIX}/{n}" for n in registry.config_names()]
-        raise ModelNotFound(f"unknown model {model_id!r}{did_you_mean(mid, ids)}; Pocket TTS "
-                            f"configs: {', '.join(ids)} (`vocalis models list`), or a path to a "
-                            "YAML config", param="model")
+        raise ModelNotFound(f"unknown model {model_id!r}{did_you_mean(mid, ids)}: `vocalis "
+                            f"models list` lists the {len(ids)} Pocket TTS configs; or give a "
+                            "path to a YAML config", param="model")
     if hub.is_hf_ref(mid) or hub.is_url(mid):
         path = hub.resolve(mid)
     else:
@@ -94,6 +94,7 @@ class PocketTTS(ModelFamily):
     name = PREFIX
     title = "Pocket TTS"
     url = "https://github.com/kyutai-labs/pocket-tts"
+    author = "Kyutai"
     options = OPTIONS
     random_options = OptionSchema("Pocket TTS", (
         Option("absolute_paths", bool, "Write absolute paths into config.yaml, so that pocket-tts "
@@ -367,6 +368,10 @@ class PocketModel(LoadedModel):
         with self.lock:
             state = m.voice_from_audio(samples, source=str(path))
         return Voice(state, str(path), self.family)
+
+    def voice_fits(self, record: dict) -> bool:
+        # voices stored before records named their family were all Pocket TTS voice states
+        return record.get("family", self.family.name) == self.family.name
 
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.pocket.model import SamplingParams

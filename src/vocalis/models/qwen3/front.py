@@ -80,6 +80,7 @@ class Qwen3TTSFamily(ModelFamily):
     name = "qwen3-tts"
     title = "Qwen3-TTS"
     url = "https://github.com/QwenLM/Qwen3-TTS"
+    author = "Alibaba Qwen"
     options = OPTIONS
     load_options = LOAD_OPTIONS
     random_options = RANDOM_OPTIONS
@@ -279,8 +280,7 @@ class Qwen3TTSFamily(ModelFamily):
                 f"({rel.repo_id}@{rel.revision[:7]})")
 
     def show(self, info: ModelInfo) -> list[tuple[str, str]]:
-        cfg, rel, size = info.extra["config"], info.extra["release"], info.extra["size"]
-        t = cfg.talker_config
+        rel, size = info.extra["release"], info.extra["size"]
         if rel is None:
             rows = [("checkpoint", str(info.local_path))]
         else:
