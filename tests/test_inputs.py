@@ -300,7 +300,8 @@ def test_models_random_qwen3_modes_refusals_and_force(tmp_path):
     r = cli("models", "random", "--config", "qwen3-tts/0.6b-customvoice", "--tiny", "--out",
             str(out), "-q")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.decode().strip() == str(out.absolute())
+    where, command = r.stdout.decode().strip().splitlines()  # the folder, then how to use it
+    assert where == str(out.absolute()) and command.startswith(f"vocalis generate --model {out}")
     assert [p.name for p in tmp_path.iterdir()] == ["q"]  # no temporary folder left
     umask = os.umask(0)
     os.umask(umask)

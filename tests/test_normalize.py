@@ -1112,3 +1112,21 @@ def test_qwen3_normalizes_in_the_request_language(tmp_path):
         assert _chunk_texts(t.submit(RAW, speaker=speaker, max_frames=2)) == RAW
         with pytest.raises(InputError, match="does not cover language 'chinese'"):
             t.submit(RAW, speaker=speaker, language="chinese", normalize=True)
+
+
+@pytest.mark.parametrize("text,lang,want", [
+    ("It costs €1,250/month.", "en", "It costs one thousand two hundred and fifty euros per month."),
+    ("$20/hour", "en", "twenty dollars per hour"),
+    ("1.250 €/Monat", "de", "eintausendzweihundertfünfzig Euro pro Monat"),
+    ("100 €/mois", "fr", "cent euros par mois"),
+    ("and/or", "en", "and/or"),
+    ("inkl. MwSt. und zzgl. Versand", "de", "inklusive Mehrwertsteuer und zuzüglich Versand"),
+])
+def test_rates_and_german_tax_abbreviations(text, lang, want):
+    assert normalize(text, lang) == want
+
+
+def test_cli_stdin_keeps_no_extra_blank_line():
+    r = subprocess.run([sys.executable, "-m", "vocalis", "text", "normalize", "-"],
+                       input=b"42 apples.\n", capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == b"forty-two apples.\n"

@@ -1180,7 +1180,7 @@ def text_normalize(
     from vocalis.text.normalize import normalize
 
     if text == "-":
-        text = sys.stdin.read()
+        text = text_from_file(sys.stdin.read())  # the final line break ends the input
     typer.echo(normalize(text, language))
 
 
@@ -1269,6 +1269,21 @@ class _Never(Exception):
 _NoArgsIsHelp = getattr(_cx, "NoArgsIsHelpError", _Never)
 
 
+#: the flags of the request fields every command spells the same way
+_COMMON_FLAGS = {"voice": "--voice", "input": "--text", "seed": "--seed", "speed": "--speed",
+                 "model": "--model", "quantize": "--quantize-mode", "device": "--device",
+                 "threads": "--threads", "normalize": "--normalize"}
+
+
+def _with_flag(message: str, param: str | None) -> str:
+    """A library message in the command line's words: the flag of the parameter at fault
+    is added when the message does not name it (``... (--voice)``)."""
+    if not param:
+        return message
+    flag = _COMMON_FLAGS.get(param) or _flag_of(param)
+    return message if flag in message else f"{message} ({flag})"
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -1310,7 +1325,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return EXIT_USER_ERROR
     except VocalisError as e:
-        _error(str(e) or type(e).__name__)
+        _error(_with_flag(str(e) or type(e).__name__, e.param))
         # a request that failed while running (GenerationError) is not an input mistake
         return EXIT_USER_ERROR if e.http_status < 500 else 1
     except KeyboardInterrupt:

@@ -68,14 +68,8 @@ def read_audio(source: str | os.PathLike[str] | BinaryIO) -> tuple[np.ndarray, i
 
     name = _name(source)
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise VoiceError(f"audio file not found: {name}; check the path (or use a predefined voice name)")
-        if not path.is_file():
-            raise VoiceError(f"not a regular file: {name}; pass the path of an audio file")
-        if path.stat().st_size == 0:
-            raise VoiceError(f"audio file is empty (0 bytes): {name}; it was probably not fully written or downloaded")
-        target: str | BinaryIO = str(path)
+        _check_path(Path(source), name)
+        target: str | BinaryIO = str(source)
     else:
         target = source
     try:
@@ -92,6 +86,34 @@ def read_audio(source: str | os.PathLike[str] | BinaryIO) -> tuple[np.ndarray, i
     if bad:
         raise VoiceError(f"audio file holds {bad} NaN or infinite sample(s): {name} is corrupt; {_FIX}")
     return np.ascontiguousarray(data, dtype=np.float32), int(sample_rate)
+
+
+def _check_path(path: Path, name: str) -> None:
+    if not path.exists():
+        raise VoiceError(f"audio file not found: {name}; check the path (or use a predefined voice name)",
+                         param="voice")
+    if not path.is_file():
+        raise VoiceError(f"not a regular file: {name}; pass the path of an audio file", param="voice")
+    if path.stat().st_size == 0:
+        raise VoiceError(f"audio file is empty (0 bytes): {name}; it was probably not fully written or "
+                         "downloaded", param="voice")
+
+
+def check_audio_file(path: str | os.PathLike[str]) -> None:
+    """Whether ``path`` is an audio file :func:`read_audio` can open, from its header only
+    (cheap: requests check their voice file this way before a model is loaded).
+
+    Raises VoiceError as :func:`read_audio` does for a missing, empty or non-audio file."""
+    import soundfile as sf
+
+    name = os.fspath(path)
+    _check_path(Path(path), name)
+    try:
+        sf.info(name)
+    except sf.LibsndfileError as exc:
+        raise VoiceError(_libsndfile_message(name, exc), param="voice") from exc
+    except (sf.SoundFileError, RuntimeError, ValueError, TypeError, EOFError, OSError) as exc:
+        raise VoiceError(f"cannot decode audio file {name}: {exc}; {_FIX}", param="voice") from exc
 
 
 def _libsndfile_message(name: str, exc: Exception) -> str:

@@ -59,6 +59,9 @@ import unicodedata
 from collections.abc import Callable
 
 from vocalis.errors import InputError
+from vocalis.text.normalize_cjk import CjkRules
+from vocalis.text.normalize_ru import RussianRules
+from vocalis.text.rules import Rules, number_words, roman_value, valid_date
 
 LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "en",
              "fr": "fr", "french": "fr", "français": "fr", "francais": "fr", "fra": "fr",
@@ -72,21 +75,6 @@ LANGUAGES = {"en": "en", "english": "en", "eng": "en", "en-us": "en", "en-gb": "
              "ko": "ko", "korean": "ko", "한국어": "ko", "kor": "ko", "ko-kr": "ko"}
 SUPPORTED = ("en", "fr", "de", "es", "it", "pt", "ru", "ja", "ko")
 ROMANCE = ("es", "it", "pt")  # written like French: decimal comma, day/month/year, amount then currency
-MAX_DIGITS = 15  # longer digit runs pass through as written
-
-_n2w = None
-
-
-def _num2words():
-    global _n2w
-    if _n2w is None:
-        try:
-            from num2words import num2words
-        except ImportError:  # pragma: no cover - a base dependency
-            raise InputError("text normalization needs num2words: pip install num2words==0.5.14") from None
-        _n2w = num2words
-    return _n2w
-
 
 def resolve_language(language: str | None) -> str | None:
     """``en``/``fr``/``de``/``es``/``it``/``pt``/``ru``/``ja``/``ko`` for a code or name (any
@@ -130,7 +118,7 @@ def _other_script(text: str) -> bool:
 # ----------------------------------------------------------------------------- words
 
 def _w(n, lang: str, to: str = "cardinal") -> str:
-    out = _num2words()(n, lang=lang, to=to)
+    out = number_words()(n, lang=lang, to=to)
     return out.replace(",", "") if lang == "en" else out
 
 
@@ -211,17 +199,6 @@ MONTHS = {
     "pt": ["janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
            "novembro", "dezembro"],
 }
-DAYS_IN = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-def _valid_date(d: int, m: int, y: int | None) -> bool:
-    if not 1 <= m <= 12 or not 1 <= d <= DAYS_IN[m - 1]:
-        return False
-    if m == 2 and d == 29 and y is not None:
-        return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
-    return True
-
-
 def de_ordinal(n: int, case: str) -> str:
     """German ordinal with ending ``case``: "e" (der dritte), "en" (am dritten), "er"
     (dritter), "" (the stem, dritt)."""
@@ -584,6 +561,20 @@ SCALE = {"en": {"k": "thousand", "K": "thousand", "M": "million", "m": "million"
 PERCENT = {"en": "percent", "fr": "pour cent", "de": "Prozent", "es": "por ciento", "it": "per cento",
            "pt": "por cento"}
 
+# "a rate": an amount or a unit, a slash, then what it is counted per (12 €/month)
+PER = {"en": "per", "fr": "par", "de": "pro", "es": "por", "it": "per", "pt": "por"}
+PER_WHAT = {
+    "en": ("month", "year", "week", "day", "night", "hour", "minute", "person", "head", "unit",
+           "mo", "yr", "hr", "kg", "km"),
+    "fr": ("mois", "an", "année", "semaine", "jour", "nuit", "heure", "minute", "personne",
+           "tête", "kg", "km"),
+    "de": ("Monat", "Jahr", "Woche", "Tag", "Nacht", "Stunde", "Std", "Minute", "Person", "Kopf",
+           "Stück", "kg", "km"),
+    "es": ("mes", "año", "semana", "día", "noche", "hora", "minuto", "persona", "kg", "km"),
+    "it": ("mese", "anno", "settimana", "giorno", "notte", "ora", "minuto", "persona", "kg", "km"),
+    "pt": ("mês", "ano", "semana", "dia", "noite", "hora", "minuto", "pessoa", "kg", "km"),
+}
+
 # abbreviation (with its dot) -> reading; "keep_dot": it may end a sentence
 ABBREV = {
     "en": {"Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
@@ -603,7 +594,8 @@ ABBREV = {
            "bzw.": "beziehungsweise", "ca.": "circa", "u. a.": "unter anderem", "u.a.": "unter anderem",
            "evtl.": "eventuell", "ggf.": "gegebenenfalls", "inkl.": "inklusive", "vgl.": "vergleiche",
            "Str.": "Straße", "St.": "Sankt", "bspw.": "beispielsweise", "Jh.": "Jahrhundert",
-           "Nr.": "Nummer", "Tel.": "Telefon"},
+           "Nr.": "Nummer", "Tel.": "Telefon", "MwSt.": "Mehrwertsteuer", "zzgl.": "zuzüglich",
+           "exkl.": "exklusive"},
     "es": {"Sr.": "Señor", "Sra.": "Señora", "Srta.": "Señorita", "Dr.": "Doctor", "Dra.": "Doctora",
            "Prof.": "Profesor", "Profa.": "Profesora", "Lic.": "Licenciado", "Ing.": "Ingeniero", "Ud.": "usted",
            "Uds.": "ustedes", "Dña.": "Doña", "etc.": "etcétera", "p. ej.": "por ejemplo", "aprox.": "aproximadamente",
@@ -701,97 +693,7 @@ ROMAN_CUES = {
     "pt": {"capítulo", "parte", "tomo", "livro", "ato", "acto", "cena", "artigo", "título", "guerra", "tipo", "nível",
            "século", "volume"},
 }
-_ROMAN = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
-
-
-def roman_value(s: str) -> int | None:
-    """The value of a well-formed Roman numeral up to 399, else None."""
-    total, prev = 0, 0
-    for c in reversed(s):
-        v = _ROMAN.get(c)
-        if v is None:
-            return None
-        total = total - v if v < prev else total + v
-        prev = max(prev, v)
-    return total if 0 < total < 400 and _to_roman(total) == s else None
-
-
-def _to_roman(n: int) -> str:
-    out = ""
-    for v, s in ((100, "C"), (90, "XC"), (50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")):
-        while n >= v:
-            out += s
-            n -= v
-    return out
-
-
 # ----------------------------------------------------------------------------- the pass
-
-
-class Rules:
-    """One language's rules as one left-to-right regular-expression pass: ``parts`` are
-    (name, pattern, handler); a handler gets the matched span, its own groups and the match,
-    and returns the reading, or None to leave the span as written. A span one rule read (or
-    refused) is not read again by another. ``skip``: rules left out (see :meth:`_fallback`).
-    Subclasses build ``parts`` in ``__init__`` and call :meth:`_compile`."""
-
-    def __init__(self, lang: str, skip: frozenset = frozenset()):
-        self.lang = lang
-        self.skip = skip
-        self._fallbacks: dict[str, Rules] = {}
-
-    def may_change(self, text: str) -> bool:
-        """False when nothing in ``text`` can be read (a cheap test before the pass)."""
-        return True
-
-    def _compile(self, parts) -> None:
-        parts = [p for p in parts if p is not None and p[0] not in self.skip]
-        self.handlers = [h for _, _, h in parts]
-        self.names = [name for name, _, _ in parts]
-        self.rx = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx, _ in parts))
-        # group offsets: the handler sees its own groups only
-        self.groups = {name: re.compile(rx).groups for name, rx, _ in parts}
-
-    def __call__(self, text: str, pos: int = 0, endpos: int | None = None) -> str:
-        """``text[pos:endpos]`` normalized (the rules still see what is before ``pos``)."""
-        endpos = len(text) if endpos is None else endpos
-        out, at = [], pos
-        for m in self.rx.finditer(text, pos, endpos):
-            out.append(text[at:m.start()])
-            out.append(self._one(m))
-            at = m.end()
-        out.append(text[at:endpos])
-        return "".join(out)
-
-    def _one(self, m: re.Match) -> str:
-        name = m.lastgroup
-        start = m.re.groupindex[name]
-        k = self.groups[name]
-        sub = [m.group(start + 1 + i) for i in range(k)]
-        handler = self.handlers[self.names.index(name)]
-        try:
-            out = handler(m.group(name), sub, m)
-        except (ValueError, OverflowError, IndexError, KeyError, TypeError, NotImplementedError):
-            return m.group(0)
-        return m.group(0) if out is None else out
-
-    def _fallback(self, name: str, s: str, m: re.Match) -> str:
-        """The span of ``m`` read by the other rules (``name`` refused it), in its context."""
-        n = self._fallbacks.get(name)
-        if n is None:
-            n = self._fallbacks[name] = type(self)(self.lang, self.skip | {name})
-        return n(m.string, m.start(), m.end())
-
-    def _prev_word(self, m: re.Match) -> str:
-        before = m.string[:m.start()].rstrip()
-        w = re.findall(r"[\w'.]+$", before)
-        return w[0] if w else ""
-
-    def _next_text(self, m: re.Match) -> str:
-        return m.string[m.end():]
-
-    def _too_long(self, s: str) -> bool:
-        return sum(c.isdigit() for c in s) > MAX_DIGITS
 
 
 class _Normalizer(Rules):
@@ -862,6 +764,7 @@ class _Normalizer(Rules):
             ("title_en", rf"(?<![\w.])({'|'.join(EN_TITLES)})\.(?!\w)", self.dr_st) if L == "en" else None,
             # Italian 1 before a noun: un'ora, una casa, un libro, uno studente (it takes the space)
             ("one_it", r"(?<![\w.,])1 (?=[^\W\d_])", self.one_it) if L == "it" else None,
+            ("per", rf"(?<=[\w€$£¥%.]) ?/ ?(?=(?:{'|'.join(PER_WHAT[L])})\b)", self.per),
             ("number", rf"(?<![\w.,])(-|\u2212|\+)?({n})(s)?(?![\w]|[.,]\d)", self.number),
         ]
         if L in ROMANCE:
@@ -880,6 +783,10 @@ class _Normalizer(Rules):
             or re.search(r"[A-Z][a-z]*\.|\b[IVXLC]+\b", text) is not None
 
     # --------------------------------------------------------------- helpers
+    def per(self, s, g, m):
+        """The slash of a rate (12 €/month, 20 $/hour): read as "per"."""
+        return f" {PER[self.lang]} "
+
     def street_de(self, s, g, m):
         return g[0] + "straße"
 
@@ -1019,7 +926,7 @@ class _Normalizer(Rules):
 
     def iso_date(self, s, g, m):
         y, mo, d = int(g[0]), int(g[1]), int(g[2])
-        if not _valid_date(d, mo, y):
+        if not valid_date(d, mo, y):
             return None
         return date_words(d, mo, y, self.lang, self._de_case(m))
 
@@ -1041,14 +948,14 @@ class _Normalizer(Rules):
             return None
         yy = int(y) if len(y) == 4 else 2000 + int(y)
         mo, d = (a, b) if self.lang == "en" else (b, a)
-        if not _valid_date(d, mo, yy):
+        if not valid_date(d, mo, yy):
             return self._fallback("date2", s, m) if sep == "." and len(y) != 4 else None
         return date_words(d, mo, yy, self.lang, self._de_case(m))
 
     def short_date(self, s, g, m):
         """German ``24.12.`` (day.month. without the year)."""
         d, mo = int(g[0]), int(g[1])
-        if not _valid_date(d, mo, None):
+        if not valid_date(d, mo, None):
             return None
         out = date_words(d, mo, None, "de", self._de_case(m))
         return out + "." if self._sentence_end(m) else out
@@ -1057,7 +964,7 @@ class _Normalizer(Rules):
         L = self.lang
         if L == "en":
             mo, d, y = MONTHS["en"].index(g[0]) + 1, int(g[1]), g[3]
-            if not _valid_date(d, mo, int(y) if y else None):
+            if not valid_date(d, mo, int(y) if y else None):
                 return None
             out = date_words(d, mo, None, L)
             return out + (f"{g[2]} {year(int(y), L)}" if y else "")
@@ -1066,7 +973,7 @@ class _Normalizer(Rules):
             if L == "de" and not re.match(r"\d+\. ", s):
                 # "3 Mai" without the ordinal dot: not the German way of writing a date
                 return None
-        if not _valid_date(d, mo, int(y) if y else None):
+        if not valid_date(d, mo, int(y) if y else None):
             return None
         out = date_words(d, mo, int(y) if y else None, L, self._de_case(m))
         if L == "es" and d == 1 and re.match(r"1\.?[º°]", s):
@@ -1240,7 +1147,7 @@ class _Normalizer(Rules):
             else DE_ARTICLES_TEN | DE_ARTICLES_TE
         if p in cues:
             mo, d = (a, b) if L == "en" else (b, a)
-            if not _valid_date(d, mo, None):
+            if not valid_date(d, mo, None):
                 return None
             return date_words(d, mo, None, L, self._de_case(m))
         if (a, b) in NOT_FRACTIONS:  # 24/7: twenty-four seven
@@ -1483,12 +1390,8 @@ _cache: dict[str, Rules] = {}
 def _rules(lang: str) -> Rules:
     """The rules of a supported language code."""
     if lang == "ru":
-        from vocalis.text.normalize_ru import RussianRules
-
         return RussianRules(lang)
     if lang in ("ja", "ko"):
-        from vocalis.text.normalize_cjk import CjkRules
-
         return CjkRules(lang)
     return _Normalizer(lang)
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import re
 
-from vocalis.text.normalize import Rules, _num2words, _valid_date, roman_value
+from vocalis.text.rules import Rules, number_words, roman_value, valid_date
 
 DIGITS = {"ja": "〇一二三四五六七八九", "ko": "공일이삼사오육칠팔구"}
 POINT = {"ja": "点", "ko": " 점 "}
@@ -152,7 +152,7 @@ class CjkRules(Rules):
                     r"[A-Za-z0-9/#=_-]", self.url),
             ("email", r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+", self.email),
             ("postal", r"〒\s?(\d{3})[-－](\d{4})(?!\d)", self.postal) if L == "ja" else None,
-            ("iso", rf"(?<![\d.,/-])(\d{{4}})([-/.])\s?(\d{{1,2}})([-/.])\s?(\d{{1,2}})(\.(?!\d))?(?![\d/-]|[.,]\d)",
+            ("iso", r"(?<![\d.,/-])(\d{4})([-/.])\s?(\d{1,2})([-/.])\s?(\d{1,2})(\.(?!\d))?(?![\d/-]|[.,]\d)",
              self.ymd),
             ("dmy", r"(?<![\d.,/-])\d{1,2}[./]\d{1,2}[./]\d{2,4}(?![\d/]|[.,]\d)", lambda s, g, m: None),
             ("phone", r"(?<![\dA-Za-z.,+-])(?:\+\d{1,3}[ -]?)?(?:\(\d{1,5}\)[ -]?)?\d{1,5}(?:[-－ ]\d{1,5}){1,4}"
@@ -180,7 +180,7 @@ class CjkRules(Rules):
 
     # --------------------------------------------------------------- words
     def card(self, n: int) -> str:
-        return _num2words()(n, lang=self.lang)
+        return number_words()(n, lang=self.lang)
 
     def digits(self, s: str) -> str:
         return "".join(DIGITS[self.lang][int(c)] for c in s if c.isdigit())
@@ -231,7 +231,7 @@ class CjkRules(Rules):
 
     def ymd(self, s, g, m):
         y, sep, mo, sep2, d, dot = int(g[0]), g[1], int(g[2]), g[3], int(g[4]), g[5]
-        if sep != sep2 or (dot and sep != ".") or not _valid_date(d, mo, y):
+        if sep != sep2 or (dot and sep != ".") or not valid_date(d, mo, y):
             return None
         if self.lang == "ja":
             out = f"{self.card(y)}年{self.card(mo)}月{self.card(d)}日"
@@ -314,7 +314,7 @@ class CjkRules(Rules):
     def fraction(self, s, g, m):
         a, b = int(g[0]), int(g[1])
         if re.match(WEEKDAY[self.lang], self._next_text(m).lstrip()):
-            if not _valid_date(b, a, None):
+            if not valid_date(b, a, None):
                 return None
             if self.lang == "ja":
                 return f"{self.card(a)}月{self.card(b)}日"

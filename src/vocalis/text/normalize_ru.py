@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import re
 
-from vocalis.text.normalize import Rules, _num2words, _valid_date, roman_value
+from vocalis.text.rules import Rules, number_words, roman_value, valid_date
 
 DIGITS = ["ноль", "один", "два", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять"]
 MONTHS_GEN = ["января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа", "сентября",
@@ -177,7 +177,7 @@ def _alt(keys) -> str:
 
 
 def _n2w(n: int, to: str = "cardinal", **kw) -> str:
-    return _num2words()(n, lang="ru", to=to, **kw)
+    return number_words()(n, lang="ru", to=to, **kw)
 
 
 def cardinal(n: int, case: str = "n", gender: str = "m") -> str:
@@ -242,9 +242,9 @@ class RussianRules(Rules):
         parts = [
             ("url", r"\b(?:https?://|www\.)[^\s<>\"]*[^\s<>\".,;:!?)\]]", self.url),
             ("email", r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", self.email),
-            ("iso", rf"(?<![\w.,/-])(\d{{4}})-(\d{{1,2}})-(\d{{1,2}})(?![\w/-]|[.,]\d)", self.iso_date),
-            ("date", rf"(?<![\w.,/-])(\d{{1,2}})([./])(\d{{1,2}})([./])(\d{{4}})(?: ?(г\.|года)(?!\w))?"
-                     rf"(?![\w/]|[.,]\d)", self.date),
+            ("iso", r"(?<![\w.,/-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w/-]|[.,]\d)", self.iso_date),
+            ("date", r"(?<![\w.,/-])(\d{1,2})([./])(\d{1,2})([./])(\d{4})(?: ?(г\.|года)(?!\w))?"
+                     r"(?![\w/]|[.,]\d)", self.date),
             ("mdate", rf"(?<![\w.,])(\d{{1,2}}) ({months})(?: (\d{{4}})(?: ?(г\.|года)(?!\w))?)?(?!\w)",
              self.month_date),
             ("phone", r"(?<![\w.,+-])(?:\+\d{1,3}|\(\d{2,5}\)|\d{1,5})(?:[ -](?:\(\d{2,5}\)|\d{1,5})){2,5}"
@@ -364,7 +364,7 @@ class RussianRules(Rules):
         return "g"
 
     def _date(self, d: int, mo: int, y: int | None, m: re.Match, suffix: str | None) -> str | None:
-        if not _valid_date(d, mo, y):
+        if not valid_date(d, mo, y):
             return None
         out = f"{ordinal(d, self._date_case(m), 'n')} {MONTHS_GEN[mo - 1]}"
         if y is not None:

@@ -20,6 +20,7 @@ import shlex
 from pathlib import Path
 
 from vocalis import hub
+from vocalis.audio import check_audio_file
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, Voice
 from vocalis.models.pocket import registry
@@ -58,7 +59,8 @@ def resolve_model_id(model_id: str) -> tuple[PocketConfig, str, bool]:
         if path.is_dir():
             path = path / "config.yaml"
         if not path.exists():
-            raise ModelNotFound(f"model config not found: {path}", param="model")
+            raise ModelNotFound(f"unknown model {model_id!r}: no such file or folder ({path})",
+                                param="model")
     if path.suffix not in (".yaml", ".yml"):
         raise ModelNotFound(f"model config must be a .yaml file, got {path}", param="model")
     cfg = load_config_file(path)
@@ -170,8 +172,11 @@ class PocketTTS(ModelFamily):
                            quantize=settings.quantize, tuning=chosen)
 
     def check(self, info: ModelInfo, text, voice, options: dict) -> dict:
-        if voice is None or isinstance(voice, str):
-            voice_source(info, voice)  # a missing file or an unknown name, before any load
+        if voice is None or isinstance(voice, (str, Path)):
+            # a missing or unreadable file or an unknown name, before any load
+            kind, where = voice_source(info, voice)
+            if kind == "audio" and isinstance(where, Path):
+                check_audio_file(where)
         return options
 
     def save_voice(self, voice: Voice, path: Path) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalis import hub
+from vocalis.audio import check_audio_file
 from vocalis.errors import InputError, ModelNotFound, VoiceError
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, Voice
 from vocalis.models.qwen3 import checkpoint, registry
@@ -258,6 +259,8 @@ class Qwen3TTSFamily(ModelFamily):
                 return
             if "://" not in text and not path.is_file():
                 raise VoiceError(f"reference audio not found: {path}", param="voice")
+            if "://" not in text:
+                check_audio_file(path)
         if xvector_only and ref_text is not None:
             raise InputError("ref_text and xvector_only exclude each other: give the transcript "
                              "for in-context cloning, or xvector_only alone", param="ref_text")
