@@ -216,3 +216,31 @@ def test_batch(stub, tmp_path, capsys):
     assert cli.main(["batch", "--model", MODEL, "--requests", str(reqs), "--out-dir",
                      str(tmp_path / "bad")]) == 2
     assert "pitch_scale" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- fail fast
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--voice", "missing.wav"], "voice file not found"),
+    (["--voice", "{ckpt}/config.yaml"], "not a readable audio file"),
+    (["--voice", "{ckpt}/voice.wav", "--temperature", "-1"], "temperature"),
+    (["--voice", "{ckpt}/voice.wav", "--speaker", "ryan"], "--speaker"),
+    (["--voice", "{ckpt}/voice.wav", "--text", "\udcff"], "not valid Unicode"),
+])
+def test_bad_input_is_refused_before_torch_is_imported(checkpoints, args, needle):
+    """Every check that needs no weights runs before the model loads: the error comes from a
+    process that never imported torch (so no model was loaded and no kernel built)."""
+    ckpt = checkpoints.get("english_2m_2026-10")
+    args = [a.replace("{ckpt}", str(ckpt)) for a in args]
+    if "--text" not in args:
+        args += ["--text", "Hello."]
+    code = ("import sys; from vocalis.cli import main; rc = main(sys.argv[1:]); "
+            "print('torch' in sys.modules); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "generate", "--model", str(ckpt), *args,
+                        "-o", "never.wav"], capture_output=True, timeout=60,
+                       env=dict(os.environ, PYTHONIOENCODING="utf-8:surrogateescape"))
+    assert r.returncode == 2, r.stderr.decode()
+    assert r.stdout.decode().strip() == "False"
+    err = r.stderr.decode(errors="replace").strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err

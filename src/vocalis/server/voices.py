@@ -170,6 +170,9 @@ class VoiceStore:
 
     def list(self) -> list[dict]:
         out = []
+        if self.voiceless:  # the voice is described by each request's instructions
+            out.append({"id": DEFAULT_ID, "name": DEFAULT_ID, "object": "audio.voice",
+                        "type": "default", "source": "instructions"})
         if self.default_source is not None:
             out.append({"id": DEFAULT_ID, "name": DEFAULT_ID, "object": "audio.voice",
                         "type": "default", "source": Path(str(self.default_source)).name})

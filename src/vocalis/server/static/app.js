@@ -16,6 +16,7 @@ let controller = null;
 let downloadUrl = null;
 let modelId = null;  // the chosen model's id (from /health), else "tts-1" (the default model)
 let models = [];  // the served models and what each accepts (from /health)
+let current = {};  // what the chosen model accepts (its entry of /health)
 
 function setState(state) {
   vocalis.state = state;
@@ -57,21 +58,43 @@ async function loadVoices(select) {
     box.append(opt);
   }
   if (keep && [...box.options].some((o) => o.value === keep)) box.value = keep;
-  if (!box.options.length) status($("status"), "This model has no voices yet: upload one below.", true);
+  if (current.needs_voice === false) {
+    status($("status"), "This model has no voices: describe the voice in Instructions.");
+  } else if (!box.options.length) {
+    status($("status"), current.cloning === false ? "This model has no voices."
+      : "This model has no voices yet: upload one below.", true);
+  } else {
+    status($("status"), "Ready.");
+  }
 }
 
-// What a request to the chosen model may carry (from /health): Qwen3-TTS languages,
-// instructions (VoiceDesign, 1.7B CustomVoice), uploads with a transcript (Base).
+// What a request to the chosen model may carry (from /health: its capabilities): languages
+// to choose from, instructions (a voice description or a style), voices or none, uploads
+// (with a transcript where the model takes one).
 function applyModel(info) {
+  current = info;
   modelId = info.id || info.model || null;
   document.title = modelId ? `vocalis · ${modelId}` : "vocalis";
   $("model").textContent = models.length > 1 ? `${models.length} models` : (modelId || "");
-  const langs = info.languages || null;
+  const langs = info.languages && info.languages.length ? info.languages : null;
   $("language").replaceChildren(...(langs || []).map((l) => new Option(l, l)));
   $("language-box").hidden = !langs;
   $("instructions-box").hidden = !info.instructions;
-  $("ref-text-box").hidden = info.family !== "qwen3-tts";
+  $("instructions-label").textContent = info.needs_voice === false
+    ? "Voice description (required): who speaks, and how"
+    : "Instructions (the voice or the way to speak, in words)";
+  $("voice-box").hidden = info.needs_voice === false;
+  $("ref-text-box").hidden = !info.clone_transcript;
   $("upload-card").hidden = info.cloning === false;
+  resetRun();
+}
+
+// A new model (or a new run): nothing on screen belongs to an earlier one.
+function resetRun() {
+  for (const id of ["ttfa", "xrt", "duration", "seed-used"]) $(id).textContent = "–";
+  Object.assign(vocalis, { ttfaMs: null, firstPlayMs: null, wallMs: null, xRealTime: null,
+                           samples: 0, chunksScheduled: 0, seed: null, error: null });
+  resetDownload();
 }
 
 // /health names the models only to callers with the key (when the server has one): a bare
@@ -88,6 +111,46 @@ async function loadInfo() {
     if (info.max_input_chars) $("text").maxLength = info.max_input_chars;
     if (info.auth || !("model" in info)) $("auth").open = true;
   } catch (_) { /* the page still works without it */ }
+}
+
+let lastBody = null;  // the last request, for the download in another format
+
+// The request the controls describe (the chosen model's voice, language, instructions,
+// speed), in ``format``.
+function requestBody(format) {
+  const body = { model: modelId || "tts-1", input: $("text").value,
+                 voice: $("voice-box").hidden ? "default" : ($("voice").value || "default"),
+                 response_format: format };
+  if (!$("language-box").hidden && $("language").value !== "auto") {
+    body[current.language_option || "language"] = $("language").value;
+  }
+  const instructions = $("instructions").value.trim();
+  if (!$("instructions-box").hidden && instructions) body.instructions = instructions;
+  const speed = Number($("speed").value);
+  if (speed && speed !== 1) body.speed = speed;
+  return body;
+}
+
+// Download: WAV is what was played; another format is the same request (same seed: the
+// same audio) answered whole by the server in that format.
+async function download(event) {
+  const format = $("format").value;
+  if (format === "wav" || !lastBody) return;  // the link's own WAV
+  event.preventDefault();
+  try {
+    const body = { ...lastBody, response_format: format, seed: Number(vocalis.seed), stream: false };
+    const resp = await fetch("/v1/audio/speech", { method: "POST", body: JSON.stringify(body),
+      headers: headers({ "Content-Type": "application/json" }) });
+    if (!resp.ok) throw new Error(await errorMessage(resp));
+    const url = URL.createObjectURL(await resp.blob());
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = `vocalis.${{ opus: "ogg", aac: "aac" }[format] || format}`;
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (err) {
+    status($("status"), String(err.message || err), true);
+  }
 }
 
 function wavBlob(parts, rate) {
@@ -116,18 +179,11 @@ async function speak() {
   if (!text.trim()) { status($("status"), "Type some text first.", true); return; }
   if (!audioCtx) audioCtx = new AudioContext();
   await audioCtx.resume();
-  resetDownload();
-  Object.assign(vocalis, { ttfaMs: null, firstPlayMs: null, wallMs: null, xRealTime: null,
-                           samples: 0, chunksScheduled: 0, error: null });
-  for (const id of ["ttfa", "xrt", "duration", "seed-used"]) $(id).textContent = "–";
-
-  const body = { model: modelId || "tts-1", input: text, voice: $("voice").value || "default",
-                 response_format: "pcm" };
-  if (!$("language-box").hidden && $("language").value !== "auto") body.language = $("language").value;
-  const instructions = $("instructions").value.trim();
-  if (!$("instructions-box").hidden && instructions) body.instructions = instructions;
+  resetRun();
+  const body = requestBody("pcm");
   const seed = $("seed").value.trim();
   if (seed !== "") body.seed = Number(seed);
+  lastBody = body;
 
   controller = new AbortController();
   setState("streaming");
@@ -237,6 +293,7 @@ $("stop").addEventListener("click", () => {
   if (audioCtx) { audioCtx.close(); audioCtx = null; }  // silence what was already scheduled
 });
 $("upload").addEventListener("submit", upload);
+$("download").addEventListener("click", download);
 $("model-select").addEventListener("change", () => {
   const chosen = models.find((m) => m.id === $("model-select").value);
   if (chosen) applyModel(chosen);

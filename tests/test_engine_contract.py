@@ -1,0 +1,146 @@
+"""The engine through its contract alone (``vocalis.engine.family``), with a family that is
+neither Pocket TTS nor Qwen3-TTS (``stub_family``: a sine tone per text byte, whose audio
+the tests compute from its formula): rows are isolated, audio leaves in order, a failing
+row fails alone, cancellation frees the row within one step, the codec may gather several
+frames per call or run in two pipelined stages, ``finish_step`` runs once per step."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import stub_family as sf
+from vocalis.engine.family import RowOut
+from vocalis.engine.scheduler import Engine, make_job
+from vocalis.engine.types import AudioChunk, Failed, Finished
+
+TEXTS = ["Hello there.", "A second, longer request with more bytes in it.", "3", "done now"]
+
+
+def job(engine_family, text, voice="low", scale=1.0):
+    return make_job(engine_family, voice, [(text, list(text.encode()), 0)],
+                    sf.Params(scale, None), seed=1)
+
+
+def collect(req, timeout=60):
+    pcm, last = [], None
+    for ev in req.events(timeout=timeout):
+        if isinstance(ev, AudioChunk):
+            pcm.append(ev.samples)
+        last = ev
+    return (np.concatenate(pcm) if pcm else np.zeros(0, np.float32)), last
+
+
+class Gathering(sf.StubEngine):
+    """Whole codec on one thread, three frames per codec call after a row's first."""
+
+    codec_pipeline = False
+    codec_frames = 3
+
+
+class Pipelined(sf.StubEngine):
+    """A two-stage codec (the engine runs the stages of consecutive frames on two threads)."""
+
+    codec_pipeline = True
+
+
+class Failing(sf.StubEngine):
+    """Fails the row at the byte ``!`` (its own request only)."""
+
+    def step(self, batch, jobs):
+        out = super().step(batch, jobs)
+        for r, job in enumerate(jobs):
+            if job is not None and out[r] is not None and out[r].frame is not None \
+                    and int(out[r].frame[2]) == ord("!"):
+                out[r] = RowOut(error=RuntimeError("the stub's ! fails"))
+        return out
+
+
+class Counting(sf.StubEngine):
+    def __init__(self):
+        self.steps = 0
+        self.finished = 0
+        self.lock = threading.Lock()
+
+    def step(self, batch, jobs):
+        with self.lock:
+            self.steps += 1
+        return super().step(batch, jobs)
+
+    def finish_step(self, batch):
+        with self.lock:
+            self.finished += 1
+
+
+@pytest.mark.parametrize("family", [sf.StubEngine, Gathering, Pipelined])
+def test_concurrent_rows_equal_their_formula(family):
+    engine = Engine(family(), max_batch=3, max_queue=16, threads=2)
+    try:
+        reqs = [(t, v, s, engine.submit(job(engine.family, t, v, s)))
+                for t, v, s in [(TEXTS[i % 4], ("low", "high")[i % 2], 0.5 + i / 8) for i in range(8)]]
+        for text, voice, scale, req in reqs:
+            pcm, last = collect(req)
+            assert isinstance(last, Finished) and last.stats.frames == len(text.encode())
+            np.testing.assert_array_equal(pcm, sf.expected(text, voice, scale))
+    finally:
+        engine.close()
+
+
+def test_a_failing_row_fails_alone():
+    engine = Engine(Failing(), max_batch=4, threads=2)
+    try:
+        bad = engine.submit(job(engine.family, "Oh no!"))
+        good = [engine.submit(job(engine.family, t)) for t in TEXTS[:3]]
+        pcm, last = collect(bad)
+        assert isinstance(last, Failed) and "the stub's ! fails" in str(last.error)
+        for text, req in zip(TEXTS, good):
+            pcm, last = collect(req)
+            assert isinstance(last, Finished)
+            np.testing.assert_array_equal(pcm, sf.expected(text))
+    finally:
+        engine.close()
+
+
+def test_cancel_frees_the_row_within_one_step():
+    fam = Counting()
+    engine = Engine(fam, max_batch=1, threads=2)
+    try:
+        long = engine.submit(job(fam, "x" * 5000))
+        events = long.events(timeout=30)
+        assert isinstance(next(events), AudioChunk)
+        with fam.lock:
+            at = fam.steps
+        long.cancel()
+        *_, last = events
+        assert isinstance(last, Finished) and last.stats.cancelled
+        with fam.lock:
+            assert fam.steps - at <= 2  # the step under way, then none
+        nxt, last = collect(engine.submit(job(fam, "after")))  # the row is free again
+        np.testing.assert_array_equal(nxt, sf.expected("after"))
+        with fam.lock:
+            assert fam.finished == fam.steps  # finish_step once after each step
+    finally:
+        engine.close()
+
+
+def test_engine_status_and_frames_count():
+    engine = Engine(sf.StubEngine(), max_batch=2, threads=2)
+    try:
+        collect(engine.submit(job(engine.family, "abcd")))
+        st = engine.status()
+        assert st["frames"] == 4 and st["active_rows"] == 0 and st["max_batch"] == 2
+    finally:
+        engine.close()
+
+
+def test_the_contract_declares_every_hook_the_engine_calls():
+    # an EngineFamily that leaves out an abstract hook cannot be made: nothing is implicit
+    class Incomplete(sf.StubEngine.__mro__[1]):  # EngineFamily itself
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete()
+    assert torch.is_tensor(sf.StubBatch(1).decode([0], torch.tensor([[220.0, 1.0, 65.0]]), [True]))
