@@ -326,7 +326,7 @@ def test_models_random_qwen3_modes_refusals_and_force(tmp_path):
         cli("models", "random", "--config", "qwen3-tts/0.6b-base", "--tiny", "--out",
             str(other), "--force"))
     assert (other / "notes.txt").read_text() == "mine"
-    assert "unknown Qwen3-TTS model" in one_error_line(
+    assert "unknown config 'qwen3-tts/0.9b' (did you mean" in one_error_line(
         cli("models", "random", "--config", "qwen3-tts/0.9b", "--out", str(tmp_path / "z")))
     assert not (tmp_path / "z").exists()
 

@@ -217,7 +217,7 @@ def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, monkeypatch, ca
 
     with pytest.raises(InputError, match="unknown quantize 'int3'.*'int8' or 'int4'"):
         vocalis.load(str(ckpt), quantize="int3")
-    with pytest.raises(InputError, match="int4 is a Qwen3-TTS option"):
+    with pytest.raises(InputError, match="Pocket TTS does not quantize to int4; it takes int8"):
         vocalis.load(str(checkpoints.get("english_2m_2026-10")), quantize="int4")
     args = ["generate", "--model", str(ckpt), "--text", TEXT, "--speaker", "ryan",
             "--quantize-mode", "int2", "-o", "-"]

@@ -59,7 +59,8 @@ def test_cli_models_random_writes_a_checkpoint(tmp_path, capsys):
     out = tmp_path / "cv"
     assert cli.main(["models", "random", "--config", "qwen3-tts/0.6b-customvoice", "--out", str(out),
                      "--tiny", "--seed", "3"]) == 0
-    assert capsys.readouterr().out.strip() == str(out)
+    where, command = capsys.readouterr().out.strip().splitlines()
+    assert where == str(out) and command.startswith(f"vocalis generate --model {out} --speaker ")
     assert _files(out) >= LAYOUT
     assert registry.config("qwen3-tts/0.6b-customvoice", tiny=True).to_dict() == \
         __import__("vocalis.models.qwen3.config", fromlist=["load_config"]).load_config(out).to_dict()
@@ -68,8 +69,8 @@ def test_cli_models_random_writes_a_checkpoint(tmp_path, capsys):
 def test_cli_models_random_refuses_unknown_ids_and_tiny_pocket(tmp_path, capsys):
     from vocalis import cli
 
-    for args, msg in ((["--config", "qwen3-tts/0.9b-base"], "unknown Qwen3-TTS model 'qwen3-tts/0.9b-base'; known:"),
-                      (["--config", "english", "--tiny"], "--tiny applies to qwen3-tts models only")):
+    for args, msg in ((["--config", "qwen3-tts/0.9b-base"], "unknown config 'qwen3-tts/0.9b-base' (did you mean qwen3-tts/0.6b-base?)"),
+                      (["--config", "english", "--tiny"], "unknown option --tiny for Pocket TTS")):
         assert cli.main(["models", "random", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: ") and msg in err[0]

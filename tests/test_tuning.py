@@ -337,8 +337,8 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
             assert t.choices[name] == min(options, key=t.timings[name].get)
-        assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
-        assert tts.family.codec_pipeline == (t.choices["codec_pipeline"] == "on")
+        assert tts.engine_family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
+        assert tts.engine_family.codec_pipeline == (t.choices["codec_pipeline"] == "on")
         voice = str(checkpoints.get(CONFIG) / "voice.wav")
         audio = tts.synthesize("Hello there.", voice=voice, seed=1, max_frames=8)
         assert np.isfinite(audio.samples).all() and audio.samples.size == 8 * 1920
@@ -638,7 +638,7 @@ def test_qwen3_real_calibration_sets_the_engine_split(qwen3_dir, cache):
                                                  key=t.timings["codec_linears"].get)
         # only splits of the budget are measured: on 2 threads 1:1 is the only one
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
-        assert tts.family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
+        assert tts.engine_family.thread_split(2) == tuple(map(int, t.choices["threads"].split(":")))
         audio = tts.synthesize("Hello there.", speaker=tts.speakers[0], seed=1, max_frames=4)
         assert audio.samples.size == 4 * 1920 and np.isfinite(audio.samples).all()
     finally:

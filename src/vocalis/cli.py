@@ -202,7 +202,7 @@ def _load_options(info, given: dict) -> dict:
     unknown = [n for n in given if n not in schema]
     if unknown:
         raise schema.unknown(unknown[0], info.name, _flag_of)
-    return given
+    return schema.check(given, info.name)
 
 
 # --------------------------------------------------------------------------- logging
@@ -419,7 +419,8 @@ def generate(
     from vocalis.engine.types import AudioChunk, Failed
 
     try:
-        log.info("loading %s (%s)", info.name, info.title)
+        if sys.stderr.isatty():  # someone waits at a terminal: say what takes the time
+            log.info("loading %s (%s)", info.name, info.title)
         # One request runs on one engine row (its text chunks follow each other), so the
         # model is loaded, and its speed choices measured, for one row, not for a server's.
         tts = api.load(info.model_id, device=device, threads=threads, max_batch=1, quantize=mode,
@@ -1137,7 +1138,8 @@ def _load_options_for(models: list[str], given: dict) -> list[dict]:
     for name in given:
         if not any(name in i.family.load_options for i in infos):
             raise infos[0].family.load_options.unknown(name, infos[0].name, _flag_of)
-    return [{k: v for k, v in given.items() if k in i.family.load_options} for i in infos]
+    return [i.family.load_options.check({k: v for k, v in given.items() if k in i.family.load_options},
+                                        i.name) for i in infos]
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,

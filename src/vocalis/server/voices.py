@@ -265,7 +265,7 @@ class VoiceStore:
         check_name(name, "name")
         info = self.tts.info
         if not self.clones:
-            raise APIError(400, f"{info.name} ({info.title}) does not clone voices; "
+            raise APIError(400, f"{info.name} does not clone voices ({info.title}); "
                                 + (f"its voices are: {', '.join(self.predefined)}" if self.predefined
                                    else "describe the voice in instructions"),
                            param="audio_sample", code="voice_cloning_unsupported")

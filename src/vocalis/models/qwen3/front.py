@@ -117,7 +117,7 @@ class Qwen3TTSFamily(ModelFamily):
         return ModelInfo(
             family=self, model_id=mid, name=name, released=release is not None,
             sample_rate=24000, served_name=release.model_id if release else None,
-            kind=kind, kind_title=KINDS.get(kind, kind), voices=speakers,
+            kind=kind, kind_title=f"{SIZES.get(size, size)} {KINDS.get(kind, kind)}", voices=speakers,
             default_voice=speakers[0] if speakers else None, voices_case_insensitive=True,
             needs_voice=kind != "voice_design", cloning=kind == "base",
             clone_transcript=kind == "base", languages=tuple(t.languages), language="auto",
