@@ -720,3 +720,18 @@ def test_quantized_load_refuses_forced_model_linears_before_converting(qwen3_dir
     monkeypatch.setenv("VOCALIS_TUNING", "model_linears=packed1")
     with pytest.raises(InputError, match=r"\$VOCALIS_TUNING.*model_linears='packed1'"):
         vocalis.load(str(qwen3_dir), quantize="int4")
+
+
+def test_the_cache_key_does_not_depend_on_how_the_path_is_spelled(checkpoints, monkeypatch):
+    """``ckpt``, ``/abs/ckpt`` and ``../x/ckpt`` name one checkpoint: one cache entry."""
+    from vocalis.models.pocket.tuning import tuning_key
+
+    ckpt = checkpoints.get(CONFIG)
+    monkeypatch.chdir(ckpt.parent)
+    spellings = [ckpt.name, str(ckpt.resolve()), f"../{ckpt.parent.name}/{ckpt.name}/config.yaml"]
+    keys = []
+    for spelling in spellings:
+        tts = vocalis.load(spelling, tuning="fixed")
+        keys.append(tuning_key(tts.model, 2, 1))
+        tts.close()
+    assert keys[0] == keys[1] == keys[2]

@@ -299,6 +299,8 @@ def _check_output(output: str, fmt: str | None) -> str:
     """Check the output target; returns its format (``--format``, else from the suffix)."""
     from vocalis.audio.encode import FORMATS, SUFFIXES
 
+    if fmt is not None:  # a file extension names its format too: ogg = opus, raw = pcm
+        fmt = SUFFIXES.get("." + fmt.lower(), fmt.lower())
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     if output == "-":
@@ -377,7 +379,7 @@ def generate(
                                "the format (.wav .mp3 .flac .ogg/.opus .aac .pcm/.raw); - streams "
                                "to stdout (WAV unless --format).")] = DEFAULT_OUTPUT,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="wav, mp3, opus (Ogg), flac, aac (ADTS) or pcm (raw s16le mono). "
+        "--format", help="wav, mp3, opus (or ogg), flac, aac (ADTS) or pcm (raw s16le mono). "
                          "Default: from the -o extension.", show_default=False)] = None,
     speed: Annotated[float, typer.Option(
         help="0.25-4.0: speak faster (>1) or slower (<1), pitch kept (Rubber Band "

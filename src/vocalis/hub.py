@@ -238,11 +238,12 @@ def resolve(ref: str | os.PathLike[str], *, model_id: str | None = None) -> Path
 
 
 def _advice(model_id: str | None) -> str:
-    target = model_id or "<id>"
+    target = model_id or "ID"
     return (
         f"to get it, run `vocalis models download {target}` on a machine with internet access, "
         f"or copy a Hugging Face cache that holds it into {hf_cache_dir()} (or point HF_HOME/HF_HUB_CACHE at one), "
-        f"or use a random-weight checkpoint: `vocalis models random --config NAME --out DIR`"
+        f"or use a random-weight checkpoint: `vocalis models random --config {model_id or 'ID'} "
+        "--out DIR`"
     )
 
 

@@ -32,6 +32,7 @@ app = typer.Typer(
          "vocalis, compare waveforms.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -40,7 +41,7 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def export(
     out: Annotated[Path, typer.Option("--out", help="Fixture directory to write.")],
     voice: Annotated[str | None, typer.Option(help="Pocket: audio file, predefined voice name, "
@@ -144,7 +145,7 @@ def _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_
                f"{meta['samples']} samples")
 
 
-@app.command()
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def replay(
     fixture: Annotated[Path, typer.Option(help="Fixture directory (or a file in it).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="WAV to write (float32).")],
@@ -184,7 +185,7 @@ def replay(
     typer.echo(f"wrote {output}: {wav.shape[0]} samples at {sr} Hz")
 
 
-@app.command()
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def compare(
     fixture: Annotated[Path, typer.Option(help="Fixture directory or reference WAV.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json "

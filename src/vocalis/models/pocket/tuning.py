@@ -78,10 +78,19 @@ ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score k
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
 
 
+def _without_paths(d):
+    """A config dump without its file paths (``weights_path``, ``tokenizer_path``...): where
+    the files are, and how their path was spelled, does not change what is measured."""
+    if isinstance(d, dict):
+        return {k: _without_paths(v) for k, v in d.items() if not k.endswith("_path")}
+    return d
+
+
 def fingerprint(model, max_batch: int) -> dict:
-    """What the timings depend on besides the machine: the config (shapes), the
-    quantization and the calibration batch size."""
-    cfg = json.dumps(model.config.model_dump(mode="json"), sort_keys=True, default=str)
+    """What the timings depend on besides the machine: the config (shapes, not file paths),
+    the quantization and the calibration batch size."""
+    cfg = json.dumps(_without_paths(model.config.model_dump(mode="json")), sort_keys=True,
+                     default=str)
     return {"family": "pocket-tts", "config": Path(model.name).name,
             "config_sha": hashlib.sha256(cfg.encode()).hexdigest()[:16],
             "quantized": bool(getattr(model, "quantized", False)),
