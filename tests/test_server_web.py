@@ -212,3 +212,71 @@ def test_multi_model_page_switches_model_voices_and_controls(page, served, tmp_p
         server.stop()
         qwen.close()
         pocket.close()
+
+
+def test_every_model_kind_and_a_switch_leave_no_stale_run(page, served, tmp_path):
+    """One server with a Pocket TTS model and the three Qwen3-TTS kinds. Each shows the
+    controls its model takes (VoiceDesign: no voice list and no error, a required
+    description; Base: uploads with a transcript; CustomVoice: no uploads); switching model
+    clears the previous run's figures and download; speed and the download format reach the
+    server."""
+    from tests.test_server import Server
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+
+    _, ckpt = served
+    loaded = [vocalis.load(str(ckpt), max_batch=2)]
+    for name in ("0.6b-customvoice", "1.7b-voicedesign", "0.6b-base"):
+        d = write_random_checkpoint(f"qwen3-tts/{name}", tmp_path / name, seed=3, tiny=True)
+        loaded.append(vocalis.load(str(d), max_batch=2))
+    server = Server(create_app(loaded, voices_dir=tmp_path / "voices",
+                               default_voice=str(ckpt / "voice.wav"),
+                               model_name=["pocket", "custom", "design", "base"]))
+    try:
+        pg = page.context.new_page()
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(server.url + "/")
+        pg.wait_for_function("document.querySelectorAll('#voice option').length > 0")
+        visible = lambda sel: pg.is_visible(sel)  # noqa: E731
+        # Pocket TTS: voices, uploads without a transcript, no languages or instructions
+        assert visible("#voice") and visible("#voice-file") and not visible("#ref-text")
+        assert not visible("#language") and not visible("#instructions")
+        pg.fill("#text", "A first run.")
+        pg.fill("#speed", "2")
+        pg.fill("#seed", "5")
+        pg.click("#speak")
+        pg.wait_for_selector("body[data-state=done]", timeout=60_000)
+        fast = pg.evaluate("window.vocalis.samples")
+        ref = loaded[0].synthesize("A first run.", voice=str(ckpt / "voice.wav"), seed=5, speed=2.0)
+        assert fast == ref.samples.shape[0] > 0
+        # another format: the same request (same seed) answered whole in that format
+        pg.select_option("#format", "mp3")
+        with pg.expect_download() as dl:
+            pg.click("#download")
+        data = Path(dl.value.path()).read_bytes()
+        assert dl.value.suggested_filename == "vocalis.mp3" and data[:2] in (b"\xff\xfb", b"\xff\xf3")
+        # VoiceDesign: the figures of the Pocket run are gone; no voice list, no error
+        pg.select_option("#model-select", "design")
+        pg.wait_for_function("document.getElementById('voice-box').hidden")
+        for stat in ("#ttfa", "#xrt", "#duration", "#seed-used"):
+            assert pg.inner_text(stat) == "–", stat
+        assert pg.get_attribute("#download", "aria-disabled") == "true"
+        assert visible("#instructions") and not visible("#voice-file")
+        assert "error" not in (pg.get_attribute("#status", "class") or "")
+        assert "describe the voice" in pg.inner_text("#status")
+        listed = json.loads(urllib.request.urlopen(server.url + "/v1/audio/voices?model=design").read())
+        assert [v["id"] for v in listed["data"]] == ["default"]
+        # CustomVoice: speakers, no uploads; Base: uploads with a transcript
+        pg.select_option("#model-select", "custom")
+        pg.wait_for_function("[...document.querySelectorAll('#voice option')]"
+                             ".some((o) => o.value === 'ryan')")
+        assert not visible("#voice-file") and visible("#language")
+        pg.select_option("#model-select", "base")
+        pg.wait_for_function("!document.getElementById('upload-card').hidden")
+        assert visible("#ref-text") and visible("#voice-file")
+        assert not errors, errors
+        pg.close()
+    finally:
+        server.stop()
+        for t in loaded:
+            t.close()
