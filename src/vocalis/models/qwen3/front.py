@@ -112,7 +112,7 @@ class Qwen3TTSFamily(ModelFamily):
             folder, cfg, name = None, registry.config(release.model_id), release.model_id
         t = cfg.talker_config
         kind, size = cfg.tts_model_type, cfg.tts_model_size
-        speakers = tuple(t.speakers) if kind == "custom_voice" else ()
+        speakers = tuple(t.spk_id) if kind == "custom_voice" else ()  # config order: the first is the default
         instruct = takes_instruct(kind, size)
         return ModelInfo(
             family=self, model_id=mid, name=name, released=release is not None,
