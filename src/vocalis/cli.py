@@ -155,7 +155,9 @@ def _family_options(*kinds: str):
             given = {k: {} for k in kinds}
             for name, kind in command.kind_of.items():
                 value = kw.pop(name, None)
-                if value is not None and value is not False:
+                # an on-flag left off (default False) was not given; --off of an on/off
+                # pair (default None) was
+                if value is not None and not (value is False and command.off_by_default.get(name)):
                     given[kind][name] = value
             return fn(**kw, family=given)
 
@@ -166,6 +168,7 @@ def _family_options(*kinds: str):
             for p in extra:
                 command.kind_of.setdefault(p.name, "options")
             command.kind_of = {k: v for k, v in command.kind_of.items() if k not in taken}
+            command.off_by_default = {p.name: p.default is False for p in extra}
             params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
                                         annotation=p.annotation) for p in own] + extra
             command.__signature__ = inspect.Signature(params)
