@@ -1126,8 +1126,10 @@ def _load_options_for(models: list[str], given: dict) -> list[dict]:
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
-               autoscale: str | None, **kw) -> None:
-    """``vocalis serve --ray``: the same app on Ray Serve replicas."""
+               autoscale: str | None, load_options: list[dict] | None = None, **kw) -> None:
+    """``vocalis serve --ray``: the same app on Ray Serve replicas; ``load_options``: the
+    family load options of each model (one dict per model), given to every replica's
+    ``vocalis.load``."""
     from vocalis.ray import require_ray
 
     require_ray("--ray")
@@ -1142,7 +1144,7 @@ def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | No
 
     run_on_ray(models, address=ray_address,
                replicas=None if autoscale else (1 if replicas is None else replicas),
-               autoscale=autoscale, on_ready=ready, **kw)
+               autoscale=autoscale, on_ready=ready, load_options=load_options, **kw)
 
 
 # --------------------------------------------------------------------------- text
