@@ -196,3 +196,31 @@ def test_bench_qwen3_bad_arguments(ckpts, kind, args, unset_official, needle, mo
     assert rc == 2, err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and needle in lines[0], err
+
+
+def test_bench_request_completes_each_kind(ckpts, tmp_path):
+    """What ``vocalis bench`` runs for each kind (the family's bench_request): the
+    CustomVoice speaker as the voice (the default one when none is given), VoiceDesign's
+    default description, a Base reference (``voice`` or ``ref_audio``) cloned x-vector only
+    unless a transcript is given; a saved prompt and contradictions are left to the check."""
+    from vocalis.models.qwen3.official import DEFAULT_INSTRUCT
+
+    cv, vd, base = (families.describe(str(ckpts[k]))
+                    for k in ("0.6b-customvoice", "1.7b-voicedesign", "0.6b-base"))
+    f = cv.family
+    assert f.bench_request(cv, None, {}) == (cv.default_voice, {})
+    assert f.bench_request(cv, "RYAN", {"language": "english"}) == ("ryan", {"language": "english"})
+    assert f.bench_request(cv, None, {"speaker": "Ryan"}) == ("ryan", {})
+    assert f.bench_request(cv, "ryan", {"speaker": "eric"}) == ("ryan", {"speaker": "eric"})
+    assert f.bench_request(vd, None, {}) == (None, {"instruct": DEFAULT_INSTRUCT})
+    assert f.bench_request(vd, None, {"instruct": "Low."}) == (None, {"instruct": "Low."})
+    wav = tmp_path / "ref.wav"
+    wav.write_bytes(b"")
+    assert f.bench_request(base, str(wav), {}) == (str(wav.resolve()), {"xvector_only": True})
+    assert f.bench_request(base, None, {"ref_audio": str(wav), "ref_text": "Hi."}) == (
+        str(wav.resolve()), {"ref_text": "Hi."})
+    assert f.bench_request(base, "me.safetensors", {}) == ("me.safetensors", {})
+    assert f.bench_request(base, "a.wav", {"ref_audio": "b.wav"}) == ("a.wav", {"ref_audio": "b.wav"})
+    # Pocket TTS runs a request as given
+    pocket = families.describe("pocket-tts")
+    assert pocket.family.bench_request(pocket, None, {"temperature": 0.5}) == (None, {"temperature": 0.5})
