@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ray import serve
 
 import vocalis
+from vocalis import families
 from vocalis.errors import InputError
 from vocalis.ray import (
     ClusterError,
@@ -75,7 +76,7 @@ class ServeArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str | list[str] = "pocket-tts"
+    model: str | list[str] = Field(default_factory=families.default_model_id)
     model_name: str | list[str] | None = None
     voices_dir: str | None = Field(None, description="shared by every replica; default: "
                                                      "$XDG_DATA_HOME/vocalis/voices")
