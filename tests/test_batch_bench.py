@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import wave
@@ -76,8 +77,12 @@ def test_batch_streaming_report(ckpt, tmp_path):
     assert "measured pass" in log_file.read_text()
     rep = json.loads((out / "report.json").read_text())
 
-    assert rep["schema"] == "vocalis.batch" and rep["schema_version"] == 1
+    assert rep["schema"] == "vocalis.batch" and rep["schema_version"] == 2
+    assert rep["family"] == "pocket-tts" and rep["config"] == str(ckpt / "config.yaml")
     assert rep["mode"] == "streaming" and rep["batch_size"] == 2 and not rep["sequential"]
+    # the passes and the summary say the same number of requests in flight
+    assert rep["in_flight"] == 2
+    assert re.findall(r"up to (\d+) in flight", log_file.read_text()) == ["2", "2", "2"]
     assert rep["sample_rate"] == 24000 and rep["torch_threads"] == 1
     # one entry per request and pass; warm-up entries have no file
     assert [(e["pass"], e["index"]) for e in rep["requests"]] == (
@@ -87,9 +92,12 @@ def test_batch_streaming_report(ckpt, tmp_path):
         assert e["ttfa_ms"] > 0 and e["wall_ms"] >= e["ttfa_ms"] and e["audio_s"] > 0
         assert e["rtf"] == pytest.approx(e["wall_ms"] / 1000 / e["audio_s"], rel=1e-2)
         assert e["audio_events"] == e["frames"]
-        assert ("wav" in e) == (e["pass"] == "measured")
+        assert ("wav" in e) == ("options" in e) == (e["pass"] == "measured")
     measured = [e for e in rep["requests"] if e["pass"] == "measured"]
     assert [e["frames"] for e in measured[:1]] == [6]
+    assert [e["options"] for e in measured] == [{"max_frames": 6}, {"max_frames": 4, "max_tokens": 8},
+                                                {"max_frames": 5}]
+    assert all(e["codes"] is None for e in measured)  # Pocket TTS reports no codes
     assert measured[1]["frames"] == 4 * measured[1]["text_chunks"]
     assert measured[1]["text_chunks"] >= 2
 
@@ -161,7 +169,8 @@ def test_batch_one_failing_request_does_not_stop_the_others(ckpt, tmp_path):
     finally:
         tts.close()
     assert rc == 1
-    assert rep["sequential"] and rep["batch_size"] == 1 and rep["mode"] == "oneshot"
+    assert rep["sequential"] and rep["batch_size"] == rep["in_flight"] == 1
+    assert rep["mode"] == "oneshot"
     assert rep["failures"] == [{"index": 1, "error": "RuntimeError: injected fault"}]
     measured = {e["index"]: e for e in rep["requests"] if e["pass"] == "measured"}
     assert measured[1]["ok"] is False and measured[1]["wav"] is None
@@ -174,48 +183,59 @@ def test_batch_one_failing_request_does_not_stop_the_others(ckpt, tmp_path):
 
 def test_batch_capacity_errors_fail_requests_not_the_run(ckpt, tmp_path):
     """More requests in flight than the engine holds: the extra ones fail with
-    CapacityError at run time; the rest complete, exit 1 with one error line."""
+    CapacityError at run time; the rest complete, exit 1 with one error line. A batch size
+    above the number of requests: all of them in flight, and the log says so throughout."""
     voice = str(ckpt / "voice.wav")
     reqs = write_requests(tmp_path / "r.json", [
         {"text": f"Request number {i}.", "voice": voice, "options": {"seed": i, "max_frames": 8}}
         for i in range(3)])
     out = tmp_path / "out"
     proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out),
-               "--batch-size", "3", "--session-options", '{"max_batch": 1, "max_queue": 1}',
+               "--batch-size", "5", "--session-options", '{"max_batch": 1, "max_queue": 1}',
                "--threads", "1")
     assert proc.returncode == 1, proc.stderr.decode()
+    assert re.findall(r"up to (\d+) in flight", proc.stderr.decode()) == ["3", "3", "3"]
     errors = err_lines(proc)
     assert len(errors) == 1 and "CapacityError" in errors[0] and "report.json" in errors[0]
     rep = json.loads((out / "report.json").read_text())
     assert rep["session_options"]["max_batch"] == 1
+    assert rep["batch_size"] == 5 and rep["in_flight"] == 3
     assert 1 <= len(rep["failures"]) <= 2
     assert all(f["error"].startswith("CapacityError") for f in rep["failures"])
     ok = {e["index"] for e in rep["requests"] if e["pass"] == "measured" and e["ok"]}
     assert ok and {p.name for p in out.glob("*.wav")} == {f"{i:04d}.wav" for i in ok}
 
 
-BAD_FILES = [
+BAD_FILES = [  # "V" stands for the checkpoint's voice.wav (a random checkpoint has no default voice)
     ("not-json", '[{"text": "hi"', None, "not valid JSON"),
     ("not-array", '{"text": "hi"}', None, "must be a JSON array"),
     ("empty-array", "[]", None, "empty"),
-    ("not-object", '[{"text": "hi"}, "hello"]', 1, "must be an object"),
-    ("missing-text", '[{"text": "hi"}, {"voice": "x.wav"}]', 1, "missing field 'text'"),
-    ("unknown-field", '[{"text": "a"}, {"text": "b"}, {"text": "c", "speed": 2}]', 2,
-     "unknown field"),
-    ("empty-text", '[{"text": "a"}, {"text": "   "}]', 1, "empty"),
-    ("seed-float", '[{"text": "a", "options": {"seed": 1.5}}]', 0, "seed must be an integer"),
-    ("seed-string", '[{"text": "a"}, {"text": "b", "options": {"seed": "42"}}]', 1,
+    ("not-object", '[{"text": "hi", "voice": "V"}, "hello"]', 1, "must be an object"),
+    ("missing-text", '[{"text": "hi", "voice": "V"}, {"voice": "x.wav"}]', 1,
+     "missing field 'text'"),
+    ("unknown-field", '[{"text": "a", "voice": "V"}, {"text": "b", "voice": "V"}, '
+     '{"text": "c", "speed": 2}]', 2, "unknown field"),
+    ("empty-text", '[{"text": "a", "voice": "V"}, {"text": "   "}]', 1, "empty"),
+    ("seed-float", '[{"text": "a", "voice": "V", "options": {"seed": 1.5}}]', 0,
      "seed must be an integer"),
-    ("unknown-option", '[{"text": "a", "options": {"speed": 2}}]', 0, "unknown option"),
+    ("seed-string", '[{"text": "a", "voice": "V"}, {"text": "b", "voice": "V", "options": '
+     '{"seed": "42"}}]', 1, "seed must be an integer"),
+    ("unknown-option", '[{"text": "a", "voice": "V", "options": {"speed": 2}}]', 0,
+     "unknown option"),
+    ("bad-option-value", '[{"text": "a", "voice": "V"}, {"text": "b", "voice": "V", '
+     '"options": {"temperature": -1}}]', 1, "temperature must be"),
+    ("other-family-option", '[{"text": "a", "voice": "V", "options": {"speaker": "ryan"}}]',
+     0, "unknown option speaker"),
     ("unknown-voice", '[{"text": "a", "voice": "V"}, {"text": "b", "voice": "no_such_voice"}]',
      1, "unknown voice"),
+    ("no-voice", '[{"text": "a", "voice": "V"}, {"text": "b"}]', 1, "give a voice"),
 ]
 
 
 @pytest.mark.parametrize("content,index,needle", [c[1:] for c in BAD_FILES],
                          ids=[c[0] for c in BAD_FILES])
 def test_batch_bad_request_files(ckpt, tmp_path, content, index, needle):
-    reqs = write_requests(tmp_path / "r.json", content.replace("\"V\"", json.dumps(
+    reqs = write_requests(tmp_path / "r.json", content.replace('"V"', json.dumps(
         str(ckpt / "voice.wav"))))
     out = tmp_path / "out"
     proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out))
@@ -267,15 +287,20 @@ def test_bench_against_official_json(ckpt, tmp_path):
     out = tmp_path / "bench.json"
     proc = run("bench", "--model", str(ckpt), "--voice", str(ckpt / "voice.wav"),
                "--text", T1, "--text", T2, "--frames", "6", "--concurrency", "2",
-               "--threads", "2", "--against", "official", "--json", str(out))
+               "--threads", "2", "--temperature", "0.5", "--against", "official",
+               "--json", str(out))
     assert proc.returncode == 0, proc.stderr.decode()
     table = proc.stdout.decode()
     assert "vocalis bench" in table and "throughput" in table and "official" in table
     assert "as-shipped" in table and "matched-threads" in table and "other official" in table
     rep = json.loads(out.read_text())
-    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 1
+    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 2
     assert rep["concurrency"] == 2 and rep["requests"] == 2 and rep["frames"] == 6
-    assert rep["torch_threads"] == 2 and rep["sampling"] == {"max_frames": 6}
+    # a family option as a flag: the same request options on both sides
+    assert rep["torch_threads"] == 2 and rep["options"] == {"temperature": 0.5, "max_frames": 6}
+    assert rep["family"] == "pocket-tts" and rep["load_options"] == {}
+    assert rep["mode"] == {"kind": None, "voice": str(ckpt / "voice.wav"),
+                           "options": {"temperature": 0.5, "max_frames": 6}}
     # the machine and the speed choices (the suite runs VOCALIS_TUNING=fixed) are named
     cpu = rep["host"]["cpu"]
     assert cpu["model"] and cpu["model"] in Path("/proc/cpuinfo").read_text()
@@ -305,6 +330,7 @@ def test_bench_against_official_json(ckpt, tmp_path):
         ("as-shipped", 1, False), ("matched-threads", 2, True)]
     for x in runs:
         assert x["version"] == "4.0.1" and x["frames"] == 6 and "eos_threshold" in x["frames_method"]
+        assert x["load_kwargs"]["temp"] == "0.5" and x["generate_kwargs"] == {}
         assert x["session"]["requests"] == 2 and x["session"]["ttfa_ms"]["mean"] > 0
         assert [r["frames"] for r in x["per_request"]] == [r["frames"] for r in v["per_request"]]
     o = rep["official"]
@@ -322,7 +348,8 @@ def test_bench_official_configs_and_table():
     per-request x real time is chosen (ties: the first); the table names both."""
     from rich.console import Console
 
-    from vocalis.bench.benchmark import faster_official, official_configs, render_table
+    from vocalis.bench.benchmark import faster_official, render_table
+    from vocalis.models.pocket.official import official_configs
     from vocalis.errors import InputError
 
     assert official_configs(1) == [
@@ -374,3 +401,32 @@ def test_bench_needs_two_distinct_long_texts(ckpt, texts, needle):
     assert proc.returncode == 2
     lines = proc.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--speaker", "ryan"], "unknown option --speaker for Pocket TTS model"),
+    (["--instruct", "Calm."], "unknown option --instruct for Pocket TTS model"),
+    (["--dtype", "bfloat16"], "dtype"),
+    (["--temperature", "-1"], "temperature must be a number in [0.0, "),
+    (["--max-tokens", "0"], "max_tokens must be an integer in [1, 1000], got 0"),
+    (["--frames", "0"], "frames must be an integer from 1"),
+    (["--voice", "no_such_voice"], "unknown voice 'no_such_voice'"),
+    (["--official-quantize"], "add --against official"),
+    (["--session-options", '{"temperature": 0.5}'], "takes only max_batch"),
+], ids=["other-family-option", "other-family-instruct", "load-option-value", "bad-value",
+        "bad-int", "frames", "voice", "official-quantize-alone", "session-request-option"])
+def test_bench_refuses_options_before_loading(ckpt, args, needle, monkeypatch, capsys):
+    """A family option the model's family does not take (exit 2 naming the flag) or a bad
+    value: refused before any model is loaded (in-process: loading fails the test)."""
+    import vocalis.api
+    from vocalis.cli import main
+
+    def no_load(*a, **kw):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(vocalis.api, "load", no_load)
+    voice = [] if "--voice" in args else ["--voice", str(ckpt / "voice.wav")]
+    rc = main(["bench", "--model", str(ckpt), *voice, "--text", T1, "--text", T2, *args])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
+    assert rc == 2 and len(lines) == 1 and needle in lines[0], err

@@ -77,8 +77,8 @@ def test_customvoice_codes_and_wavs(cv_tts, tmp_path):
     assert rc == 0, report["failures"]
     meas = [e for e in report["requests"] if e["pass"] == "measured"]
     assert [e["codes"] for e in meas] == ["0000.npy", "0001.npy"]
-    assert meas[0]["options"] == {"language": "english"}
-    assert meas[1]["options"] == {"speaker": spk}
+    assert meas[0]["options"] == {"language": "english", "max_new_tokens": N}
+    assert meas[1]["options"] == {"speaker": spk, "max_new_tokens": N, "top_k": 20}
     for e, (text, voice, seed, opts) in zip(meas, [
             ("Hello there, friend.", spk, 3, {"language": "english"}),
             ("Another line to speak.", None, 5, {"speaker": spk, "top_k": 20})]):
@@ -129,7 +129,12 @@ def test_base_relative_ref_audio_and_xvector(base_tts, tmp_path):
     ({"text": "x", "voice": "nobody"}, VoiceError, "unknown speaker 'nobody'"),
     ({"text": "x", "options": {"ref_audio": "me.wav"}}, InputError, "takes no reference audio"),
     ({"text": "x", "options": {"speaker": "a", "temperature": -1}}, InputError, "temperature"),
-    ({"text": "x", "options": {"speakr": "a"}}, InputError, "unknown option(s) 'speakr'"),
+    ({"text": "x", "options": {"speakr": "a"}}, InputError,
+     "unknown option speakr for Qwen3-TTS model cv (did you mean speaker?)"),
+    ({"text": "x", "options": {"eos_threshold": 0.5}}, InputError, "unknown option eos_threshold"),
+    ({"text": "x", "options": {"instruct": "Calm.", "language": "klingon"}}, InputError,
+     "unknown language 'klingon'"),
+    ({"text": "x", "options": {"ref_audio": 3}}, InputError, "ref_audio must be a file path"),
     ({"text": "x", "options": {"seed": -1}}, InputError, "seed must be an integer"),
 ])
 def test_bad_request_fails_up_front(cv_tts, tmp_path, bad, err, words):
@@ -153,5 +158,6 @@ def test_cli_qwen3_options_checked_before_load(ckpts, tmp_path):
                           capture_output=True, env=env, timeout=120, check=False)
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
-    assert "request 0: unknown option(s) 'eos_threshold'" in err and "speaker" in err
+    assert "request 0: unknown option eos_threshold for Qwen3-TTS model cv" in err
+    assert "speaker" in err
     assert not (tmp_path / "out").exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.qwen_official import official_python
+from vocalis import families
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 
 T1 = ("The quick brown fox jumps over the lazy dog, and then it runs far away into the "
@@ -60,10 +61,11 @@ def check_pass(p: dict, n: int, frames: int) -> None:
 
 
 def check_report(rep: dict, model: Path, frames: int, n_req: int, concurrency: int) -> None:
-    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 1
+    assert rep["schema"] == "vocalis.bench" and rep["schema_version"] == 2
     assert rep["family"] == "qwen3-tts" and rep["model"] == str(model)
     assert rep["frames"] == frames and rep["requests"] == n_req and rep["concurrency"] == concurrency
-    assert rep["torch_threads"] == 1 and rep["sampling"]["max_frames"] == frames
+    assert rep["torch_threads"] == 1 and rep["options"]["max_frames"] == frames
+    assert rep["mode"]["options"]["max_frames"] == frames
     v, o, r = rep["vocalis"], rep["official"], rep["ratios"]
     for p in (v["warmup"], v["session"]):
         check_pass(p, n_req, frames)
@@ -74,6 +76,8 @@ def check_report(rep: dict, model: Path, frames: int, n_req: int, concurrency: i
         assert x["frames"] == frames and x["ms_per_frame"] == pytest.approx(x["wall_ms"] / frames, rel=1e-3)
     # official: one request per text, one at a time; its codes and its waveform both say F frames
     assert o["version"] == "0.1.1" and o["torch_threads"] == 1 and o["frames"] == frames
+    assert o["config"] == "matched-threads" and o["whole_waveform"] is True
+    assert rep["official_runs"] == [o]
     assert o["gen"]["max_new_tokens"] == frames + 1
     assert [x["index"] for x in o["per_request"]] == [0, 1]
     for x in o["per_request"]:
@@ -101,13 +105,17 @@ def test_bench_customvoice_against_official(ckpts, official_env, tmp_path):
     assert "vocalis bench" in table and "ms per frame" in table and "official" in table
     rep = json.loads(out.read_text())
     check_report(rep, model, 6, 3, 2)
-    speakers = list(json.loads((model / "config.json").read_text())["talker_config"]["spk_id"])
-    # default speaker: the model's first, on both sides
-    assert rep["mode"]["model_type"] == "custom_voice" and rep["mode"]["speaker"] == speakers[0].lower()
+    speakers = [s.lower() for s in json.loads((model / "config.json").read_text())["talker_config"]["spk_id"]]
+    # default speaker: the model's default voice (ModelInfo.default_voice), on both sides
+    default = families.describe(str(model)).default_voice
+    assert default in speakers
+    assert rep["mode"]["kind"] == "custom_voice" and rep["mode"]["voice"] == default
+    assert "speaker" not in rep["mode"]["options"]
     assert rep["official"]["method"] == "generate_custom_voice"
-    assert rep["official"]["kwargs"] == {"speaker": speakers[0].lower()}
+    assert rep["official"]["kwargs"] == {"speaker": default}
     # --streaming-text: the official non_streaming_mode=False on both sides
-    assert rep["sampling"]["non_streaming_mode"] is False
+    assert rep["options"]["non_streaming_mode"] is False
+    assert rep["mode"]["options"]["non_streaming_mode"] is False
     assert rep["official"]["gen"]["non_streaming_mode"] is False
 
 
@@ -120,8 +128,9 @@ def test_bench_voicedesign_greedy_against_official(ckpts, official_env, tmp_path
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     rep = json.loads(out.read_text())
     check_report(rep, model, 4, 2, 1)
-    assert rep["mode"]["instruct"] == "A bright, fast voice." and rep["mode"]["language"] == "english"
-    assert rep["sampling"] == {"greedy": True, "max_frames": 4}
+    assert rep["mode"]["kind"] == "voice_design" and rep["mode"]["voice"] is None
+    assert rep["options"] == rep["mode"]["options"] == {
+        "instruct": "A bright, fast voice.", "language": "english", "greedy": True, "max_frames": 4}
     o = rep["official"]
     assert o["method"] == "generate_voice_design"
     assert o["kwargs"] == {"instruct": "A bright, fast voice.", "language": "english"}
@@ -142,28 +151,76 @@ def test_bench_base_xvector_against_official(ckpts, official_env, tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     rep = json.loads(out.read_text())
     check_report(rep, model, 4, 2, 1)
-    assert rep["mode"]["xvector_only"] is True and rep["official"]["method"] == "generate_voice_clone"
+    assert rep["mode"]["kind"] == "base" and rep["mode"]["voice"] == str(wav.resolve())
+    assert rep["mode"]["options"] == {"xvector_only": True, "max_frames": 4}
+    assert rep["official"]["method"] == "generate_voice_clone"
+    assert "x_vector_only_mode=True" in rep["official"]["prompt"]
 
 
 @pytest.mark.parametrize("kind,args,unset_official,needle", [
-    ("1.7b-voicedesign", ["--speaker", "ryan"], False, "no voices or speakers"),
-    ("0.6b-base", [], False, "give --voice AUDIO_FILE"),
-    ("0.6b-base", ["--instruct", "Calm."], False, "takes no --speaker or --instruct"),
+    ("1.7b-voicedesign", ["--speaker", "ryan"], False, "has no built-in speakers"),
+    ("1.7b-voicedesign", ["--voice", "ryan"], False, "(VoiceDesign) has no voices"),
+    ("0.6b-base", [], False, "(Base) clones a voice: give reference audio"),
+    ("0.6b-base", ["--instruct", "Calm."], False, "(Base) takes no instruct"),
     ("0.6b-customvoice", ["--against", "official"], True, "VOCALIS_QWEN_PYTHON"),
-    ("0.6b-customvoice", ["--official-quantize"], False, "Pocket TTS option"),
-    ("0.6b-customvoice", ["--top-k", "3"], False, "No such option"),
-    (None, ["--speaker", "ryan"], False, "Qwen3-TTS option"),
-], ids=["design-speaker", "base-no-voice", "base-instruct", "no-official-python", "official-quantize",
-        "unknown-flag", "pocket-speaker"])
+    ("0.6b-customvoice", ["--against", "official", "--official-quantize"], False,
+     "the official qwen-tts has no int8 path"),
+    ("0.6b-customvoice", ["--topk", "3"], False, "No such option"),
+    ("0.6b-customvoice", ["--eos-threshold", "0.5"], False,
+     "unknown option --eos-threshold for Qwen3-TTS model"),
+    ("0.6b-customvoice", ["--top-k", "-3"], False, "top_k must be an integer in [0, 3072]"),
+    ("0.6b-customvoice", ["--speaker", "nobody"], False, "unknown speaker 'nobody'"),
+    ("0.6b-customvoice", ["--language", "klingon"], False, "unknown language 'klingon'"),
+    ("0.6b-customvoice", ["--dtype", "float16"], False, "unknown dtype 'float16'"),
+    (None, ["--speaker", "ryan"], False, "unknown option --speaker for Pocket TTS model"),
+], ids=["design-speaker", "design-voice", "base-no-voice", "base-instruct", "no-official-python",
+        "official-quantize", "unknown-flag", "other-family-option", "bad-value", "bad-speaker",
+        "bad-language", "bad-load-option", "pocket-speaker"])
 def test_bench_qwen3_bad_arguments(ckpts, kind, args, unset_official, needle, monkeypatch, capsys):
-    """Refused before anything loads, with one error line (in-process: no model is loaded)."""
+    """Refused before anything loads, with one error line (in-process: loading a model fails
+    the test)."""
+    import vocalis.api
     from vocalis.cli import main
 
+    def no_load(*a, **kw):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(vocalis.api, "load", no_load)
     if unset_official:
         monkeypatch.delenv("VOCALIS_QWEN_PYTHON", raising=False)
-    model = str(ckpts[kind]) if kind else "english_2m_2026-10"
+    else:
+        monkeypatch.setenv("VOCALIS_QWEN_PYTHON", official_python())
+    model = str(ckpts[kind]) if kind else "pocket-tts/english_2m_2026-10"
     rc = main(["bench", "--model", model, "--text", T1, "--text", T2, "--frames", "2", *args])
     err = capsys.readouterr().err
     assert rc == 2, err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and needle in lines[0], err
+
+
+def test_bench_request_completes_each_kind(ckpts, tmp_path):
+    """What ``vocalis bench`` runs for each kind (the family's bench_request): the
+    CustomVoice speaker as the voice (the default one when none is given), VoiceDesign's
+    default description, a Base reference (``voice`` or ``ref_audio``) cloned x-vector only
+    unless a transcript is given; a saved prompt and contradictions are left to the check."""
+    from vocalis.models.qwen3.official import DEFAULT_INSTRUCT
+
+    cv, vd, base = (families.describe(str(ckpts[k]))
+                    for k in ("0.6b-customvoice", "1.7b-voicedesign", "0.6b-base"))
+    f = cv.family
+    assert f.bench_request(cv, None, {}) == (cv.default_voice, {})
+    assert f.bench_request(cv, "RYAN", {"language": "english"}) == ("ryan", {"language": "english"})
+    assert f.bench_request(cv, None, {"speaker": "Ryan"}) == ("ryan", {})
+    assert f.bench_request(cv, "ryan", {"speaker": "eric"}) == ("ryan", {"speaker": "eric"})
+    assert f.bench_request(vd, None, {}) == (None, {"instruct": DEFAULT_INSTRUCT})
+    assert f.bench_request(vd, None, {"instruct": "Low."}) == (None, {"instruct": "Low."})
+    wav = tmp_path / "ref.wav"
+    wav.write_bytes(b"")
+    assert f.bench_request(base, str(wav), {}) == (str(wav.resolve()), {"xvector_only": True})
+    assert f.bench_request(base, None, {"ref_audio": str(wav), "ref_text": "Hi."}) == (
+        str(wav.resolve()), {"ref_text": "Hi."})
+    assert f.bench_request(base, "me.safetensors", {}) == ("me.safetensors", {})
+    assert f.bench_request(base, "a.wav", {"ref_audio": "b.wav"}) == ("a.wav", {"ref_audio": "b.wav"})
+    # Pocket TTS runs a request as given
+    pocket = families.describe("pocket-tts")
+    assert pocket.family.bench_request(pocket, None, {"temperature": 0.5}) == (None, {"temperature": 0.5})

@@ -123,7 +123,8 @@ def app(cluster, ckpt, tmp_path_factory):
     proc = Proc(["serve", "--ray", "--ray-address", cluster["address"], "--replicas", "2",
                  "--replica-cpus", "0.25", "--port", str(cluster["port"]), "--model", str(ckpt),
                  "--voice", str(ckpt / "voice.wav"), "--voices-dir", str(voices),
-                 "--threads", "1", "--max-batch", str(MAX_BATCH), "--max-queue", "16"])
+                 "--threads", "1", "--max-batch", str(MAX_BATCH), "--max-queue", "16",
+                 "--dtype", "float32"])  # a family load option, through to every replica's load
     until(lambda: "vocalis: serving" in proc.log() or proc.p.poll() is not None, 180,
           "the Serve app to start")
     assert proc.p.poll() is None, proc.log()
@@ -874,3 +875,30 @@ def test_serve_args_take_the_quantize_modes_of_load():
         assert parse_args({"model": "m", "quantize": good}).quantize == good
     with pytest.raises(vocalis.InputError, match="quantize"):
         parse_args({"model": "m", "quantize": "int3"})
+
+
+def test_serve_args_take_load_options_per_model(ckpt, capsys):
+    """``serve --ray`` gives each model its family's load options (one dict per model, as
+    ``vocalis serve`` passes them) to ``vocalis.load``; a load option or value the model's
+    family does not take is refused on the driver, before Ray starts."""
+    from vocalis.ray.serve import check_load_options, parse_args
+
+    two = parse_args({"model": [str(ckpt), "qwen3-tts/0.6b-base"],
+                      "load_options": [{"dtype": "float32"},
+                                       {"dtype": "bfloat16", "full_state_decode": True}]})
+    assert two.model_load_options() == [{"dtype": "float32"},
+                                        {"dtype": "bfloat16", "full_state_decode": True}]
+    check_load_options(two)  # each family takes its own
+    assert parse_args({"model": ["a", "b"], "load_options": {"dtype": "float32"}}) \
+        .model_load_options() == [{"dtype": "float32"}] * 2
+    assert parse_args({"model": "a"}).model_load_options() == [{}]
+    with pytest.raises(vocalis.InputError, match="load_options: 1 object"):
+        parse_args({"model": ["a", "b"], "load_options": [{}]})
+    for bad, why in (({"dtype": "bfloat16"}, "unknown dtype 'bfloat16'"),
+                     ({"full_state_decode": True}, "unknown option full_state_decode")):
+        with pytest.raises(vocalis.InputError, match=why):
+            check_load_options(parse_args({"model": str(ckpt), "load_options": [bad]}))
+    t0 = time.monotonic()
+    rc, lines = _main(capsys, "serve", "--ray", "--model", str(ckpt), "--dtype", "bfloat16")
+    assert rc == 2 and len(lines) == 1 and "unknown dtype 'bfloat16'" in lines[0], lines
+    assert time.monotonic() - t0 < 20  # no Ray instance was started for it

@@ -155,7 +155,9 @@ def _family_options(*kinds: str):
             given = {k: {} for k in kinds}
             for name, kind in command.kind_of.items():
                 value = kw.pop(name, None)
-                if value is not None and value is not False:
+                # an on-flag left off (default False) was not given; --off of an on/off
+                # pair (default None) was
+                if value is not None and not (value is False and command.off_by_default.get(name)):
                     given[kind][name] = value
             return fn(**kw, family=given)
 
@@ -166,6 +168,7 @@ def _family_options(*kinds: str):
             for p in extra:
                 command.kind_of.setdefault(p.name, "options")
             command.kind_of = {k: v for k, v in command.kind_of.items() if k not in taken}
+            command.off_by_default = {p.name: p.default is False for p in extra}
             params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
                                         annotation=p.annotation) for p in own] + extra
             command.__signature__ = inspect.Signature(params)
@@ -770,8 +773,9 @@ def batch(
         help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     session_options: Annotated[str | None, typer.Option(
-        "--session-options", help='JSON object: engine settings ("max_batch", "max_queue", '
-        '"quantize") and default sampling options for every request ("temperature", '
+        "--session-options", help='JSON object: load settings ("max_batch", "max_queue", '
+        '"quantize", "tuning" and the model family\'s load options, e.g. "dtype") and default '
+        'request options of the model\'s family for every request ("temperature", '
         '"max_frames", ...).',
         show_default=False)] = None,
     log_file: Annotated[str | None, typer.Option(
@@ -833,11 +837,11 @@ def batch(
     s = report["session"]
     ttfa = (s.get("ttfa_ms") or {}).get("mean")
     log.info("measured pass: %d/%d request(s) ok, %.2f s of audio in %.2f s (%s x real time), "
-             "mean TTFA %s ms, peak RSS %.0f MB, %d in flight",
+             "mean TTFA %s ms, peak RSS %.0f MB, up to %d in flight",
              s["ok"], s["ok"] + s["failed"], s["audio_s"] or 0.0, (s["wall_ms"] or 0) / 1000,
              f"{s['x_real_time']:.2f}" if s["x_real_time"] else "-",
              f"{ttfa:.0f}" if ttfa is not None else "-", s["peak_rss_mb"] or 0,
-             report["batch_size"])
+             report["in_flight"])
     if report["streaming"] is not None:
         st = report["streaming"]
         log.info("streaming check: %d/%d request(s) equal to their WAV", st["equal"], st["checked"])
@@ -886,32 +890,19 @@ def _batch_ray(model: str, requests: str, out_dir: str, *, batch_size: int | Non
 
 
 @app.command(context_settings=_SETTINGS)
+@_family_options("options", "load")
 def bench(
     text: Annotated[list[str], typer.Option(
         "--text", "-t", help="A benchmark text of 80+ characters; give at least two distinct "
                              "ones.", show_default=False)],
     voice: Annotated[str | None, typer.Option(
-        "--voice", "-v", help="Voice name, audio file or .safetensors voice state (needed for "
-                              "non-released models and --against official). Qwen3-TTS: Base: "
-                              "a reference audio file (cloned x-vector only); CustomVoice: a "
-                              "speaker name.",
-        show_default=False)] = None,
-    model: Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)] = DEFAULT_MODEL,
-    speaker: Annotated[str | None, typer.Option(
-        help="Qwen3-TTS CustomVoice: built-in speaker. Default: the model's first.",
-        show_default=False)] = None,
-    instruct: Annotated[str | None, typer.Option(
-        help="Qwen3-TTS VoiceDesign: voice description (default: a calm, clear adult voice); "
-             "1.7B CustomVoice: style instruction.", show_default=False)] = None,
-    language: Annotated[str | None, typer.Option(
-        help="Qwen3-TTS: language (e.g. english; default the model's auto).",
-        show_default=False)] = None,
-    greedy: Annotated[bool, typer.Option(
-        "--greedy", help="Qwen3-TTS: argmax sampling on both sides (do_sample=False, "
-                         "subtalker_dosample=False).")] = False,
-    streaming_text: Annotated[bool | None, typer.Option(
-        "--streaming-text/--whole-text", help=STREAMING_TEXT_HELP + " Both sides.",
-        show_default=False)] = None,
+        "--voice", "-v", help="A built-in voice, an audio file or a saved .safetensors voice "
+                              "(needed for models without a default voice and for Pocket TTS "
+                              "--against official). Qwen3-TTS Base: a reference audio file, "
+                              "cloned x-vector only unless --ref-text is given; CustomVoice: a "
+                              "speaker.", show_default=False)] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+                                              show_default=False)] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(
         help="CPU threads for torch (with --against, the official package also runs at this "
@@ -920,28 +911,29 @@ def bench(
     concurrency: Annotated[int, typer.Option(
         "--concurrency", "-c", help="Requests in flight at once (1-256).")] = 1,
     frames: Annotated[int | None, typer.Option(
-        help="Ignore end of speech: exactly this many frames (80 ms) per text chunk, on both "
-             "sides with --against (for random-weight checkpoints).", show_default=False)] = None,
+        help="Ignore end of speech where the model allows it: this many frames per text chunk "
+             "(max_frames), on both sides with --against (for random-weight checkpoints).",
+        show_default=False)] = None,
     requests: Annotated[int | None, typer.Option(
         "--requests", "-n", help="Requests per pass (text i mod number of texts, seed "
                                  "SEED+i). Default: max(texts, concurrency).",
         show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Seed of request 0 (request i gets SEED+i).")] = 0,
     against: Annotated[str | None, typer.Option(
-        "--against", help="official: also run the official pocket-tts (one request at a time, "
-                          "own process) on the same checkpoint, texts and seeds, as shipped "
-                          "(1 thread) and at --threads (once when that is 1), and print ratios "
-                          "against the faster. Qwen3-TTS: the official qwen-tts in the "
-                          "interpreter $VOCALIS_QWEN_PYTHON, at --threads.",
-        show_default=False)] = None,
+        "--against", help="official: also run the model family's official package (one "
+                          "request at a time, its own process) on the same checkpoint, texts, "
+                          "seeds and options, and print ratios. Pocket TTS: pocket-tts as "
+                          "shipped (1 thread) and at --threads (once when that is 1), ratios "
+                          "against the faster; Qwen3-TTS: qwen-tts in the interpreter "
+                          "$VOCALIS_QWEN_PYTHON, at --threads.", show_default=False)] = None,
     quantize: Annotated[bool, typer.Option(
-        help="vocalis side: dynamic int8 linears (Pocket FlowLM; Qwen3 talker and code "
-             "predictor; CPU; faster, not bit-identical).")] = False,
+        help="vocalis side: int8 linears where the model's family offers them (CPU; faster, "
+             "not bit-identical).")] = False,
     quantize_mode: Annotated[str | None, typer.Option(
         "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
     official_quantize: Annotated[bool, typer.Option(
-        "--official-quantize", help="Load the official model with quantize=True (its int8 "
-                                    "path).")] = False,
+        "--official-quantize", help="With --against official: load the official model with "
+                                    "its own int8 path (pocket-tts quantize=True).")] = False,
     session_options: Annotated[str | None, typer.Option(
         "--session-options", help='JSON object of engine settings: {"max_batch": N, '
                                   '"max_queue": N}. Default: max_batch = concurrency.',
@@ -951,20 +943,34 @@ def bench(
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
+    family: dict | None = None,
 ) -> None:
     """Benchmark: one excluded pass then one measured pass; TTFA, x real time, throughput at
     a concurrency, peak RSS; optionally against the official package. Prints the CPU, its
-    ISA flags, the thread count and the speed choices the model runs with."""
+    ISA flags, the thread count and the speed choices the model runs with. Every request
+    option of the model's family is a flag (e.g. --temperature, --speaker, --instruct)."""
     _setup_logging(quiet)
+    family = family or {}
     import json
 
     from vocalis.bench.batch import LOAD_KEYS, parse_session_options
     from vocalis.bench.benchmark import check_texts, render_table, run_bench
 
     check_texts(text)
-    engine_kw, extra = parse_session_options(session_options)
+    # Every check that needs no weights runs before anything is loaded: the model id, its
+    # family's options (a flag of another family: exit 2 naming it), then run_bench checks
+    # each request (ModelInfo.check_request) and what the official side can run.
+    info = families.describe(model or families.default_model_id())
+    options = _checked_options(info, family.get("options", {}))
+    load_options = _load_options(info, family.get("load", {}))
+    engine_kw, extra = parse_session_options(session_options, info)
+    if extra or any(k not in LOAD_KEYS for k in engine_kw):
+        given = sorted(set(extra) | {k for k in engine_kw if k not in LOAD_KEYS})
+        raise InputError(f"--session-options for bench takes only {', '.join(LOAD_KEYS)}; give "
+                         f"request and load options as flags (--frames for fixed lengths; got "
+                         f"{', '.join(given)})")
     if quantize or quantize_mode is not None:
-        from vocalis.api import quantize_mode as mode_of
+        from vocalis.options import quantize_mode as mode_of
 
         flag = _quantize(quantize, quantize_mode)
         if "quantize" in engine_kw and mode_of(engine_kw["quantize"]) != mode_of(flag):
@@ -973,9 +979,6 @@ def bench(
         engine_kw["quantize"] = flag
     if tuning is not None:
         engine_kw["tuning"] = tuning
-    if extra:
-        raise InputError(f"--session-options for bench takes only {', '.join(LOAD_KEYS)}; use "
-                         f"--frames for fixed lengths (got {', '.join(sorted(extra))})")
     if against is not None and against != "official":
         raise InputError(f"--against {against!r}: only 'official' is supported")
     json_path = None
@@ -983,23 +986,10 @@ def bench(
         json_path = Path(json_out).expanduser()
         if json_path.is_dir() or not json_path.parent.is_dir():
             raise InputError(f"--json {json_path}: not a file in an existing folder")
-    from vocalis import api
-
-    qwen3 = api.is_qwen3(model.strip())
-    nsm = None if streaming_text is None else not streaming_text
-    _family_options(model, qwen3, {}, _sampling(speaker=speaker, instruct=instruct, language=language,
-                                                greedy=greedy or None, non_streaming_mode=nsm),
-                    "float32")
-    if voice is None and not qwen3 and not api.resolve_model_id(model)[2]:
-        raise VoiceError(f"model {model} is not a released model, so it has no predefined "
-                         "voices: pass --voice AUDIO_FILE or --voice VOICE.safetensors")
-    report = run_bench(model.strip() if qwen3 else model, text, voice, device=device,
-                       threads=threads, concurrency=concurrency, frames=frames, requests=requests,
-                       seed=seed, against=against, official_quantize=official_quantize,
-                       session_options=engine_kw,
-                       sampling=_sampling(greedy=greedy or None, non_streaming_mode=nsm) or None,
-                       speaker=speaker,
-                       instruct=instruct, language=language)
+    report = run_bench(info.model_id, text, voice, device=device, threads=threads,
+                       concurrency=concurrency, frames=frames, requests=requests, seed=seed,
+                       against=against, official_quantize=official_quantize,
+                       session_options=engine_kw, options=options, load_options=load_options)
     from rich.console import Console
 
     console = Console()
@@ -1145,8 +1135,10 @@ def _load_options_for(models: list[str], given: dict) -> list[dict]:
 
 
 def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | None,
-               autoscale: str | None, **kw) -> None:
-    """``vocalis serve --ray``: the same app on Ray Serve replicas."""
+               autoscale: str | None, load_options: list[dict] | None = None, **kw) -> None:
+    """``vocalis serve --ray``: the same app on Ray Serve replicas; ``load_options``: the
+    family load options of each model (one dict per model), given to every replica's
+    ``vocalis.load``."""
     from vocalis.ray import require_ray
 
     require_ray("--ray")
@@ -1161,7 +1153,7 @@ def _serve_ray(models: list[str], *, ray_address: str | None, replicas: int | No
 
     run_on_ray(models, address=ray_address,
                replicas=None if autoscale else (1 if replicas is None else replicas),
-               autoscale=autoscale, on_ready=ready, **kw)
+               autoscale=autoscale, on_ready=ready, load_options=load_options, **kw)
 
 
 # --------------------------------------------------------------------------- text

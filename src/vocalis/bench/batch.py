@@ -2,22 +2,25 @@
 
 Order of work (``vocalis batch``):
 
-1. Check everything before loading anything heavy or running anything: the requests file
-   (:mod:`vocalis.bench.requests`), batch size, mode, session options; then load the model
-   and every distinct voice (an unknown voice names the first request using it). Qwen3-TTS
-   models: the requests file is checked for the Qwen3 option names, then every request in
-   full through the loaded model (:func:`prepare_qwen3`), so a bad request N stops the run
-   with ``request N: ...`` before anything is generated or written.
-2. Warm-up pass over all requests (excluded from the figures and from the WAV files).
-3. Measured pass with the same grouping: at most ``batch_size`` requests in the engine at
+1. Check everything before loading anything heavy or running anything: the batch size,
+   mode and session options, then every request of the file in full by the model's family
+   (:mod:`vocalis.bench.requests`: its option schema, then
+   :meth:`vocalis.family.ModelInfo.check_request`), so a bad request N stops the run with
+   ``request N: ...`` before any model is loaded or anything is written.
+2. Load the model; make every distinct voice once (:class:`vocalis.bench.session.VoiceCache`;
+   an unusable voice names the first request using it) and check every request against the
+   loaded model (:meth:`vocalis.family.LoadedModel.prepare`: tokens, voice), in file order.
+3. Warm-up pass over all requests (excluded from the figures and from the WAV files).
+4. Measured pass with the same grouping: at most ``batch_size`` requests in the engine at
    once, submitted in file order as earlier ones finish (``sequential`` = one at a time).
-4. Outside timing: one 16-bit 24 kHz mono WAV per successful measured request
-   (``DIR/NNNN.wav``, NNNN = request index) and, for Qwen3-TTS, its generated codes
-   (``DIR/NNNN.npy``, int64 ``[frames, 16]``, the codec's input), and with ``mode="streaming"`` the check that
-   each request's audio events concatenate exactly to the WAV read back from disk.
-5. One ordinary request (:meth:`vocalis.api.TTS.synthesize` of the first seeded request)
+5. Outside timing: one 16-bit mono WAV per successful measured request (``DIR/NNNN.wav``,
+   NNNN = request index, at the model's sample rate) and, for families whose engine reports
+   the generated codes (Qwen3-TTS), those codes (``DIR/NNNN.npy``, int64 ``[frames,
+   codebooks]``, the codec's input), and with ``mode="streaming"`` the check that each
+   request's audio events concatenate exactly to the WAV read back from disk.
+6. One ordinary request (:meth:`vocalis.api.TTS.synthesize` of the first seeded request)
    through the same session, to show the engine is reusable afterwards.
-6. ``DIR/report.json`` (schema ``vocalis.batch``, see :func:`run_batch`).
+7. ``DIR/report.json`` (schema ``vocalis.batch``, see :func:`run_batch`).
 
 A request that fails at run time is reported with its error; the others complete.
 """
@@ -33,27 +36,36 @@ import wave
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from vocalis import api, families
+from vocalis.audio import float_to_int16, write_wav
 from vocalis.bench import memory
-from vocalis.bench.requests import (
-    BatchRequest,
-    check_options,
-    option_names,
-    read_requests,
+from vocalis.bench.requests import BatchRequest, check_options, read_requests
+from vocalis.bench.session import (
+    Job,
+    Outcome,
+    VoiceCache,
+    _r,
+    frame_samples,
+    run_pass,
+    summarize,
 )
-from vocalis.bench.session import Job, Outcome, _r, run_pass, summarize
 from vocalis.errors import InputError, VocalisError, VoiceError
+from vocalis.family import ModelInfo
+from vocalis.options import did_you_mean, quantize_mode
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "vocalis.batch"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: "family" and "in_flight"; every measured entry has "options" and "codes"
 REPORT_NAME = "report.json"
 MODES = ("oneshot", "streaming")
 DEFAULT_BATCH_SIZE = 16
 MAX_BATCH_SIZE = 256
-#: session options given to :func:`vocalis.load`; every other key must be a sampling
-#: option, used as the default of every request (a request's own options win)
+#: session options given to :func:`vocalis.load` (besides the family's own load options,
+#: ``ModelFamily.load_options``); every other key must be a request option of the model's
+#: family, used as the default of every request (a request's own options win)
 LOAD_KEYS = ("max_batch", "max_queue", "quantize", "tuning")
 
 
@@ -73,21 +85,14 @@ def check_batch_size(batch_size: int | None, sequential: bool) -> int:
     return batch_size
 
 
-def model_family(model: str, tts=None) -> str:
-    """``qwen3`` for a Qwen3-TTS model (the loaded ``tts`` when given, else the ``--model``
-    reference, see :func:`vocalis.api.is_qwen3`), else ``pocket``."""
-    if tts is not None:
-        return "qwen3" if getattr(tts, "family_name", None) == "qwen3-tts" else "pocket"
-    from vocalis.api import is_qwen3
+def parse_session_options(text: str | dict | None, info: ModelInfo) -> tuple[dict, dict]:
+    """``--session-options`` JSON -> (load keywords, default request options) for the model
+    ``info``.
 
-    return "qwen3" if is_qwen3(model) else "pocket"
-
-
-def parse_session_options(text: str | dict | None,
-                          family: str = "pocket") -> tuple[dict, dict]:
-    """``--session-options`` JSON -> (load keywords, default request options).
-
-    Load keywords: ``max_batch``, ``max_queue`` (engine limits), ``quantize`` (true or ``"int8"``; ``"int4"`` for Qwen3-TTS).
+    Load keywords: ``max_batch``, ``max_queue`` (engine limits), ``quantize`` (true, false or
+    a mode the model's family offers), ``tuning``, and the family's load options
+    (``ModelFamily.load_options``, e.g. Qwen3-TTS ``dtype``). Every other key is a request
+    option of the family (its schema checks it).
 
     Raises:
         InputError: not a JSON object, unknown key, or an invalid value.
@@ -105,31 +110,41 @@ def parse_session_options(text: str | dict | None,
     if not isinstance(data, dict):
         raise InputError('--session-options must be a JSON object like {"max_batch": 8, '
                          '"temperature": 0.5}')
-    load_kw = {k: data[k] for k in LOAD_KEYS if k in data}
-    sampling = {k: v for k, v in data.items() if k not in LOAD_KEYS}
-    unknown = sorted(set(sampling) - set(option_names(family)))
+    family = info.family
+    load_names = (*LOAD_KEYS, *family.load_options.names)
+    known = (*load_names, *family.options.names)
+    unknown = [k for k in data if k not in known]
     if unknown:
-        raise InputError(f"--session-options: unknown key(s) {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(LOAD_KEYS + option_names(family))}")
-    for k, v in load_kw.items():
-        if k == "quantize":
-            from vocalis.api import QUANTIZE_MODES
-
-            if not (isinstance(v, bool) or (isinstance(v, str) and v.strip().lower() in QUANTIZE_MODES)):
-                raise InputError("--session-options: quantize must be true, false, \"int8\" or "
-                                 f"\"int4\", got {v!r}")
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise InputError(f"--session-options: unknown key {unknown[0]!r}"
+                         f"{did_you_mean(str(unknown[0]), known)} for {info.title} model "
+                         f"{info.name}; known: {', '.join(known)}")
+    load_kw = {k: data[k] for k in data if k in load_names}
+    for k in ("max_batch", "max_queue"):
+        v = load_kw.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise InputError(f"--session-options: {k} must be an integer >= 1, got {v!r}")
-    check_options(sampling, "--session-options", family)
-    return load_kw, sampling
+    if "quantize" in load_kw:
+        try:
+            mode = quantize_mode(load_kw["quantize"])
+        except InputError as e:
+            raise InputError(f"--session-options: {e}") from None
+        if mode is not None and mode not in family.quantize_modes:
+            raise InputError(f"--session-options: quantize {mode}: {family.title} quantizes to "
+                             f"{', '.join(family.quantize_modes) or 'nothing'}")
+    own = {k: v for k, v in load_kw.items() if k in family.load_options}
+    try:
+        load_kw.update(family.load_options.check(own, info.name))
+    except InputError as e:
+        raise InputError(f"--session-options: {e}") from None
+    defaults = check_options({k: v for k, v in data.items() if k not in load_names}, info,
+                             "--session-options")
+    return load_kw, defaults
 
 
-def load_session(model: str, device: str, threads: int | None, **engine_kw):
-    """:func:`vocalis.api.load` with the engine keywords (``max_batch``, ``max_queue``)."""
-    from vocalis import api
-
-    return api.load(model, device=device, threads=threads, **engine_kw)
+def load_session(model: str, device: str, threads: int | None, **load_kw):
+    """:func:`vocalis.api.load` with the load keywords (``max_batch``, ``max_queue``,
+    ``quantize``, ``tuning``, the family's load options)."""
+    return api.load(model, device=device, threads=threads, **load_kw)
 
 
 def engine_status(tts) -> dict | None:
@@ -142,87 +157,34 @@ def engine_status(tts) -> dict | None:
         return {"error": str(e)}
 
 
-def resolve_voices(tts, requests: list[BatchRequest]) -> dict:
-    """Load every distinct voice once: {voice string or None: Voice}.
+def prepare_jobs(tts, requests: list[BatchRequest], voices: VoiceCache) -> list[Job]:
+    """The engine jobs of checked ``requests``, in file order: each request as the family
+    runs it in a benchmark (:meth:`vocalis.family.ModelFamily.bench_request`, e.g. a
+    reference-audio option as the voice), its voice made once per distinct voice
+    (``voices``), and everything the loaded model checks (:meth:`LoadedModel.prepare
+    <vocalis.family.LoadedModel.prepare>`: the text's tokens, the voice against the model).
 
     Raises:
-        VoiceError/InputError/ModelNotFound: naming the first request that uses the voice.
+        VoiceError/InputError/ModelNotFound: ``request N: ...`` for the first bad request.
     """
-    voices: dict = {}
+    info, family = tts.info, tts.family
+    jobs = []
     for r in requests:
-        if r.voice in voices:
-            continue
+        where = f"request {r.index}"
         try:
-            voices[r.voice] = tts.voice(r.voice)
+            voice, opts = family.bench_request(info, r.voice, dict(r.sampling))
+            try:
+                voice, opts = voices.get(voice, opts)
+            except VocalisError:
+                raise
+            except Exception as e:  # noqa: BLE001 - an unreadable file the audio reader did not classify
+                raise VoiceError(f"cannot load voice {r.voice!r}: {e}") from None
+            text, seed, _, checked = info.check_request(r.text, voice, r.seed, 1.0, opts)
+            tts.loaded.prepare(text, voice, checked, seed)
         except VocalisError as e:
-            raise type(e)(f"request {r.index}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - an unreadable file the audio reader did not classify
-            raise VoiceError(f"request {r.index}: cannot load voice {r.voice!r}: {e}") from None
-    return voices
-
-
-#: Qwen3 options that describe the cloned voice (folded into one Voice per distinct set)
-CLONE_KEYS = ("ref_audio", "ref_text", "xvector_only")
-
-
-def prepare_qwen3(tts, requests: list[BatchRequest]) -> dict[int, tuple]:
-    """Qwen3-TTS: check every request in full, in file order, with the loaded model's
-    :meth:`~vocalis.api_qwen3.Qwen3TTS._prepare` (options, speaker, language, instruct,
-    reference audio, text length), and load each distinct cloned voice once.
-
-    Base models: a request's ``voice`` or ``ref_audio`` (with ``ref_text`` /
-    ``xvector_only``) becomes one :class:`vocalis.api.Voice` per distinct
-    (audio, ref_text, xvector_only), submitted instead of those options (the same prompt
-    ``submit`` would build). Other models: the voice string is passed as given.
-
-    Returns {request index: (voice for submit, options for submit)}.
-
-    Raises:
-        InputError/VoiceError: ``request N: ...`` for the first bad request.
-    """
-    base = getattr(tts.model, "model_type", None) == "base"
-    clones: dict = {}
-    out: dict[int, tuple] = {}
-    for r in requests:
-        voice, opts = r.voice, dict(r.sampling)
-        try:
-            if base and (voice is not None or opts.get("ref_audio") is not None):
-                src = opts.get("ref_audio") if opts.get("ref_audio") is not None else voice
-                if voice is not None and opts.get("ref_audio") is not None:
-                    raise InputError("give the reference once: voice and ref_audio are both set")
-                key = (src, opts.get("ref_text"), opts.get("xvector_only"))
-                if key not in clones:
-                    xv = opts.get("xvector_only")
-                    if xv is not None and not isinstance(xv, bool):
-                        raise InputError(f"xvector_only must be true or false, got {xv!r}")
-                    if opts.get("ref_text") is not None and not isinstance(opts["ref_text"], str):
-                        raise InputError("ref_text must be a string, got "
-                                         f"{type(opts['ref_text']).__name__}")
-                    clones[key] = tts.voice(src, ref_text=opts.get("ref_text"),
-                                            xvector_only=bool(xv))
-                voice = clones[key]
-                opts = {k: v for k, v in opts.items() if k not in CLONE_KEYS}
-            tts._prepare(r.text, voice, r.seed, dict(opts))
-        except VocalisError as e:
-            raise type(e)(f"request {r.index}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - an unreadable file the audio reader did not classify
-            raise VoiceError(f"request {r.index}: cannot load voice "
-                             f"{opts.get('ref_audio') or r.voice!r}: {e}") from None
-        out[r.index] = (voice, opts)
-    return out
-
-
-def check_texts(tts, requests: list[BatchRequest]) -> None:
-    """Prepare and chunk every text as ``submit`` will (cheap: tokenization only), so a text
-    the model cannot speak stops the run before anything runs, naming its request."""
-    chunk_text = getattr(getattr(tts, "model", None), "chunk_text", None)
-    if chunk_text is None:
-        return
-    for r in requests:
-        try:
-            chunk_text(r.text, r.sampling.get("max_tokens", 50))
-        except InputError as e:
-            raise InputError(f"request {r.index}: {e}") from None
+            raise type(e)(f"{where}: {e}", param=e.param) from None
+        jobs.append(Job(r.index, r.text, voice, r.seed, opts))
+    return jobs
 
 
 def _wav_name(index: int, n: int) -> str:
@@ -245,18 +207,16 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.dot(a.astype(np.float64), b.astype(np.float64)) / (na * nb))
 
 
-def _stream_check(o: Outcome, wav_path: Path | None, frame_samples: int) -> dict:
+def _stream_check(o: Outcome, wav_path: Path | None, per_frame: int) -> dict:
     """Do the request's audio events concatenate exactly to its WAV file?"""
-    from vocalis.audio import float_to_int16
-
     samples = o.samples if o.samples is not None else np.zeros(0, np.float32)
     out = {"audio_events": o.events, "in_order": o.in_order,
            "event_samples": int(sum(o.sizes or [])), "wav_samples": None, "equal": False,
-           "whole_frames": samples.shape[0] % frame_samples == 0}
+           "whole_frames": samples.shape[0] % per_frame == 0}
     engine_frames = (o.engine or {}).get("frames")
     if engine_frames is not None:
         out["engine_frames"] = engine_frames
-        out["frames_match"] = engine_frames * frame_samples == samples.shape[0]
+        out["frames_match"] = engine_frames * per_frame == samples.shape[0]
     arrivals = o.arrivals_ms or []
     if arrivals:
         gaps = np.diff(arrivals) if len(arrivals) > 1 else np.zeros(0)
@@ -320,18 +280,20 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
               normalize: bool = False) -> tuple[dict, int]:
     """Run a requests file; write WAVs and ``report.json`` into ``out_dir``.
 
-    ``tts``: an already loaded session to use instead of loading ``model`` (tests, API use).
-    ``normalize``: each text goes through :mod:`vocalis.text.normalize` first (in the
-    model's language, Qwen3: the request's ``language``).
+    ``model``: a model id or checkpoint (any family's); ``tts``: an already loaded session
+    to use instead of loading ``model`` (tests, API use). ``normalize``: each text goes
+    through :mod:`vocalis.text.normalize` first (in the request's language).
 
     Returns (report, exit status): 0 when every measured request, the streaming checks and
     the after-run request succeeded, else 1 (the report says what failed).
 
     Report (``DIR/report.json``)::
 
-        schema, schema_version, created, model, config, device, threads, torch_threads,
-        mode, batch_size (requests in flight), sequential, session_options, requests_file,
-        sample_rate, load_ms, voices_ms, rss_after_load_mb,
+        schema, schema_version, created, host, model, config, family, device, threads,
+        torch_threads, mode, batch_size (the requested requests in flight), in_flight (the
+        most requests in flight at once: batch_size or fewer when the file holds fewer),
+        sequential, session_options, requests_file, sample_rate, load_ms, voices_ms,
+        rss_after_load_mb,
         passes: {warmup, measured}: requests, ok, failed, wall_ms, audio_s, frames,
             x_real_time (pass audio / pass wall), rtf, ttfa_ms {mean,p50,p90,min,max},
             request_x_real_time, request_rtf (per-request means), peak_rss_mb
@@ -340,11 +302,11 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
         requests: one entry per request and pass: index, pass ("warmup" | "measured"), ok,
             error, ttfa_ms, wall_ms, audio_s, frames, rtf, x_real_time, audio_events,
             text_chunks, engine_queued_ms, engine_ttfa_ms, voice, seed;
-            measured ones also wav (file name or null), for Qwen3-TTS codes (``NNNN.npy``
-            or null) and options (speaker, language, instruct, ref_audio, ref_text,
-            xvector_only as given), and in streaming mode, streaming
-            {audio_events, in_order, event_samples, wav_samples, whole_frames,
-             engine_frames, frames_match, first_event_ms, max_gap_ms, mean_gap_ms, equal}
+            measured ones also wav (file name or null), codes (``NNNN.npy`` for families
+            whose engine reports codes, else null), options (the request's options as
+            checked, session defaults included, without the seed), and in streaming mode,
+            streaming {audio_events, in_order, event_samples, wav_samples, whole_frames,
+            engine_frames, frames_match, first_event_ms, max_gap_ms, mean_gap_ms, equal}
         streaming: {checked, equal, all_equal} (streaming mode) or null
         repeat: seeded requests, warm-up vs measured: {seeded_requests, frames_equal,
             bit_equal, min_cosine}
@@ -352,28 +314,27 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
             same_frames_as_measured, cosine_to_measured}
         engine: {before, after}: engine_status() (null without an engine)
         failures: [{index, error}] of the measured pass
+
+    Raises:
+        InputError, VoiceError, ModelNotFound: a bad argument or request (``request N:
+        ...``), before anything is written.
     """
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r}: use {' or '.join(MODES)}")
     in_flight = check_batch_size(batch_size, sequential)
-    family = model_family(model, tts)
-    load_kw, default_sampling = parse_session_options(session_options, family)
-    requests = read_requests(requests_file, family)
+    info = tts.info if tts is not None else families.describe(model)
+    load_kw, default_options = parse_session_options(session_options, info)
+    requests = read_requests(requests_file, info, default_options)
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--out-dir {out} exists and is not a folder")
-    for r in requests:  # session defaults under each request's own options
-        merged = {**default_sampling, **r.sampling}
-        check_options({**merged, "seed": r.seed} if r.seed is not None else merged,
-                      f"request {r.index}", family)
-        r.sampling = merged
 
     t0 = time.perf_counter()
     owned = tts is None
     if owned:
         load_kw.setdefault("max_batch", min(in_flight, len(requests)))
         load_kw.setdefault("max_queue", max(256, in_flight))
-        tts = load_session(model, device, threads, **load_kw)
+        tts = load_session(info.model_id, device, threads, **load_kw)
     try:
         if normalize:  # `vocalis batch --normalize`
             for r in requests:
@@ -382,61 +343,46 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
                 except InputError as e:
                     raise InputError(f"request {r.index}: {e}") from None
         return _run(tts, model, requests, requests_file, out, in_flight, sequential, mode,
-                    threads, device, load_kw, default_sampling, t0)
+                    threads, device, load_kw, default_options, t0)
     finally:
         if owned:
-            close = getattr(tts, "close", None)
-            if callable(close):
-                close()
+            tts.close()
 
 
 def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, threads,
-         device, load_kw, default_sampling, t0) -> tuple[dict, int]:
-    import torch
-
+         device, load_kw, default_options, t0) -> tuple[dict, int]:
     load_ms = (time.perf_counter() - t0) * 1000
     t0 = time.perf_counter()
-    qwen3 = model_family(model, tts) == "qwen3"
-    if qwen3:
-        prepared = prepare_qwen3(tts, requests)
-    else:
-        voices = resolve_voices(tts, requests)
+    jobs = prepare_jobs(tts, requests, VoiceCache(tts))
     voices_ms = (time.perf_counter() - t0) * 1000
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"cannot create --out-dir {out}: {e.strerror or e}") from None
 
-    if qwen3:
-        jobs = [Job(r.index, r.text, prepared[r.index][0], r.seed, dict(prepared[r.index][1]))
-                for r in requests]
-    else:
-        check_texts(tts, requests)
-        jobs = [Job(r.index, r.text, voices[r.voice], r.seed, dict(r.sampling))
-                for r in requests]
     record = mode == "streaming"
+    # run_pass never has more requests in flight than there are
+    at_once = max(1, min(in_flight, len(jobs)))
     status_before = engine_status(tts)
     if status_before and "max_batch" in status_before and "max_queue" in status_before:
         room = status_before["max_batch"] + status_before["max_queue"]
-        if in_flight > room:
+        if at_once > room:
             log.warning("%d requests in flight but the engine holds %d (max_batch %d + "
-                        "max_queue %d): expect CapacityError for some", in_flight, room,
+                        "max_queue %d): expect CapacityError for some", at_once, room,
                         status_before["max_batch"], status_before["max_queue"])
     rss_loaded = memory.rss_mb()
 
-    log.info("warm-up pass: %d request(s), up to %d in flight", len(jobs), min(in_flight, len(jobs)))
+    log.info("warm-up pass: %d request(s), up to %d in flight", len(jobs), at_once)
     memory.reset_peak()
-    warm, warm_ms = run_pass(tts, jobs, in_flight, record)
+    warm, warm_ms = run_pass(tts, jobs, at_once, record)
     warm_peak = memory.peak_rss_mb()
-    log.info("measured pass: %d request(s), up to %d in flight", len(jobs), min(in_flight, len(jobs)))
+    log.info("measured pass: %d request(s), up to %d in flight", len(jobs), at_once)
     memory.reset_peak()
-    meas, meas_ms = run_pass(tts, jobs, in_flight, record)
+    meas, meas_ms = run_pass(tts, jobs, at_once, record)
     meas_peak = memory.peak_rss_mb()
 
     # ---- outside timing: files, checks, the after-run request
-    from vocalis.audio import write_wav
-
-    frame_samples = int(getattr(getattr(tts, "model", None), "frame_samples", 1920))
+    per_frame = frame_samples(tts)
     wavs: dict[int, str | None] = {}
     codes: dict[int, str | None] = {}
     for o in meas:
@@ -448,10 +394,10 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
         else:
             path.unlink(missing_ok=True)  # no stale file from an earlier run
             wavs[o.index] = None
-        if qwen3 and o.ok and o.codes is not None:
+        if o.ok and o.codes is not None:
             np.save(npy, o.codes)
             codes[o.index] = npy.name
-        elif qwen3:
+        else:
             npy.unlink(missing_ok=True)
             codes[o.index] = None
     streaming = None
@@ -459,7 +405,7 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
     if record:
         for o in meas:
             if o.ok:
-                checks[o.index] = _stream_check(o, out / wavs[o.index], frame_samples)
+                checks[o.index] = _stream_check(o, out / wavs[o.index], per_frame)
         streaming = {"checked": len(checks), "equal": sum(c["equal"] for c in checks.values()),
                      "all_equal": bool(checks) and all(c["equal"] for c in checks.values())}
     repeat = _repeat_check(warm, meas, jobs)
@@ -473,12 +419,7 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
                                                      if k != "index"},
                  "voice": r.voice, "seed": r.seed}
             if name == "measured":
-                e["wav"] = wavs[o.index]
-                if qwen3:
-                    e["codes"] = codes[o.index]
-                    e["options"] = {k: v for k, v in r.sampling.items()
-                                    if k in ("speaker", "language", "instruct", "ref_audio",
-                                             "ref_text", "xvector_only")}
+                e.update(wav=wavs[o.index], codes=codes[o.index], options=dict(r.sampling))
                 if record:
                     e["streaming"] = checks.get(o.index)
             entries.append(e)
@@ -495,10 +436,10 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"platform": platform.platform(), "python": platform.python_version(),
                  "torch": torch.__version__},
-        "model": model, "config": getattr(tts, "config_name", None), "device": device,
+        "model": model, "config": tts.info.name, "family": tts.family.name, "device": device,
         "threads": threads, "torch_threads": torch.get_num_threads(), "mode": mode,
-        "batch_size": in_flight, "sequential": sequential,
-        "session_options": {**load_kw, **default_sampling},
+        "batch_size": in_flight, "in_flight": at_once, "sequential": sequential,
+        "session_options": {**load_kw, **default_options},
         "requests_file": str(Path(requests_file).expanduser().resolve()),
         "sample_rate": tts.sample_rate, "load_ms": _r(load_ms), "voices_ms": _r(voices_ms),
         "rss_after_load_mb": _r(rss_loaded, 1),

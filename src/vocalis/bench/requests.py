@@ -5,24 +5,25 @@ Format: a JSON array of objects ::
     [{"text": "Hello there.", "voice": "alba", "options": {"seed": 42, "temperature": 0.5}},
      {"text": "Another one.", "voice": "prompts/me.wav"}]
 
-``text`` (required): a non-empty string. ``voice`` (optional): a predefined voice name, an
-audio file or a ``.safetensors`` voice state; relative paths are taken relative to the
-requests file's folder when they exist there, else to the working directory; missing =
-the model's default voice (released models only). ``options`` (optional): ``seed``
-(integer) and the sampling options of :meth:`vocalis.api.TTS.synthesize`. Nothing else.
-
-Qwen3-TTS models (``family="qwen3"``): ``options`` take ``seed`` and the request options of
-:class:`vocalis.api_qwen3.Qwen3TTS` (``api_qwen3.KNOWN``: ``speaker``, ``language``,
-``instruct``, ``ref_audio``, ``ref_text``, ``xvector_only``, the official sampling names,
-``greedy``, ``max_frames``, ...); a relative ``ref_audio`` is resolved like ``voice``. Here
-only the names are checked; the batch runner checks each request in full with the loaded
-model before anything runs. ::
+``text`` (required): a non-empty string. ``voice`` (optional): a built-in voice name, an
+audio file or a saved ``.safetensors`` voice; relative paths are taken relative to the
+requests file's folder when they exist there, else to the working directory; missing = the
+model's default voice. ``options`` (optional): ``seed`` (an integer in [0, 2**63)) and the
+request options of the model's family (``vocalis.load(model).family.options``, the keywords
+of :meth:`vocalis.api.TTS.synthesize`: Pocket TTS ``temperature``, ``max_frames``...;
+Qwen3-TTS ``speaker``, ``language``, ``instruct``, ``ref_audio``, ``ref_text``...); an option
+that names a file (``Option.path``, e.g. ``ref_audio``) is resolved like ``voice``. Nothing
+else. ::
 
     [{"text": "Hi.", "voice": "ryan", "options": {"language": "english", "seed": 1}},
      {"text": "Hi.", "options": {"ref_audio": "me.wav", "ref_text": "What I say.", "seed": 2}}]
 
-Every problem raises :class:`~vocalis.errors.InputError` whose message names the request
-(its 0-based index in the array) — the first problem found, and how many more there are.
+Every request is checked in full by the model's family before any model is loaded: the
+options by its schema, then :meth:`vocalis.family.ModelInfo.check_request` (the text, the
+voice, which options go together), the same checks as every other front end's. Every
+problem raises :class:`~vocalis.errors.InputError` (or :class:`~vocalis.errors.VoiceError`)
+whose message names the request (its 0-based index in the array): the first problem found,
+and how many more there are.
 """
 
 from __future__ import annotations
@@ -31,57 +32,19 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vocalis.errors import InputError
+from vocalis import families
+from vocalis.errors import InputError, VocalisError
+from vocalis.family import ModelInfo
+from vocalis.options import check_seed
 from vocalis.text.files import read_utf8
 
 FIELDS = ("text", "voice", "options")
-FAMILIES = ("pocket", "qwen3")
-#: Qwen3 options that name a file, resolved like ``voice``
-PATH_OPTIONS = ("ref_audio",)
-
-
-def option_names(family: str = "pocket") -> tuple[str, ...]:
-    """Options a request may carry: ``seed`` and every sampling option (Pocket), or
-    ``seed`` and :data:`vocalis.api_qwen3.KNOWN` (``family="qwen3"``)."""
-    if family == "qwen3":
-        from vocalis.api_qwen3 import KNOWN
-
-        return ("seed", *KNOWN)
-    from vocalis.models.pocket.model import SamplingParams
-
-    return tuple(SamplingParams.__dataclass_fields__)
-
-
-def check_options(options: dict, where: str, family: str = "pocket") -> dict:
-    """Validate ``options`` (seed + sampling); returns them unchanged. For ``qwen3`` only the
-    names and the seed are checked here (values: the loaded model's ``_prepare``).
-
-    Raises:
-        InputError: ``where: ...`` naming the unknown or invalid option.
-    """
-    known = option_names(family)
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise InputError(f"{where}: unknown option(s) {', '.join(map(repr, unknown))}; known: "
-                         + ", ".join(known))
-    if family == "qwen3":
-        seed = options.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                                 or not 0 <= seed < 2**63):
-            raise InputError(f"{where}: seed must be an integer in [0, 2**63), got {seed!r}")
-        return options
-    from vocalis.models.pocket.model import SamplingParams
-
-    try:
-        SamplingParams(**options).validated()
-    except InputError as e:
-        raise InputError(f"{where}: {e}") from None
-    return options
 
 
 @dataclass
 class BatchRequest:
-    """One checked request; ``sampling`` = its options without the seed."""
+    """One checked request; ``sampling`` = its options without the seed (the family's
+    request options, session defaults included)."""
 
     index: int
     text: str
@@ -96,12 +59,18 @@ class BatchRequest:
         return out
 
 
+def default_info() -> ModelInfo:
+    """The model used when none is named (what a requests file is checked against by
+    default)."""
+    return families.describe(families.default_model_id())
+
+
 def _type_name(v) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
             int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
-def _anchor(path: str, base: Path | None) -> str:
+def anchor(path: str, base: Path | None) -> str:
     """``path`` relative to ``base`` when it exists there, else unchanged."""
     if base is not None and "://" not in path and not Path(path).is_absolute():
         candidate = base / path
@@ -110,12 +79,46 @@ def _anchor(path: str, base: Path | None) -> str:
     return path
 
 
-def check_one(i: int, item, base: Path | None, family: str = "pocket") -> BatchRequest:
-    """Check request ``i`` (an object of the file); ``base`` anchors relative paths.
+def _where(where: str, e: VocalisError) -> VocalisError:
+    """``e`` with ``where: `` in front of its message (same type and param)."""
+    return type(e)(f"{where}: {e}", param=e.param)
+
+
+def check_options(options: dict, info: ModelInfo, where: str,
+                  base: Path | None = None) -> dict:
+    """A request's options (without ``seed``) checked by the model's family schema, ``None``
+    values dropped; options naming a file (``Option.path``) anchored at ``base``.
 
     Raises:
-        InputError: ``request i: ...`` naming the problem.
+        InputError: ``where: ...`` naming the unknown or invalid option.
     """
+    schema = info.family.options
+    out = {}
+    for name, value in options.items():
+        if name not in schema:
+            raise _where(where, schema.unknown(name, info.name))
+        if schema[name].path and value is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"{where}: {name} must be a file path (a non-empty string), "
+                                 f"got {_type_name(value)}", param=name)
+            value = anchor(value, base)
+        out[name] = value
+    try:
+        return schema.check(out, info.name)
+    except InputError as e:
+        raise _where(where, e) from None
+
+
+def check_one(i: int, item, base: Path | None, info: ModelInfo | None = None,
+              defaults: dict | None = None) -> BatchRequest:
+    """Check request ``i`` (an object of the file) for the model ``info`` (default: the
+    default model); ``base`` anchors relative paths; ``defaults``: request options under the
+    request's own (``--session-options``).
+
+    Raises:
+        InputError/VoiceError: ``request i: ...`` naming the problem.
+    """
+    info = info or default_info()
     where = f"request {i}"
     if not isinstance(item, dict):
         raise InputError(f"{where}: must be an object like {{\"text\": ...}}, got {_type_name(item)}")
@@ -138,51 +141,63 @@ def check_one(i: int, item, base: Path | None, family: str = "pocket") -> BatchR
         if not voice.strip():
             raise InputError(f"{where}: 'voice' is empty: give a voice name or file, or leave "
                              "it out for the model's default voice")
-        voice = _anchor(voice, base)
+        voice = anchor(voice, base)
     options = item.get("options", {})
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise InputError(f"{where}: 'options' must be an object like {{\"seed\": 42}}, got "
                          f"{_type_name(options)}")
-    check_options(options, where, family)
-    sampling = {k: v for k, v in options.items() if k != "seed"}
-    for k in PATH_OPTIONS:
-        if family == "qwen3" and isinstance(sampling.get(k), str) and sampling[k].strip():
-            sampling[k] = _anchor(sampling[k], base)
-    return BatchRequest(i, text, voice, options.get("seed"), sampling)
+    options = dict(options)
+    try:
+        seed = check_seed(options.pop("seed", None))
+    except InputError as e:
+        raise _where(where, e) from None
+    merged = {**(defaults or {}), **check_options(options, info, where, base)}
+    try:
+        text, seed, _, merged = info.check_request(text, voice, seed, 1.0, merged)
+    except VocalisError as e:
+        raise _where(where, e) from None
+    return BatchRequest(i, text, voice, seed, merged)
 
 
-def parse_requests(data, base: Path | None = None, family: str = "pocket") -> list[BatchRequest]:
-    """Check already-decoded JSON ``data``; ``base`` anchors relative voice (and Qwen3
-    ``ref_audio``) paths; ``family``: ``pocket`` or ``qwen3`` (which options are allowed).
+def parse_requests(data, base: Path | None = None, info: ModelInfo | None = None,
+                   defaults: dict | None = None) -> list[BatchRequest]:
+    """Check already-decoded JSON ``data`` for the model ``info`` (default: the default
+    model); ``base`` anchors relative voice (and other file) paths; ``defaults``: request
+    options under each request's own.
 
     Raises:
-        InputError: the first problem (naming its request) and how many more there are.
+        InputError/VoiceError: the first problem (naming its request) and how many more
+        there are.
     """
     if not isinstance(data, list):
         raise InputError(f"requests must be a JSON array of objects like [{{\"text\": ...}}], "
                          f"got {_type_name(data)}")
     if not data:
         raise InputError("requests array is empty: give at least one request")
+    info = info or default_info()
     out, problems = [], []
     for i, item in enumerate(data):
         try:
-            out.append(check_one(i, item, base, family))
-        except InputError as e:
-            problems.append(str(e))
+            out.append(check_one(i, item, base, info, defaults))
+        except VocalisError as e:
+            problems.append(e)
     if problems:
+        first = problems[0]
         more = (f" (and {len(problems) - 1} more problem(s) in other requests)"
                 if len(problems) > 1 else "")
-        raise InputError(problems[0] + more)
+        raise type(first)(f"{first}{more}", param=first.param)
     return out
 
 
-def read_requests(path: str | Path, family: str = "pocket") -> list[BatchRequest]:
-    """Read and check a requests file (see the module doc) for a model of ``family``.
+def read_requests(path: str | Path, info: ModelInfo | None = None,
+                  defaults: dict | None = None) -> list[BatchRequest]:
+    """Read and check a requests file (see the module doc) for the model ``info``.
 
     Raises:
-        InputError: missing/unreadable file, not UTF-8, not JSON, or a bad request.
+        InputError: missing/unreadable file, not UTF-8, not JSON, or a bad request
+        (VoiceError for a bad voice).
     """
     p = Path(path).expanduser()
     raw = read_utf8(p, "requests file")
@@ -192,6 +207,10 @@ def read_requests(path: str | Path, family: str = "pocket") -> list[BatchRequest
         raise InputError(f"requests file {p} is not valid JSON: {e.msg} at line {e.lineno} "
                          f"column {e.colno}") from None
     try:
-        return parse_requests(data, p.resolve().parent, family)
-    except InputError as e:
-        raise InputError(f"requests file {p}: {e}") from None
+        return parse_requests(data, p.resolve().parent, info, defaults)
+    except VocalisError as e:
+        raise _where(f"requests file {p}", e) from None
+
+
+__all__ = ["FIELDS", "BatchRequest", "anchor", "check_one", "check_options", "default_info",
+           "parse_requests", "read_requests"]

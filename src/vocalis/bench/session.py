@@ -6,6 +6,10 @@ sequential). Each request is timed here, where its audio arrives, not inside the
 ``ttfa_ms`` is the time from just before ``submit`` to the first audio chunk in the
 caller's hands; ``wall_ms`` to its final event. A request that fails (a synchronous error
 from ``submit``, a ``Failed`` event, a timeout) is recorded as failed; the others go on.
+
+Also here, for every front end that runs many requests (``vocalis bench``, ``vocalis
+batch``, Ray Data): :class:`VoiceCache` (each distinct voice made once, outside the timed
+requests) and the per-frame figures of a pass (:func:`add_frame_figures`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ EVENT_TIMEOUT_S = 600.0
 @dataclass
 class Job:
     """One request: ``voice`` is a loaded :class:`vocalis.api.Voice` (or what ``submit``
-    accepts); ``sampling`` the options besides the seed."""
+    accepts); ``sampling`` the family's request options besides the seed."""
 
     index: int
     text: str
@@ -90,11 +94,43 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def frame_samples(tts) -> int:
+    """Samples per frame of a loaded model (its engine family's)."""
+    return int(tts.engine_family.frame_samples)
+
+
+class VoiceCache:
+    """Each distinct voice of a run made once (a voice file read, a reference cloned), before
+    any request is timed. :meth:`get` splits a request's options into the voice's (the
+    schema's options marked ``voice``) and the rest."""
+
+    def __init__(self, tts):
+        self.tts = tts
+        self.voices: dict = {}
+
+    def get(self, voice, options: dict) -> tuple[Any, dict]:
+        """``(voice for submit, options for submit)``: a loaded voice (the model's default
+        voice when ``voice`` is None and it has one) and the options without the voice's;
+        ``voice`` unchanged when it is None and the model has no default (the request
+        describes its voice otherwise, e.g. in words).
+
+        Raises what ``tts.voice`` raises (VoiceError, InputError, ModelNotFound)."""
+        info, schema = self.tts.info, self.tts.family.options
+        if voice is None and info.default_voice is None:
+            return None, dict(options)
+        own = {k: v for k, v in options.items() if k in schema and schema[k].voice}
+        rest = {k: v for k, v in options.items() if k not in own}
+        key = (voice, tuple(sorted(own.items())))
+        if key not in self.voices:
+            self.voices[key] = self.tts.voice(voice, **own)
+        return self.voices[key], rest
+
+
 def run_one(tts, job: Job, record: bool = False,
             timeout_s: float = EVENT_TIMEOUT_S) -> Outcome:
     """Submit one request and consume its events (see the module doc for the timing)."""
     out = Outcome(job.index)
-    frame_samples = int(getattr(getattr(tts, "model", None), "frame_samples", 1920))
+    per_frame = frame_samples(tts)
     rate = tts.sample_rate
     pieces: list[np.ndarray] = []
     if record:
@@ -121,7 +157,7 @@ def run_one(tts, job: Job, record: bool = False,
                 # later chunk
                 if (ev.chunk, ev.frame) != expect and not (ev.chunk > expect[0] and ev.frame == 0):
                     out.in_order = False
-                expect = (ev.chunk, ev.frame + max(1, samples.shape[0] // frame_samples))
+                expect = (ev.chunk, ev.frame + max(1, samples.shape[0] // per_frame))
                 chunks_seen.add(ev.chunk)
                 if record:
                     out.arrivals_ms.append((now - t0) * 1000)
@@ -149,7 +185,7 @@ def run_one(tts, job: Job, record: bool = False,
     out.wall_ms = (time.perf_counter() - t0) * 1000
     out.samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     out.audio_s = out.samples.shape[0] / rate
-    out.frames = out.samples.shape[0] // frame_samples
+    out.frames = out.samples.shape[0] // per_frame
     if not out.text_chunks:
         out.text_chunks = len(chunks_seen)
     return out
@@ -203,3 +239,27 @@ def summarize(outcomes: list[Outcome], wall_ms: float) -> dict:
         "request_x_real_time": _r(statistics.fmean(xs), 3) if xs else None,
         "request_rtf": _r(statistics.fmean(rtfs), 4) if rtfs else None,
     }
+
+
+def with_ms_per_frame(r: dict) -> dict:
+    """A per-request dict with ``ms_per_frame`` = wall_ms / frames (None without frames)."""
+    if "ms_per_frame" not in r:
+        r = {**r, "ms_per_frame": _r(r["wall_ms"] / r["frames"], 3)
+             if r.get("ok") and r.get("frames") and r.get("wall_ms") is not None else None}
+    return r
+
+
+def add_frame_figures(summary: dict, per_request: list[dict] | None) -> dict:
+    """Add to a pass summary ``ms_per_frame`` (mean over ok requests of wall_ms / frames: the
+    single-stream cost of a frame, TTFA included) and ``frames_per_s`` (all frames of the
+    pass over its wall time: aggregate). ``per_request`` None: ``ms_per_frame`` is kept if
+    present, else None."""
+    if per_request is not None:
+        ms = [with_ms_per_frame(r)["ms_per_frame"] for r in per_request]
+        ms = [x for x in ms if x is not None]
+        summary["ms_per_frame"] = _r(sum(ms) / len(ms), 3) if ms else None
+    else:
+        summary.setdefault("ms_per_frame", None)
+    wall, n = summary.get("wall_ms"), summary.get("frames")
+    summary["frames_per_s"] = _r(n / (wall / 1000), 2) if wall and n else None
+    return summary

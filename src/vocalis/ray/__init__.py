@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 from urllib.parse import urlsplit
 
+from vocalis import families
 from vocalis.errors import InputError, VocalisError
+from vocalis.family import ModelInfo
 
 log = logging.getLogger("vocalis.ray")
 
@@ -46,7 +47,7 @@ def require_ray(what: str = "--ray"):
         InputError: Ray is not installed (the message names :data:`INSTALL_HINT`).
     """
     try:
-        import ray
+        import ray  # the optional extra: imported only when a command asks for Ray
     except ImportError as e:
         missing = getattr(e, "name", None) or "ray"
         raise InputError(f"{what} needs Ray, which is not installed here (no module "
@@ -97,7 +98,7 @@ def _auto_address() -> str:
     Raises:
         InputError: no cluster was started here.
     """
-    try:
+    try:  # Ray (optional, heavy) only once a cluster is asked for
         from ray._private.services import get_ray_address_from_environment
 
         found = get_ray_address_from_environment("auto", None)
@@ -151,7 +152,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     if ray.is_initialized():
         return ray, False
     if local:
-        from ray._private import ray_constants
+        from ray._private import ray_constants  # Ray is imported by now (require_ray)
 
         if os.environ.get(_LOOPBACK_ENV) == "0":  # imported before we could set it
             ray_constants.ENABLE_RAY_CLUSTER = False
@@ -192,7 +193,7 @@ def check_ray_cpus(num_cpus: int | None) -> None:
 
 def _clusters_here() -> set[str]:
     """GCS addresses of Ray clusters running on this machine (Ray's own process scan)."""
-    try:
+    try:  # Ray (optional, heavy) only once a cluster is asked for
         from ray._private.services import find_gcs_addresses
 
         return set(find_gcs_addresses())
@@ -226,29 +227,17 @@ def check_resources(ray, what: str, count: int, cpus: float, gpus: float) -> Non
                            f"{have}; use fewer {what}s or fewer {flag}-cpus/-gpus each")
 
 
-def check_model(model: str) -> None:
+def check_model(model: str) -> ModelInfo:
     """Check on the driver, before any actor starts, that ``model`` names a model: a
     released id, or a checkpoint that exists here (paths must be the same on every node).
-    Weights are not read.
+    Its family describes it from its config; weights are not read. Returns its
+    :class:`~vocalis.family.ModelInfo`.
 
     Raises:
-        ModelNotFound: unknown id or missing path (the message lists the known ids).
+        ModelNotFound: unknown id or missing path (the message names the closest id).
         CheckpointError: a folder that is not a checkpoint.
     """
-    from vocalis.api import is_qwen3, resolve_model_id
-
-    if is_qwen3(model):
-        from vocalis.models.qwen3.checkpoint import check_checkpoint_dir, find_release
-
-        local = Path(os.path.expanduser(model))
-        if local.is_dir():
-            check_checkpoint_dir(local)
-        elif find_release(model) is None:
-            from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-
-            resolve_checkpoint(model, download=False)  # raises its own clear error
-        return
-    resolve_model_id(model)
+    return families.describe(model)
 
 
 def last_error_line(message: str) -> str:

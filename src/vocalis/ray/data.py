@@ -3,7 +3,8 @@
 Steps:
 
 1. The requests file is read and every row checked on the driver, as ``vocalis batch``
-   checks it (:func:`vocalis.bench.requests.check_one`), but row by row: a bad row is
+   checks it (:func:`vocalis.bench.requests.check_one`: the model family's option schema
+   and :meth:`~vocalis.family.ModelInfo.check_request`), but row by row: a bad row is
    recorded as failed in the manifest (``request N: ...``, and ``line L`` for JSON Lines)
    and the others run. Formats, by extension: ``.jsonl``/``.ndjson`` (JSON Lines),
    ``.parquet`` (columns ``text``, ``voice``, ``options`` as a struct, a map or a JSON
@@ -14,9 +15,11 @@ Steps:
 3. The others become a Ray Dataset (one JSON string per row, so that options of any shape
    survive Arrow) and go through ``map_batches`` on an actor pool: each actor loads the
    model once and runs each batch of rows (``batch_size``, the engine's ``max_batch``)
-   through its continuous-batching engine at once; it writes one 16-bit WAV per request,
-   ``NNNN.wav`` by index as ``vocalis batch`` names them (Qwen3-TTS: ``NNNN.npy``, the
-   codes), and returns one manifest record per row. A request that fails is a record with
+   through its continuous-batching engine at once (each row's voice made once per actor
+   and the row checked against the loaded model, as ``vocalis batch`` does:
+   :func:`vocalis.bench.batch.prepare_jobs`); it writes one 16-bit WAV per request,
+   ``NNNN.wav`` by index as ``vocalis batch`` names them (and ``NNNN.npy``, the codes, for
+   families whose engine reports them), and returns one manifest record per row. A request that fails is a record with
    its error; the job goes on.
 4. The driver appends each record to ``manifest.partial.jsonl`` as it arrives (so an
    interrupted job resumes from there) and writes the manifest, one record per request in
@@ -40,7 +43,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from vocalis import families
+from vocalis.audio import write_wav
+from vocalis.bench.batch import (
+    DEFAULT_BATCH_SIZE,
+    MAX_BATCH_SIZE,
+    _wav_name,
+    load_session,
+    parse_session_options,
+    prepare_jobs,
+)
+from vocalis.bench.requests import BatchRequest, check_one
+from vocalis.bench.session import VoiceCache, run_pass
 from vocalis.errors import InputError, VocalisError
+from vocalis.family import ModelInfo
 from vocalis.ray import (
     ClusterError,
     absolute,
@@ -51,6 +69,7 @@ from vocalis.ray import (
     connect,
     last_error_line,
 )
+from vocalis.text.files import read_utf8
 
 log = logging.getLogger("vocalis.ray")
 
@@ -86,11 +105,9 @@ def _raw_items(path: Path) -> list[tuple[object, str | None]]:
     """(decoded item, a problem that makes it unreadable) per row of the file.
 
     Raises InputError when the file as a whole cannot be read."""
-    from vocalis.text.files import read_utf8
-
     fmt = _file_format(path)
     if fmt == "parquet":
-        try:
+        try:  # pyarrow: part of the optional Ray extra, needed for Parquet only
             import pyarrow.parquet as pq
         except ImportError:
             raise InputError("reading Parquet needs pyarrow: pip install 'vocalis[ray]'") from None
@@ -157,15 +174,18 @@ def _request_key(req: dict, model: str, normalize: bool) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def read_rows(path: str | os.PathLike[str], *, family: str = "pocket", model: str = "",
-              default_sampling: dict | None = None, normalize: bool = False) -> list[Row]:
-    """Every row of a requests file, checked one by one (see the module doc).
+def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
+              model: str = "", defaults: dict | None = None,
+              normalize: bool = False) -> list[Row]:
+    """Every row of a requests file, checked one by one (see the module doc) for the model
+    ``info`` (default: the default model); ``model`` and ``normalize`` go into each row's
+    resume key; ``defaults``: request options under each row's own (``--session-options``).
 
     Raises:
         InputError: the file as a whole cannot be read (missing, not JSON, no rows).
     """
-    from vocalis.bench.requests import PATH_OPTIONS, check_one, check_options
-
+    info = info or check_model(families.default_model_id())
+    schema = info.family.options
     p = Path(path).expanduser()
     items = _raw_items(p)
     base = p.resolve().parent
@@ -190,17 +210,13 @@ def read_rows(path: str | os.PathLike[str], *, family: str = "pocket", model: st
             if rid in seen_ids:
                 raise InputError(f"request {i}: id {rid!r:.60} is already used by request "
                                  f"{seen_ids[rid]}")
-            r = check_one(i, item, base, family)
-            sampling = {**(default_sampling or {}), **r.sampling}
-            for k in PATH_OPTIONS:  # Qwen3 ref_audio: workers do not run in this folder
-                if isinstance(sampling.get(k), str):
-                    sampling[k] = absolute(sampling[k])
-            check_options({**sampling, "seed": r.seed} if r.seed is not None else sampling,
-                          f"request {i}", family)
+            r = check_one(i, item, base, info, defaults)
+            sampling = {k: absolute(v) if k in schema and schema[k].path else v
+                        for k, v in r.sampling.items()}  # actors do not run in this folder
             req = {"text": r.text, "voice": absolute(r.voice), "seed": r.seed,
                    "sampling": sampling}
             json.dumps(req)  # a value JSON cannot carry is the row's problem
-        except (InputError, TypeError, ValueError) as e:
+        except (VocalisError, TypeError, ValueError) as e:
             rows.append(Row(i, rid, error=str(e)))
             continue
         seen_ids[rid] = i
@@ -217,7 +233,7 @@ def _read_manifest(out: Path) -> dict[str, dict]:
     records: list[dict] = []
     parquet = out / "manifest.parquet"
     if parquet.is_file():
-        try:
+        try:  # pyarrow: part of the optional Ray extra, needed for Parquet only
             import pyarrow.parquet as pq
 
             records += pq.read_table(str(parquet)).to_pylist()
@@ -251,7 +267,7 @@ def _write_manifest(out: Path, records: list[dict], fmt: str) -> Path:
     target = out / f"manifest.{fmt}"
     tmp = out / f".manifest.{fmt}.tmp"
     if fmt == "parquet":
-        import pyarrow as pa
+        import pyarrow as pa  # the optional Ray extra, needed for Parquet only
         import pyarrow.parquet as pq
 
         schema = pa.schema([("id", pa.string()), ("index", pa.int64()), ("path", pa.string()),
@@ -280,46 +296,26 @@ class Synthesizer:
     def __init__(self, model: str, load_kw: dict, out_dir: str, total: int,
                  device: str = "cpu", threads: int | None = None, normalize: bool = False):
         logging.getLogger("vocalis").setLevel(logging.INFO)
-        from vocalis.bench.batch import load_session, model_family
-
         self.tts = load_session(model, device, threads, **load_kw)
-        self.qwen3 = model_family(model, self.tts) == "qwen3"
+        self.voices = VoiceCache(self.tts)
         self.out = Path(out_dir)
         self.total = total
         self.normalize = normalize
-        self.voices: dict = {}
         self.in_flight = int(load_kw.get("max_batch", 16))
 
-    def _voice(self, voice):
-        if voice not in self.voices:
-            self.voices[voice] = self.tts.voice(voice)
-        return self.voices[voice]
-
     def _job(self, index: int, req: dict):
-        """The engine job of a row (voice loaded, text checked), or raises its error."""
-        from vocalis.bench.batch import prepare_qwen3
-        from vocalis.bench.requests import BatchRequest
-        from vocalis.bench.session import Job
-
+        """The engine job of a row (voice made, row checked against the loaded model), or
+        raises its error (``request N: ...``)."""
         text = req["text"]
         if self.normalize:
-            text = self.tts.normalized_text(text, True, req["sampling"])
+            try:
+                text = self.tts.normalized_text(text, True, req["sampling"])
+            except VocalisError as e:
+                raise type(e)(f"request {index}: {e}", param=e.param) from None
         r = BatchRequest(index, text, req["voice"], req["seed"], dict(req["sampling"]))
-        if self.qwen3:
-            voice, opts = prepare_qwen3(self.tts, [r])[index]
-            return Job(index, text, voice, r.seed, dict(opts))
-        chunk_text = getattr(getattr(self.tts, "model", None), "chunk_text", None)
-        if chunk_text is not None:
-            chunk_text(text, r.sampling.get("max_tokens", 50))
-        return Job(index, text, self._voice(r.voice), r.seed, dict(r.sampling))
+        return prepare_jobs(self.tts, [r], self.voices)[0]
 
     def __call__(self, batch: dict) -> dict:
-        import numpy as np
-
-        from vocalis.audio import write_wav
-        from vocalis.bench.batch import _wav_name
-        from vocalis.bench.session import run_pass
-
         records: dict[int, dict] = {}
         jobs = []
         rate = self.tts.sample_rate
@@ -332,7 +328,7 @@ class Synthesizer:
             try:
                 jobs.append(self._job(row["index"], row["request"]))
             except VocalisError as e:
-                rec["error"] = f"request {row['index']}: {e}"
+                rec["error"] = str(e)
             except Exception as e:  # noqa: BLE001 - an unreadable voice file, say: this row only
                 rec["error"] = f"request {row['index']}: {type(e).__name__}: {e}"
         outcomes, _ = run_pass(self.tts, jobs, self.in_flight) if jobs else ([], 0.0)
@@ -346,7 +342,7 @@ class Synthesizer:
                 tmp = self.out / f".{name}.tmp"
                 write_wav(tmp, o.samples, rate)
                 os.replace(tmp, self.out / name)  # never a half-written file under its name
-                if self.qwen3 and o.codes is not None:
+                if o.codes is not None:  # families whose engine reports the codes
                     npy = self.out / Path(name).with_suffix(".npy")
                     np.save(self.out / f".{npy.name}.tmp.npy", o.codes)
                     os.replace(self.out / f".{npy.name}.tmp.npy", npy)
@@ -378,14 +374,6 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
         InputError: a bad option, an unreadable requests file, an unreachable cluster.
         ClusterError: the actors could not start (e.g. the model does not load on a node).
     """
-    from vocalis.bench.batch import (
-        DEFAULT_BATCH_SIZE,
-        MAX_BATCH_SIZE,
-        _wav_name,
-        model_family,
-        parse_session_options,
-    )
-
     if manifest not in MANIFEST_FORMATS:
         raise InputError(f"--manifest {manifest!r}: use {' or '.join(MANIFEST_FORMATS)}")
     if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
@@ -397,17 +385,16 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
             or not 1 <= in_flight <= MAX_BATCH_SIZE:
         raise InputError(f"batch size must be an integer from 1 to {MAX_BATCH_SIZE}, got "
                          f"{batch_size!r}")
-    family = model_family(model)
-    load_kw, default_sampling = parse_session_options(session_options, family)
+    model_ref = absolute(model) or model
+    info = check_model(model_ref)  # here, not as a pool of actors that die one after another
+    load_kw, defaults = parse_session_options(session_options, info)
     load_kw.setdefault("max_batch", in_flight)
     load_kw.setdefault("max_queue", max(256, in_flight))
-    model_ref = absolute(model) or model
-    check_model(model_ref)  # here, not as a pool of actors that die one after another
     check_ray_cpus(ray_cpus)  # before the output folder is made
     if address or os.environ.get("RAY_ADDRESS"):
         check_address(address or os.environ["RAY_ADDRESS"])
-    rows = read_rows(requests_file, family=family, model=model_ref,
-                     default_sampling=default_sampling, normalize=normalize)
+    rows = read_rows(requests_file, info=info, model=model_ref, defaults=defaults,
+                     normalize=normalize)
     out = Path(out_dir).expanduser().resolve()
     if out.exists() and not out.is_dir():
         raise InputError(f"--out-dir {out} exists and is not a folder")
@@ -472,6 +459,7 @@ def _run_dataset(todo: list[Row], model: str, load_kw: dict, out: Path, total: i
                  actor_cpus: float, actor_gpus: float, batch_size: int,
                  progress: bool) -> list[dict]:
     """``todo`` through the actor pool; the records as they come, journaled."""
+    # Ray (optional, heavy): connect() has found it by now
     import ray.data
     from ray.data import ActorPoolStrategy, DataContext
 

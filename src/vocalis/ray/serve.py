@@ -42,10 +42,15 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+# Ray (an optional extra) at the top: this module is Ray Serve's side, imported only for
+# `vocalis serve --ray` and Serve config files
+import ray
+from prometheus_client.core import GaugeMetricFamily
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ray import serve
 
 import vocalis
+from vocalis import families
 from vocalis.errors import InputError
 from vocalis.ray import (
     ClusterError,
@@ -55,6 +60,8 @@ from vocalis.ray import (
     connect,
     last_error_line,
 )
+from vocalis.server import create_app
+from vocalis.server.run import _bind, default_voices_dir
 
 log = logging.getLogger("vocalis.ray")
 
@@ -69,7 +76,7 @@ class ServeArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str | list[str] = "pocket-tts"
+    model: str | list[str] = Field(default_factory=families.default_model_id)
     model_name: str | list[str] | None = None
     voices_dir: str | None = Field(None, description="shared by every replica; default: "
                                                      "$XDG_DATA_HOME/vocalis/voices")
@@ -83,6 +90,9 @@ class ServeArgs(BaseModel):
     threads: int | None = Field(None, ge=1)
     tuning: str | None = None
     quantize: bool | Literal["int8", "int4"] = False
+    load_options: dict | list[dict] | None = Field(
+        None, description="the model family's load options (e.g. dtype): one object for "
+                          "every model, or a list of one per model")
 
     @field_validator("model")
     @classmethod
@@ -99,18 +109,42 @@ class ServeArgs(BaseModel):
             return [None]
         return [self.model_name] if isinstance(self.model_name, str) else list(self.model_name)
 
+    def model_load_options(self) -> list[dict]:
+        """The load options of each model, in the order of :meth:`models`."""
+        opts = self.load_options
+        if isinstance(opts, list):
+            return [dict(o) for o in opts]
+        return [dict(opts or {}) for _ in self.models()]
+
 
 def parse_args(args: dict | ServeArgs | None) -> ServeArgs:
     """``args`` checked. Raises InputError naming the bad field."""
     if isinstance(args, ServeArgs):
         return args
     try:
-        return ServeArgs.model_validate(args or {})
+        parsed = ServeArgs.model_validate(args or {})
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "args"
         raise InputError(f"vocalis Serve application args: {where}: {first.get('msg')} "
                          f"({len(e.errors())} problem(s))") from None
+    if isinstance(parsed.load_options, list) and len(parsed.load_options) != len(parsed.models()):
+        raise InputError(f"vocalis Serve application args: load_options: {len(parsed.load_options)} "
+                         f"object(s) for {len(parsed.models())} model(s): give one per model, "
+                         "or one object for all")
+    return parsed
+
+
+def check_load_options(args: ServeArgs) -> None:
+    """Each model's load options checked by its family (on the driver, before any replica
+    starts; the model ids are described from their configs, no weights read).
+
+    Raises:
+        ModelNotFound: an unknown model. InputError: a load option its family does not take
+        or a bad value (naming the model)."""
+    for m, opts in zip(args.models(), args.model_load_options()):
+        info = check_model(m)
+        info.family.load_options.check(opts, info.name)
 
 
 def engine_options(args: ServeArgs) -> dict:
@@ -147,8 +181,6 @@ class _ReplicaInfo:
         self.labels = (replica, node, str(pid))
 
     def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
-
         g = GaugeMetricFamily("vocalis_replica_info", "This Ray Serve replica: its id, node "
                               "address and process id.", labels=["replica", "node", "pid"])
         g.add_metric(list(self.labels), 1.0)
@@ -161,8 +193,6 @@ def _replica_identity() -> tuple[str, str]:
     except Exception:  # noqa: BLE001 - outside a replica (tests of the class itself)
         replica = f"local-{os.getpid()}"
     try:
-        import ray
-
         node = ray.util.get_node_ip_address()
     except Exception:  # noqa: BLE001
         node = "?"
@@ -182,17 +212,15 @@ class VocalisServer:
         logging.getLogger("vocalis").setLevel(logging.INFO)
         self.tts = []
         try:
-            for m in a.models():
+            for m, opts in zip(a.models(), a.model_load_options()):
                 kw = {"tuning": a.tuning} if a.tuning is not None else {}
                 self.tts.append(vocalis.load(m, device=a.device, threads=a.threads,
                                              max_batch=a.max_batch, max_queue=a.max_queue,
-                                             quantize=a.quantize, **kw))
+                                             quantize=a.quantize, **kw, **opts))
         except BaseException:
             for t in self.tts:
                 t.close()
             raise
-        from vocalis.server.run import default_voices_dir
-
         self.voices_dir = os.path.expanduser(a.voices_dir) if a.voices_dir else str(default_voices_dir())
         os.makedirs(self.voices_dir, exist_ok=True)
         log.info("replica %s on %s (pid %d): %s loaded, max batch %d, max queue %d, voices in "
@@ -200,8 +228,6 @@ class VocalisServer:
                  a.max_queue, self.voices_dir)
 
     def __serve_build_asgi_app__(self):
-        from vocalis.server import create_app
-
         a = self.args
         app = create_app(self.tts, voices_dir=self.voices_dir, default_voice=a.voice,
                          api_key=a.api_key or os.environ.get("VOCALIS_API_KEY") or None,
@@ -337,11 +363,16 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
         device: str = "cpu", threads: int | None = None, model_name: list[str] | None = None,
         normalize: bool = True, shutdown_timeout: float = 10.0,
         on_ready: Callable[[str], None] | None = None,
-        stop: threading.Event | None = None, quantize: bool | str = False) -> None:
+        stop: threading.Event | None = None, quantize: bool | str = False,
+        load_options: list[dict] | None = None) -> None:
     """``vocalis serve --ray``: deploy the application on a Ray cluster (``address``; None
     starts a local instance on 127.0.0.1), serve it at ``host:port`` through Serve's HTTP
     proxy until SIGINT/SIGTERM (or ``stop`` is set), then delete it (in-flight requests get
     ``shutdown_timeout`` seconds) and, for a local instance, stop Ray.
+
+    ``load_options``: the family's load options of each model (one dict per model, in the
+    order of ``models``; :func:`vocalis.load` keywords such as ``dtype``), checked here by
+    each model's family before any replica starts.
 
     Raises:
         InputError: bad options, an unreachable cluster, a busy local port.
@@ -358,21 +389,17 @@ def run(models: str | list[str], *, address: str | None = None, host: str = "127
     if replica_cpus < 0 or replica_gpus < 0:
         raise InputError("--replica-cpus and --replica-gpus must be >= 0")
     model_list = [models] if isinstance(models, str) else list(models)
-    for m in model_list:  # here, not as replicas that fail one after another
-        check_model(absolute(m) or m)
     args = parse_args({
         "model": [absolute(m) for m in model_list], "model_name": model_name or None,
         "voices_dir": absolute(voices_dir) if voices_dir else None,
         "voice": absolute(voice), "api_key": api_key, "max_batch": max_batch,
         "max_queue": max_queue, "max_input_chars": max_input_chars, "normalize": normalize,
-        "device": device, "threads": threads, "quantize": quantize})
+        "device": device, "threads": threads, "quantize": quantize,
+        "load_options": list(load_options) if load_options is not None else None})
+    check_load_options(args)  # here, not as replicas that fail one after another
     if args.voices_dir is None:
-        from vocalis.server.run import default_voices_dir
-
         args.voices_dir = str(default_voices_dir())
     if address in (None, "local") and not os.environ.get("RAY_ADDRESS"):
-        from vocalis.server.run import _bind
-
         _bind(host, port).close()  # a busy port fails now, not inside Serve's proxy
     stop = stop or threading.Event()
     ray, started = connect(address, num_cpus=ray_cpus)
@@ -397,9 +424,10 @@ def _start_serve(ray, host: str, port: int, port_checked: bool) -> None:
         InputError: the port is taken on this machine, where a proxy would listen.
         ClusterError: Serve already listens on another port, or its proxy cannot start.
     """
-    from ray.serve.context import _get_global_client
-
     try:
+        # Ray's private accessor, where it is (a moved one: serve.start decides)
+        from ray.serve.context import _get_global_client
+
         client = _get_global_client(raise_if_no_controller_running=False)
     except Exception:  # noqa: BLE001 - a private accessor: then serve.start decides
         client = None
@@ -420,8 +448,6 @@ def _start_serve(ray, host: str, port: int, port_checked: bool) -> None:
                                "or `ray stop` on a cluster of its own) and try again")
         return
     if not port_checked and _on_a_node(ray):  # a proxy on every node, this one's included
-        from vocalis.server.run import _bind
-
         _bind(host, port).close()
     try:
         serve.start(http_options={"host": host, "port": port})
@@ -493,8 +519,6 @@ def _local_instance_gone() -> bool:
     the whole process group, as a terminal's Ctrl-C or a service manager's stop does, also
     reaches its GCS server and raylet): then nothing on it answers any more."""
     try:
-        import ray
-
         node = ray._private.worker._global_node
         return node is not None and not node.remaining_processes_alive()
     except Exception:  # noqa: BLE001 - a private accessor: assume it lives
@@ -504,8 +528,6 @@ def _local_instance_gone() -> bool:
 def _kill_local_instance() -> None:
     """Kill at once what is left of the Ray instance this process started."""
     try:
-        import ray
-
         node = ray._private.worker._global_node
         if node is not None:
             node.kill_all_processes(check_alive=False, allow_graceful=False)
@@ -544,6 +566,7 @@ def _proxy_address(host: str, port: int) -> tuple[str, int]:
     """Where Serve's proxies really listen: a cluster whose Serve was started before keeps
     its own HTTP options (Serve warns that ours are ignored)."""
     try:
+        # Ray's private accessor, where it is (a moved one: keep our address)
         from ray.serve.context import _get_global_client
 
         cfg = _get_global_client().http_config

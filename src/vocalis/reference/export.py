@@ -57,7 +57,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalis.errors import HarnessError, InputError, ModelNotFound, VocalisError, VoiceError
+from vocalis.errors import (
+    HarnessError,
+    InputError,
+    ModelNotFound,
+    VocalisError,
+    VoiceError,
+)
+from vocalis.models.pocket.official import (
+    GENERATE_OPTIONS,
+    LOAD_OPTIONS,
+    resolve_official_model,
+    resolve_official_voice,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +81,9 @@ FIXTURE_JSON = "fixture.json"
 REFERENCE_WAV = "reference.wav"
 EXPORT_LOG = "export.log"
 
-#: sampling options, named as the official CLI (``--temperature`` ...) / ``load_model``
-LOAD_OPTIONS = {  # ours -> TTSModel.load_model keyword
-    "temperature": "temp",
-    "eos_threshold": "eos_threshold",
-    "noise_clamp": "noise_clamp",
-    "sampler_decode_steps": "sampler_decode_steps",
-}
-GENERATE_OPTIONS = ("frames_after_eos", "max_tokens")
+# sampling options, named as the official CLI (``--temperature`` ...) / ``load_model``:
+# LOAD_OPTIONS (ours -> TTSModel.load_model keyword) and GENERATE_OPTIONS, shared with the
+# official side of `vocalis bench`
 #: harness-only: the official model's ``max_decoder_frames_per_call`` (0 = decode whatever
 #: has queued up, the official default; 1 = frame by frame)
 HARNESS_OPTIONS = ("decoder_frames_per_call",)
@@ -102,98 +109,6 @@ def official_version() -> str:
         return version("pocket-tts")
     except Exception:  # pragma: no cover - metadata missing
         return "unknown"
-
-
-def resolve_official_model(model: str) -> dict[str, str]:
-    """Vocalis model id -> ``TTSModel.load_model`` keywords.
-
-    ``pocket-tts`` -> the default config; ``pocket-tts/<config>`` -> ``language=<config>``;
-    a local YAML path (or a directory holding ``config.yaml``), ``hf://`` or ``https://``
-    reference -> ``config=<path>`` (local paths made absolute).
-
-    Raises:
-        ModelNotFound: unknown released config or missing file.
-    """
-    from pocket_tts.utils.config import CONFIGS_DIR  # official config directory
-
-    if not isinstance(model, str) or not model.strip():
-        raise ModelNotFound("model id is empty: use `pocket-tts`, `pocket-tts/<config>` or a "
-                            "path to a YAML config")
-    mid = model.strip()
-    known = sorted(p.stem for p in Path(CONFIGS_DIR).glob("*.yaml"))
-    if mid in ("pocket-tts", "pocket-tts/"):
-        from vocalis.models.pocket.registry import DEFAULT_CONFIG
-
-        mid = f"pocket-tts/{DEFAULT_CONFIG}"
-    if mid.startswith("pocket-tts/"):
-        name = mid.split("/", 1)[1]
-        if name not in known:
-            raise ModelNotFound(f"unknown model {model!r}; the official package knows: "
-                                + ", ".join(f"pocket-tts/{n}" for n in known)
-                                + " (or give a path to a YAML config)")
-        return {"language": name}
-    if mid.startswith(("hf://", "http://", "https://")):
-        return {"config": mid}
-    path = Path(mid).expanduser()
-    if path.is_dir():
-        path = path / "config.yaml"
-    if not path.exists():
-        raise ModelNotFound(f"model config not found: {path} (use pocket-tts/<config> for a "
-                            "released model)")
-    if path.suffix not in (".yaml", ".yml"):
-        raise ModelNotFound(f"model config must be a .yaml file, got {path}")
-    return {"config": str(_anchored_yaml(path.resolve()))}
-
-
-def _anchored_yaml(path: Path) -> Path:
-    """``path``, or a temporary copy whose relative file paths (weights, tokenizer) are made
-    absolute from the YAML's folder: vocalis resolves them from there, pocket-tts from the
-    working directory (checkpoints written by ``vocalis models random`` are relative)."""
-    import tempfile
-
-    import yaml
-
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    changed = False
-
-    def anchor(holder: dict | None, key: str) -> None:
-        nonlocal changed
-        value = holder.get(key) if isinstance(holder, dict) else None
-        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute() \
-                and (path.parent / value).exists():
-            holder[key] = str(path.parent / value)
-            changed = True
-
-    anchor(data, "weights_path")
-    anchor(data, "weights_path_without_voice_cloning")
-    anchor(((data or {}).get("flow_lm") or {}).get("lookup_table"), "tokenizer_path")
-    if not changed:
-        return path
-    fd, tmp = tempfile.mkstemp(prefix="vocalis-official-", suffix=".yaml")
-    with open(fd, "w", encoding="utf-8") as f:
-        yaml.safe_dump(data, f, sort_keys=False)
-    return Path(tmp)
-
-
-def _resolve_voice(voice: str | Path) -> tuple[Any, str]:
-    """Voice argument -> (what to pass to ``get_state_for_audio_prompt``, kind)."""
-    from pocket_tts.utils.utils import _ORIGINS_OF_PREDEFINED_VOICES
-
-    text = str(voice).strip()
-    if not text:
-        raise VoiceError("voice is empty: give an audio file, a predefined voice name or a "
-                         ".safetensors voice state")
-    is_remote = text.startswith(("hf://", "http://", "https://"))
-    kind = "safetensors" if text.split("@")[0].endswith(".safetensors") else "audio"
-    if is_remote:
-        return text, kind
-    path = Path(text).expanduser()
-    if path.exists():
-        return path.resolve(), kind
-    if text in _ORIGINS_OF_PREDEFINED_VOICES:
-        return text, "predefined"
-    raise VoiceError(f"voice {text!r} is not a file nor a predefined voice name; predefined: "
-                     + ", ".join(sorted(_ORIGINS_OF_PREDEFINED_VOICES)))
 
 
 # ------------------------------------------------------------------------- capture
@@ -460,7 +375,7 @@ def export_fixture(model: str, voice: str | Path, text: str, out_dir: str | Path
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
 
-    voice_arg, voice_kind = _resolve_voice(voice)  # fail fast, before loading the model
+    voice_arg, voice_kind = resolve_official_voice(voice)  # fail fast, before loading the model
     with _capture_official_logs() as cap:
         try:
             tts = TTSModel.load_model(**load_kwargs, **{LOAD_OPTIONS[k]: v for k, v in

@@ -186,6 +186,13 @@ class PocketTTS(ModelFamily):
             raise VoiceError(f"voice {voice.name!r} is not a Pocket TTS voice state")
         save_voice_state(voice.state, path)
 
+    def official_bench(self):
+        # the official side (its child process, bench helpers, torch) is not imported by
+        # this light front half until `vocalis bench --against official` asks for it
+        from vocalis.models.pocket.official import PocketOfficialBench
+
+        return PocketOfficialBench()
+
     # ---------------------------------------------------------------- model commands
 
     def summary(self, model_id: str) -> str:

@@ -269,6 +269,19 @@ class Qwen3TTSFamily(ModelFamily):
                              "pass ref_text (--ref-text), or xvector_only=True (--xvector-only) to "
                              "clone from the speaker embedding alone", param="ref_text")
 
+    # the benchmark side (bench helpers, torch) is not imported by this light front half
+    # until `vocalis bench` or `vocalis batch` asks for it
+
+    def bench_request(self, info: ModelInfo, voice, options: dict) -> tuple[object, dict]:
+        from vocalis.models.qwen3.official import bench_request
+
+        return bench_request(info, voice, options)
+
+    def official_bench(self):
+        from vocalis.models.qwen3.official import Qwen3OfficialBench
+
+        return Qwen3OfficialBench()
+
     def save_voice(self, voice: Voice, path: Path) -> None:
         if not hasattr(voice.state, "save"):
             raise VoiceError(f"voice {voice.name!r} is a built-in speaker: there is no file to save")

@@ -2,12 +2,13 @@
 
 Runs with the interpreter of the environment holding the official ``qwen-tts==0.1.1``
 (``VOCALIS_QWEN_PYTHON``), not vocalis's: it imports nothing of vocalis. Invoked by
-:mod:`vocalis.bench.official_qwen3` as ``PYTHON qwen3_official_runner.py SPEC.json OUT.json``.
+:mod:`vocalis.models.qwen3.official` as ``PYTHON -I official_runner.py SPEC.json OUT.json``.
 
 SPEC.json: ``{"dir": checkpoint folder, "method": "custom_voice" | "voice_design" |
 "voice_clone", "kwargs": mode keywords of that method (speaker, language, instruct),
-"gen": generation keywords (do_sample, top_k, ..., max_new_tokens), "ref_audio": audio path
-for an x-vector-only clone (voice_clone) or null, "texts": [...], "seeds": [...],
+"gen": generation keywords (do_sample, top_k, ..., max_new_tokens), "ref_audio": the
+reference audio's path (voice_clone) or null, "ref_text": its transcript (in-context cloning)
+or null, "xvector_only": clone from the x-vector alone, "texts": [...], "seeds": [...],
 "threads": torch threads, "device": "cpu" | "cuda[:N]", "warmup": bool}``.
 
 Per text ``i`` (one request at a time, as the official method serves one): ``torch.manual_seed
@@ -16,8 +17,8 @@ before the call to its return (``wall_ms``; the official method returns the whol
 so its time to first audio is the same). ``frames`` = rows of the codes the talker's
 ``generate`` returned (captured by wrapping ``model.generate``, as tests/qwen_official/
 engine_run.py does); ``samples`` = waveform length at 24 kHz. A voice-clone prompt is built
-once (``create_voice_clone_prompt(..., x_vector_only_mode=True)``, ``voice_ms``) and passed
-as ``voice_clone_prompt`` to every request, so that no request re-extracts the x-vector.
+once (``create_voice_clone_prompt(ref_audio, ref_text, x_vector_only_mode)``, ``voice_ms``)
+and passed as ``voice_clone_prompt`` to every request, so that no request re-extracts it.
 
 OUT.json: ``{"version", "torch_threads", "device", "load_ms", "voice_ms", "sample_rate",
 "warmup": PASS | null, "session": PASS}`` with PASS = ``{"wall_ms", "peak_rss_mb",
@@ -31,12 +32,17 @@ only; when torchaudio is missing or broken a stand-in whose ``fbank`` raises tak
 from __future__ import annotations
 
 import json
+import logging
+import resource
+import runpy
 import sys
 import time
+import warnings
+from importlib.metadata import version
 from pathlib import Path
 
-# Run by path, this script's folder would come first on sys.path, and vocalis.bench's
-# requests.py would shadow the ``requests`` library (the caller also passes -I).
+# Run by path, this script's folder would come first on sys.path, and its neighbours
+# (config.py, codec.py, ...) would shadow modules of the same name (the caller also passes -I).
 if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
@@ -44,9 +50,7 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
 def _torchaudio_stand_in() -> None:
     """The torchaudio stand-in of ``vocalis/_official_qwen3.py``, run by path (this script
     runs under the official interpreter, without vocalis)."""
-    import runpy
-
-    runpy.run_path(str(Path(__file__).resolve().parents[1] / "_official_qwen3.py"))["install_torchaudio_stand_in"]()
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "_official_qwen3.py"))["install_torchaudio_stand_in"]()
 
 
 _STATUS = Path("/proc/self/status")
@@ -65,8 +69,6 @@ def _status_mb(field: str) -> float | None:
 def _peak_mb() -> float | None:
     peak = _status_mb("VmHWM")
     if peak is None:
-        import resource
-
         ru = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         peak = round(ru / (1024 * 1024) if sys.platform == "darwin" else ru / 1024, 1)
     return peak
@@ -81,9 +83,7 @@ def _reset_peak() -> None:
 
 def run(spec: dict) -> dict:
     _torchaudio_stand_in()
-    import logging
-    import warnings
-
+    # torch and the official package: after the stand-in (qwen_tts imports torchaudio on import)
     import torch
 
     warnings.filterwarnings("ignore")
@@ -105,7 +105,8 @@ def run(spec: dict) -> dict:
     if method == "voice_clone":
         t0 = time.perf_counter()
         kwargs["voice_clone_prompt"] = tts.create_voice_clone_prompt(
-            ref_audio=spec["ref_audio"], ref_text=None, x_vector_only_mode=True)
+            ref_audio=spec["ref_audio"], ref_text=spec.get("ref_text"),
+            x_vector_only_mode=bool(spec.get("xvector_only", True)))
         voice_ms = (time.perf_counter() - t0) * 1000
     fn = getattr(tts, f"generate_{method}")
     captured: list[int] = []
@@ -142,8 +143,6 @@ def run(spec: dict) -> dict:
 
     warm = one_pass() if spec.get("warmup", True) else None
     session = one_pass()
-    from importlib.metadata import version
-
     return {"version": version("qwen-tts"), "torch_threads": torch.get_num_threads(), "device": device,
             "load_ms": round(load_ms, 2), "voice_ms": None if voice_ms is None else round(voice_ms, 2),
             "sample_rate": rate, "warmup": warm, "session": session}
@@ -152,7 +151,7 @@ def run(spec: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: qwen3_official_runner.py SPEC.json OUT.json", file=sys.stderr)
+        print("usage: official_runner.py SPEC.json OUT.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     result = run(spec)
