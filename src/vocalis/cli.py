@@ -721,11 +721,6 @@ def models_random(
 
 # --------------------------------------------------------------------------- batch, bench
 
-# TEMPORARY (the bench command's rewrite replaces these)
-DEFAULT_MODEL = "pocket-tts"
-STREAMING_TEXT_HELP = ""
-
-
 
 def _log_to_file(log_file: str | None, quiet: bool) -> None:
     """Also log the ``vocalis`` logger, with timestamps, to ``log_file`` (INFO and up)."""
