@@ -53,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vocalis.bench import memory, qwen3
+from vocalis.bench import memory, qwen3, report_meta
 from vocalis.bench.batch import cosine, engine_status, load_session  # noqa: F401
 from vocalis.bench.requests import check_options
 from vocalis.bench.session import Job, _r, run_pass, summarize
@@ -338,6 +338,7 @@ def run_bench(model: str, texts: list[str], voice: str | None = None, *, device:
                     "session": sess, "per_request": [with_ms_per_frame(o.figures()) for o in outcomes],
                     "engine": engine_status(tts)},
         "official_runs": None, "official": None, "ratios": None,
+        "provenance": report_meta.provenance(),  # commit, command, UTC date
     }
     # Free vocalis before the official run so that nothing of it runs or stays resident
     # beside the child beyond this process's idle memory.
