@@ -23,7 +23,13 @@ def main() -> None:
     ap.add_argument("--text", default="Hello from vocalis, through the OpenAI client.")
     ap.add_argument("--prefix", default="hello", help="output files: PREFIX-streamed.wav, PREFIX.flac")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--max-frames", type=int, default=None,
+                    help="vocalis extension: fixed frames per text chunk (random-weight models)")
     args = ap.parse_args()
+    # fields beyond OpenAI's schema go in extra_body
+    extra = {"seed": args.seed}
+    if args.max_frames is not None:
+        extra["max_frames"] = args.max_frames
 
     client = OpenAI(base_url=args.base_url, api_key=args.api_key)
     print("models:", [m.id for m in client.models.list()])
@@ -32,13 +38,13 @@ def main() -> None:
     # cannot know its length, so its header carries the "unknown length" sizes.
     with client.audio.speech.with_streaming_response.create(
             model=args.model, voice=args.voice, input=args.text, response_format="wav",
-            extra_body={"seed": args.seed}) as response:
+            extra_body=extra) as response:
         response.stream_to_file(f"{args.prefix}-streamed.wav")
     print(f"wrote {args.prefix}-streamed.wav")
 
     # Whole file: sent when generation ends, with exact lengths (FLAC with its sample count).
     audio = client.audio.speech.create(model=args.model, voice=args.voice, input=args.text,
-                                       response_format="flac", extra_body={"seed": args.seed})
+                                       response_format="flac", extra_body=extra)
     audio.write_to_file(f"{args.prefix}.flac")
     print(f"wrote {args.prefix}.flac")
 
