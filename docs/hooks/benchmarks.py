@@ -240,12 +240,15 @@ def render_run(run: dict, level: int = 4) -> str:
 
 
 def render_tables(runs: list[dict]) -> str:
-    groups: dict[str, list[dict]] = {}
-    for run in runs:
-        groups.setdefault(cpu_key(run), []).append(run)
+    """Per model family, then per CPU (in order of first appearance), the runs in time order."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for run in sorted(runs, key=lambda r: list(FAMILY_NAMES).index(r["family"])
+                      if r["family"] in FAMILY_NAMES else len(FAMILY_NAMES)):
+        groups.setdefault((run["family"], cpu_key(run)), []).append(run)
     out = []
-    for cpu, group in groups.items():
-        out.append(f"### {cpu} {{ #cpu-{slug(cpu)} }}\n")
+    for (family, cpu), group in groups.items():
+        fam = FAMILY_NAMES.get(family, family)
+        out.append(f"### {fam} on {cpu} {{ #{slug(family)}-{slug(cpu)} }}\n")
         for run in group:
             out.append(render_run(run))
     return "\n".join(out)
