@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,9 +30,9 @@ def _hook():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], check=False,
                           cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode == 0, (
         "mkdocs build --strict failed (pip install -e '.[docs]' installs MkDocs):\n"
         + proc.stdout[-4000:] + proc.stderr[-8000:])
@@ -39,7 +40,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def _cells(row_html: str) -> list[str]:
-    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row_html, re.S)
+    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row_html, re.DOTALL)
     return [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in cells]
 
 
@@ -72,7 +73,7 @@ def test_performance_table_row_equals_its_json_figure(site, name, label):
     fig = next(f for f in data["figures"] if f["label"] == label)
     page = (site / "performance" / "index.html").read_text()
     section = _section(page, data["id"])
-    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", section, re.S)]
+    rows = [_cells(r) for r in re.findall(r"<tr>(.*?)</tr>", section, re.DOTALL)]
     row = next(r for r in rows if r and r[0] == label)
 
     def number_text(v):
@@ -142,7 +143,7 @@ def test_readme_is_short_and_starts_with_the_setup():
     text = (REPO / "README.md").read_text()
     lines = text.splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines (at most 250)"
-    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
     assert blocks[0].startswith("pip install torch==2.13.0 && pip install -e . && vocalis generate")
     assert blocks[1].strip() == "bash .ci/run"
     assert text.index(blocks[1]) < text.index("## What it is")
