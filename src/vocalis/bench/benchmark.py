@@ -52,7 +52,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from vocalis import families
-from vocalis.bench import memory
+from vocalis.bench import memory, report_meta
 from vocalis.bench.batch import engine_status, load_session
 from vocalis.bench.official import AS_SHIPPED, MATCHED_THREADS, OFFICIAL_TIMEOUT_S
 from vocalis.bench.session import (
@@ -276,6 +276,7 @@ def run_bench(model: str, texts: list[str], voice=None, *, device: str = "cpu",
                     "session": sess, "per_request": [with_ms_per_frame(o.figures()) for o in outcomes],
                     "engine": engine_status(tts)},
         "official_runs": None, "official": None, "ratios": None,
+        "provenance": report_meta.provenance(),  # commit, command, UTC date
     }
     # Free vocalis before the official run so that nothing of it runs or stays resident
     # beside the child beyond this process's idle memory.
