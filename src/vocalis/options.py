@@ -248,6 +248,8 @@ class Option:
             return self.range.describe()
         if self.choices is not None:
             return "one of " + ", ".join(self.choices)
+        if self.type is object:
+            return "a file path" if self.path else "any value the family takes"
         return {bool: "true or false", str: "a string", int: "an integer",
                 float: "a number"}.get(self.type, "see the family's docs")
 

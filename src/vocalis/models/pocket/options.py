@@ -23,19 +23,24 @@ MAX_FRAMES = 10_000  # frames of one text chunk (800 s): a bound for fixed-lengt
 
 OPTIONS = OptionSchema("Pocket TTS", (
     Option("temperature", float, "Noise variance of the flow sampler (official default 0.3; "
-           "0 = no noise).", OptionRange("temperature", 0.0, 1e6)),
-    Option("eos_threshold", float, "End of speech when the EOS logit is above this "
-           "(default: the config's).", OptionRange("eos_threshold", -FLT_MAX, FLT_MAX)),
+           "0 = no noise).", OptionRange("temperature", 0.0, 1e6,
+                                          why="std <= 1e3 keeps every activation in float32")),
+    Option("eos_threshold", float, "End of speech when the EOS logit is above this (default: "
+           "the config's).", OptionRange("eos_threshold", -FLT_MAX, FLT_MAX,
+                                          why="compared with a float32 logit")),
     Option("frames_after_eos", int, "Frames kept after end of speech (default: from the text "
-           "length).", OptionRange("frames_after_eos", 0, MAX_FRAMES, integer=True)),
+           "length).", OptionRange("frames_after_eos", 0, MAX_FRAMES, integer=True,
+                                   why="10000 frames = 800 s")),
     Option("noise_clamp", float, "Clamp the sampling noise to +-this (default: no clamp).",
-           OptionRange("noise_clamp", 0.0, FLT_MAX, lo_open=True)),
+           OptionRange("noise_clamp", 0.0, FLT_MAX, lo_open=True, why="a float32 bound")),
     Option("sampler_decode_steps", int, "Flow sampler steps per frame (default 1).",
-           OptionRange("sampler_decode_steps", 1, 64, integer=True)),
+           OptionRange("sampler_decode_steps", 1, 64, integer=True,
+                       why="64 steps cost ~30 FlowLM steps")),
     Option("max_tokens", int, "Most tokens per text chunk (default 50).",
-           OptionRange("max_tokens", 1, 1000, integer=True)),
+           OptionRange("max_tokens", 1, 1000, integer=True, why="chunk size in tokens")),
     Option("max_frames", int, "Ignore end of speech: exactly this many 80 ms frames per text "
-           "chunk (benchmarks).", OptionRange("max_frames", 1, MAX_FRAMES, integer=True)),
+           "chunk (benchmarks).", OptionRange("max_frames", 1, MAX_FRAMES, integer=True,
+                                              why="10000 frames = 800 s")),
 ))
 
 __all__ = ["MAX_FRAMES", "OPTIONS"]
