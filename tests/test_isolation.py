@@ -266,7 +266,9 @@ def test_cli_and_batch_refuse_out_of_range_options(checkpoints, tmp_path):
     assert lines[0].startswith("error: temperature must be a number in [0.0, 1000000]")
     assert not out.exists()
     reqs = tmp_path / "r.json"
-    reqs.write_text(json.dumps([{"text": TEXT}, {"text": TEXT, "options": {"temperature": 1e300}}]))
+    voice = str(d / "voice.wav")
+    reqs.write_text(json.dumps([{"text": TEXT, "voice": voice},
+                                {"text": TEXT, "voice": voice, "options": {"temperature": 1e300}}]))
     proc = subprocess.run([sys.executable, "-m", "vocalis.cli", "batch", "--model", str(d),
                            "--requests", str(reqs), "--out-dir", str(tmp_path / "out")],
                           capture_output=True, timeout=120)
