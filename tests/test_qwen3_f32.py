@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from tests.test_qwen3_quantize import lent_outputs
-from vocalis.models.layers import F32Linear
-from vocalis.models.qwen3.native import kernel_available
+from vocalis.kernels.f32 import F32Linear
+from vocalis.kernels.native import kernel_available
 
 pytestmark = pytest.mark.skipif(kernel_available() is not None,
                                 reason="needs x86-64 with AVX2 and a C++ compiler")

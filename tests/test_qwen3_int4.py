@@ -1,5 +1,5 @@
 """Opt-in 4-bit Qwen3-TTS weights (``vocalis.load(dir, quantize="int4")``,
-``vocalis.models.qwen3.int4``: a C++ kernel built at first use).
+``vocalis.kernels.int4``: a C++ kernel built at first use).
 
 What is checked, against something independent of the code under test:
 
@@ -26,9 +26,10 @@ import vocalis
 from tests.test_qwen3_api import codes_alone_and_together
 from tests.test_qwen3_quantize import lent_outputs
 from vocalis.errors import InputError
-from vocalis.models.qwen3 import int4
+from vocalis.kernels import int4
+from vocalis.kernels.int8 import Int8Linear
 from vocalis.models.qwen3.generate import generate_codes
-from vocalis.models.qwen3.model import Int8Linear, load_model
+from vocalis.models.qwen3.model import load_model
 from vocalis.models.qwen3.prompt import custom_voice_prompt
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 from vocalis.models.qwen3.sampling import GenerationParams

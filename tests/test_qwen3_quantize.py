@@ -26,7 +26,8 @@ import vocalis
 from tests.test_qwen3_api import codes_alone_and_together
 from vocalis.errors import InputError
 from vocalis.models.qwen3.generate import generate_codes
-from vocalis.models.qwen3.model import Int8Linear, load_model
+from vocalis.kernels.int8 import Int8Linear
+from vocalis.models.qwen3.model import load_model
 from vocalis.models.qwen3.prompt import custom_voice_prompt
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 from vocalis.models.qwen3.sampling import GenerationParams

@@ -21,8 +21,9 @@ import vocalis
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
-from vocalis.models.layers import F32Linear, PackedLinear
-from vocalis.models.qwen3.native import kernel_available
+from vocalis.kernels.f32 import F32Linear
+from vocalis.kernels.native import kernel_available
+from vocalis.models.layers import PackedLinear
 from vocalis.models.pocket.mimi import ExpELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 

@@ -6,7 +6,7 @@ Choices, decided in this order:
     The FlowLM's float32 linears as oneDNN-packed weights
     (:class:`~vocalis.models.layers.PackedLinear`) laid out for 16 rows (``packed``) or for
     one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; it holds weights
+    :class:`~vocalis.kernels.f32.F32Linear`, offered where it builds; it holds weights
     that are bfloat16 values, as in the released bundles, in bfloat16 and widens them
     exactly as it reads them: the float32 products in half the bytes); opt-in (forced,
     never measured) ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
@@ -64,8 +64,8 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    split_candidates)
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.models.layers import (F32Linear, LinearKernels, PackedLinear, can_pack_linears,
-                                   f32_kernel_available)
+from vocalis.kernels.f32 import F32Linear, f32_kernel_available
+from vocalis.models.layers import LinearKernels, PackedLinear, can_pack_linears
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 

@@ -8,7 +8,7 @@ Choices, decided in this order:
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
     kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; weights that
+    :class:`~vocalis.kernels.f32.F32Linear`, offered where it builds; weights that
     are bfloat16 values, as in the official checkpoints, are held in bfloat16 and widened
     exactly as read; its products can run partly on the codec's core while the codec
     waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
@@ -113,7 +113,8 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
-from vocalis.models.layers import F32Linear, LinearKernels, can_pack_linears, f32_kernel_available
+from vocalis.kernels.f32 import F32Linear, f32_kernel_available
+from vocalis.models.layers import LinearKernels, can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
 
 log = logging.getLogger(__name__)

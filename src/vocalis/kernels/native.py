@@ -1,11 +1,13 @@
-"""The C++ kernels behind Qwen3-TTS ``quantize="int8"`` and ``"int4"`` (``kernels/``).
+"""vocalis's C++ kernels (``csrc/``): Qwen3-TTS ``quantize="int8"`` and ``"int4"``, and the
+float32 linear of both families.
 
 Each is a small x86 AVX2 kernel of ours, built at first use by ``torch.utils.cpp_extension``
 (needs a C++ compiler; about 40 s once per machine and kernel version, cached under
 ``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``) and registered as
-``torch.ops.<name>``: ``vocalis_q8`` (``kernels/q8.cpp``, see
-:class:`~vocalis.models.qwen3.model.Int8Linear`) and ``vocalis_q4`` (``kernels/q4.cpp``, see
-:mod:`vocalis.models.qwen3.int4`).
+``torch.ops.<name>``: ``vocalis_q8`` (``csrc/q8.cpp``, see
+:class:`~vocalis.kernels.int8.Int8Linear`), ``vocalis_q4`` (``csrc/q4.cpp``, see
+:mod:`vocalis.kernels.int4`) and ``vocalis_f32`` (``csrc/f32.cpp``, see
+:class:`~vocalis.kernels.f32.F32Linear`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 
 from vocalis.errors import InputError
 
-_DIR = Path(__file__).with_name("kernels")
+_DIR = Path(__file__).with_name("csrc")
 KERNELS = {"vocalis_q8": ("int8", "q8.cpp"), "vocalis_q4": ("int4", "q4.cpp"),
            "vocalis_f32": ("float32", "f32.cpp")}
 _LOCK = threading.Lock()

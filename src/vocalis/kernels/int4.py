@@ -5,7 +5,7 @@ times (about 1.6 GB per frame in int8, ``README.md`` "What bounds it"): on a few
 its speed is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those
 bytes. PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) were 2-30x slower
 than fbgemm's int8 at one row on the development machine, so the product is a small C++
-kernel of ours (``kernels/q4.cpp``, x86 with AVX2), built at first use by
+kernel of ours (``csrc/q4.cpp``, x86 with AVX2), built at first use by
 ``torch.utils.cpp_extension`` (needs a C++ compiler; cached under
 ``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``).
 
@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import torch
 
-from vocalis.models.qwen3.native import kernel_available
-from vocalis.models.qwen3.native import load_kernel as _load
+from vocalis.kernels.native import kernel_available
+from vocalis.kernels.native import load_kernel as _load
 
 
 def load_kernel() -> None:
     """Build (first time on this machine) and register ``torch.ops.vocalis_q4``
-    (:func:`vocalis.models.qwen3.native.load_kernel`).
+    (:func:`vocalis.kernels.native.load_kernel`).
 
     Raises:
         InputError (param ``quantize``): not an x86 CPU with AVX2, no C++ compiler, or the
@@ -55,7 +55,7 @@ def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Int4Linear(torch.nn.Module):
     """4-bit replacement of a float32 ``nn.Linear`` (CPU, AVX2; see the module docstring).
 
-    ``prompt``: an :class:`~vocalis.models.qwen3.model.Int8Linear` of the same weights for
+    ``prompt``: an :class:`~vocalis.kernels.int8.Int8Linear` of the same weights for
     calls of several positions per row (``x [B, T, K]`` with ``T > 1``: the talker's prompt
     pass). There the 4-bit kernel, which unpacks its nibbles per call, is slower than
     the int8 kernel (compute-bound, 49 positions); one-position calls (every frame's step) use
