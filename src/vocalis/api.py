@@ -472,8 +472,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     else the open one, saying so) or from the paths in a YAML config. ``quantize``
     (``True`` = ``"int8"``): dynamic int8 FlowLM linears, or for Qwen3-TTS the talker and
     code-predictor linears (CPU, float32; faster, not bit-identical); Qwen3-TTS also takes
-    ``"int4"`` (4-bit weights in blocks of 32, x86 with AVX2, a kernel built at first use
-    with the C++ compiler: :mod:`vocalis.models.qwen3.int4`). ``max_batch``: rows run together;
+    ``"int4"`` (4-bit weights in blocks of 32: :mod:`vocalis.kernels.int4`); both Qwen3-TTS
+    modes run kernels of ours, built once by ``vocalis kernels build``. ``max_batch``: rows run together;
     ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
     PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
     package (the default oneDNN-packed linears agree to float rounding, and are faster).
@@ -502,8 +502,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
-        InputError: bad device, thread count or quantize mode; int4 for Pocket TTS, or where
-        its kernel cannot be built.
+        InputError: bad device, thread count or quantize mode; int4 for Pocket TTS; a
+        Qwen3-TTS quantize mode whose kernel is not built (``vocalis kernels build``).
     """
     dev = _check_device(device)
     quantize = quantize_mode(quantize)
@@ -592,6 +592,10 @@ def _load_qwen3(model_id, dev, threads, max_batch, max_queue, quantize, exact, d
         from vocalis.models.qwen3.tuning import check_quantized_spec
 
         check_quantized_spec(threads or torch.get_num_threads(), tuning)
+    if quantize:
+        from vocalis.models.qwen3.model import require_quantize_kernels
+
+        require_quantize_kernels(quantize)  # InputError before any weight is read
     from vocalis.models.qwen3.checkpoint import resolve_checkpoint
 
     path, release = resolve_checkpoint(model_id)

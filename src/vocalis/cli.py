@@ -6,6 +6,7 @@ Commands::
                                                        .opus .aac .pcm) or -o - for stdout
     vocalis voices list | export AUDIO OUT.safetensors
     vocalis models list | show ID | download ID | random --config NAME --out DIR
+    vocalis kernels build | status                    vocalis's C++ kernels, built once per machine
     vocalis reference ...                              the parity harness (vocalis.reference.cli)
     vocalis text normalize --language en "TEXT"        the text as normalization reads it
 
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click import exceptions as _cx
 
 from vocalis.errors import HarnessError, InputError, VocalisError, VoiceError
+from vocalis.kernels.cli import app as kernels_app
 
 log = logging.getLogger("vocalis.cli")
 
@@ -55,6 +57,7 @@ models_app = typer.Typer(help="Released model configs, downloads and random-weig
                          no_args_is_help=True)
 app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
+app.add_typer(kernels_app, name="kernels")
 
 NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first (the "
                   "model's language, Qwen3: --language; English, French, German, Spanish, Italian, "
@@ -66,8 +69,9 @@ MODEL_HELP = ("Model id: pocket-tts (= pocket-tts/english), pocket-tts/CONFIG (s
               "id Qwen/Qwen3-TTS-12Hz-..., or a local Qwen3-TTS checkpoint folder.")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
 QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4: Qwen3 talker and code predictor with 4-bit "
-                      "weights (x86 CPU with AVX2; its kernel is built at first use with the C++ "
-                      "compiler, g++). Implies --quantize, and wins over --no-quantize.")
+                      "weights (x86 CPU with AVX2; Qwen3's int8 and int4 run vocalis's kernels, "
+                      "built once by `vocalis kernels build`). Implies --quantize, and wins over "
+                      "--no-quantize.")
 
 
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:

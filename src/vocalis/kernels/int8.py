@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from vocalis.kernels import native
+
 
 class Int8Linear(torch.nn.Module):
     """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize``),
-    computed by our AVX2 kernel ``torch.ops.vocalis_q8`` (``csrc/q8.cpp``, built at first
-    use: :func:`vocalis.kernels.native.load_kernel`).
+    computed by our AVX2 kernel ``torch.ops.vocalis_q8`` (``csrc/q8.cpp``, built by
+    ``vocalis kernels build``: :mod:`vocalis.kernels.native`).
 
     Weights: symmetric int8 per output channel, ``q_nk = round(w_nk / s_n)`` with
     ``s_n = max_k |w_nk| / 127``, stored in tiles of 4 channels read as one stream.
@@ -19,21 +21,21 @@ class Int8Linear(torch.nn.Module):
     row alone: the same alone as in a batch, on any thread count. Error per output ``n``
     (the bound the tests check): ``s_x/2 * ||w_n||_1 + s_n/2 * ||a||_1 s_x``.
 
-    Against fbgemm's packed int8 (``quantized::linear_dynamic``, which this replaced on
-    2026-12-03): on a 2-core AMD EPYC (Zen 3) one row read the weights at 16-18 GB/s on one
-    thread against 10-11, 8 rows and 49-row prompt passes ran 1.05-1.4x faster.
+    Why not fbgemm's packed int8 (``quantized::linear_dynamic``, which this replaced): a
+    one-row step is bound by reading the weights, and this layout reads them as one stream
+    with a software prefetch, faster at one row, at a few rows and in prompt passes as
+    measured (``README.md`` "Performance"); its products can also take the codec's idle core
+    (``csrc/lend.h``).
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.
 
-    Raises (at construction): InputError (param ``quantize``) when the kernel cannot be
-    built here (see :func:`~vocalis.kernels.native.kernel_available`).
+    Raises (at construction): InputError (param ``quantize``) when the kernel is not built
+    here or this CPU cannot run it (:func:`vocalis.kernels.native.require`).
     """
 
     def __init__(self, linear: torch.nn.Linear):
         super().__init__()
-        from vocalis.kernels.native import load_kernel
-
-        load_kernel("vocalis_q8")
+        native.require("vocalis_q8", "quantize='int8'")
         w = linear.weight.detach().float()
         self.out_features, self.in_features = w.shape
         tiles, scales, sums = torch.ops.vocalis_q8.pack(w.contiguous())

@@ -12,9 +12,10 @@
 // needs no sign fix-up; the offset is removed through the weights' per-channel sums:
 // sum_k a_k q_nk = sum_k (a_k + 64) q_nk - 64 sum_k q_nk, exact in int32, and
 // y[m, n] = (s_m * s_n) * acc[m, n] in float32. A row's result therefore does not depend on the
-// other rows of the call, on how rows are grouped, or on the thread count. Built at first use by
-// torch.utils.cpp_extension.
-#include <torch/extension.h>
+// other rows of the call, on how rows are grouped, or on the thread count. Built once per machine
+// by `vocalis kernels build` (vocalis/kernels/native.py).
+#include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
+#include <torch/types.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <cmath>

@@ -54,6 +54,28 @@ def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
     return out
 
 
+#: the kernels each quantize mode runs, the mode's own first (int4's prompt passes run int8's)
+QUANTIZE_KERNELS = {"int8": ("vocalis_q8",), "int4": ("vocalis_q4", "vocalis_q8")}
+
+
+def require_quantize_kernels(mode: str) -> None:
+    """Load the kernels that quantize ``mode`` (``"int8"`` or ``"int4"``) runs, from their
+    builds (:mod:`vocalis.kernels`; never compiled here). Both modes exist only as our
+    kernels: fbgemm's dynamic int8, which int8 ran before, computes other values (another
+    activation scale), so a fallback would make a seeded request's audio depend on whether
+    the kernels happen to be built; a load that asks for a mode whose kernel is not built
+    is refused instead.
+
+    Raises:
+        InputError (param ``quantize``): a kernel is not built here (the message says
+            ``vocalis kernels build``) or this CPU cannot run it.
+    """
+    from vocalis.kernels import native
+
+    for name in QUANTIZE_KERNELS[mode]:
+        native.require(name, f"quantize={mode!r}")
+
+
 def guard_frames(n_text_tokens: int) -> int:
     """Frame limit of the runaway guard for a text of ``n_text_tokens`` tokens."""
     return GUARD_BASE + GUARD_PER_TOKEN * max(1, n_text_tokens)
@@ -136,13 +158,13 @@ class Qwen3Model:
         """Replace the talker's and the code predictor's linears by quantized ones (CPU
         only, float32 only; faster on x86, not bit-identical to fp32).
 
-        ``mode``: ``"int8"`` (:class:`~vocalis.kernels.int8.Int8Linear`, weights per output channel) or
-        ``"int4"`` (:class:`~vocalis.kernels.int4.Int4Linear`, weights in blocks of
-        32 with a float32 scale each). Both run C++ kernels of ours for x86 with AVX2,
-        built at first use (a C++ compiler, about 40 s once per machine:
-        :mod:`vocalis.kernels.native`). With int4 the talker's linears also keep an
-        int8 copy for its prompt pass (several positions per row, where int8 is faster):
-        about 0.72 GB of talker weights instead of 0.44 GB at 0.6B.
+        ``mode``: ``"int8"`` (:class:`~vocalis.kernels.int8.Int8Linear`, weights per output
+        channel) or ``"int4"`` (:class:`~vocalis.kernels.int4.Int4Linear`, weights in blocks
+        of 32 with a float32 scale each). Both run C++ kernels of ours for x86 with AVX2,
+        built once per machine by ``vocalis kernels build`` (:mod:`vocalis.kernels`; there is
+        no PyTorch path of ours for either: :func:`require_quantize_kernels`). With int4 the
+        talker's linears also keep an int8 copy for its prompt pass (several positions per
+        row, where int8 is faster): about 0.72 GB of talker weights instead of 0.44 GB at 0.6B.
 
         Converted: q/k/v/o and gate/up/down of every talker and predictor decoder layer,
         the 15 predictor ``lm_head``s and the talker ``codec_head``. Embeddings, norms, the
@@ -156,8 +178,8 @@ class Qwen3Model:
         Raises:
             InputError: an unknown mode; the model is not on the CPU, is not float32, is
                 already quantized or already runs our float32 kernel (tuning chose
-                ``model_linears=vocalis``: quantize at load); the kernel cannot be built
-                here (not x86 with AVX2, no C++ compiler).
+                ``model_linears=vocalis``: quantize at load); a kernel ``mode`` runs is not
+                built here (``vocalis kernels build``) or this CPU cannot run it.
         """
         if mode not in ("int8", "int4"):
             raise InputError(f"unknown quantize mode {mode!r}: use int8 or int4", param="quantize")
@@ -173,13 +195,9 @@ class Qwen3Model:
             raise InputError(f"{self.name} already runs the float32 kernels its tuning chose "
                              "(model_linears=vocalis); quantize when loading instead: "
                              f"vocalis.load(..., quantize={mode!r})", param="quantize")
-        from vocalis.kernels.native import load_kernel as load_native
-
-        load_native("vocalis_q8")  # InputError before any weight is touched
+        require_quantize_kernels(mode)  # InputError before any weight is touched
         if mode == "int4":
-            from vocalis.kernels.int4 import Int4Linear, load_kernel
-
-            load_kernel()  # InputError before any weight is touched
+            from vocalis.kernels.int4 import Int4Linear
 
             def convert(linear, talker: bool):
                 return Int4Linear(linear, Int8Linear(linear) if talker else None)
@@ -267,4 +285,5 @@ def load_model(directory: str | Path, name: str | None = None, dtype: str = "flo
     return Qwen3Model(d, config, talker, decoder, tokenizer, generation_config, name or str(d))
 
 
-__all__ = ["FRAME_SAMPLES", "SAMPLE_RATE", "Qwen3Model", "guard_frames", "load_model"]
+__all__ = ["FRAME_SAMPLES", "QUANTIZE_KERNELS", "SAMPLE_RATE", "Qwen3Model", "guard_frames", "load_model",
+           "require_quantize_kernels"]

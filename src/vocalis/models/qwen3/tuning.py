@@ -8,9 +8,9 @@ Choices, decided in this order:
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
     kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.kernels.f32.F32Linear`, offered where it builds; weights that
-    are bfloat16 values, as in the official checkpoints, are held in bfloat16 and widened
-    exactly as read; its products can run partly on the codec's core while the codec
+    :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
+    build``; weights that are bfloat16 values, as in the official checkpoints, are held in
+    bfloat16 and widened exactly as read; its products can run partly on the codec's core while the codec
     waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
     their own kernels). Score: one frame of the model (the predictor's 15 steps and a
     talker step) at one row plus one at ``B`` rows, on the model's thread count of the built-in split, four runs each (the
@@ -113,7 +113,8 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
-from vocalis.kernels.f32 import F32Linear, f32_kernel_available
+from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
+from vocalis.kernels.native import missing
 from vocalis.models.layers import LinearKernels, can_pack_linears
 from vocalis.models.qwen3.family import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
 
@@ -257,6 +258,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                and f32_kernel_available("model_linears=vocalis"))
     defaults, candidates, notes = _choices(total, exact, bool(model.quantized), packable,
                                            model_packable, cpu, own_f32)
+    if model_packable and not own_f32:
+        notes["model_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     probe: dict[str, _Probe] = {}
     linears = LinearKernels(talker, {"vocalis": F32Linear})
 
@@ -315,6 +318,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                   if cpu and not exact else ())
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total)})
+    if model_packable and not own_f32 and result.sources["model_linears"] in ("measured", "cache"):
+        f32_kernel_hint("model_linears=vocalis")  # decided without it: say how to build it
     if probe:
         probe.clear()
         tuning_mod.release_memory()
