@@ -472,8 +472,8 @@ def load(model_id: str = FAMILY, device: str = "cpu", threads: int | None = None
     else the open one, saying so) or from the paths in a YAML config. ``quantize``
     (``True`` = ``"int8"``): dynamic int8 FlowLM linears, or for Qwen3-TTS the talker and
     code-predictor linears (CPU, float32; faster, not bit-identical); Qwen3-TTS also takes
-    ``"int4"`` (4-bit weights in blocks of 32: :mod:`vocalis.kernels.int4`); both Qwen3-TTS
-    modes run kernels of ours, built once by ``vocalis kernels build``. ``max_batch``: rows run together;
+    ``"int4"`` (4-bit weights in blocks of 32: :mod:`vocalis.kernels.int4`); both run kernels
+    of ours, built once by ``vocalis kernels build``. ``max_batch``: rows run together;
     ``max_queue``: requests waiting beyond them before ``CapacityError``. ``exact``: keep
     PyTorch's default CPU kernels, so that a request alone is bit-identical to the official
     package (the default oneDNN-packed linears agree to float rounding, and are faster).

@@ -155,7 +155,7 @@ def library(k: Kernel, variant: cpu.Variant, root: Path | None = None) -> Path:
 _LOCK = threading.Lock()
 _loaded: dict[str, Path] = {}  # name -> the library it was loaded from
 _broken: dict[str, str] = {}  # name -> why its built library did not load
-_hinted = False  # the "not built" line of offer() was said in this process
+_hinted = False  # the "not built" line of hint() was said in this process
 
 
 def _cannot_run(k: Kernel) -> str | None:

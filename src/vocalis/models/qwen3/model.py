@@ -285,5 +285,5 @@ def load_model(directory: str | Path, name: str | None = None, dtype: str = "flo
     return Qwen3Model(d, config, talker, decoder, tokenizer, generation_config, name or str(d))
 
 
-__all__ = ["FRAME_SAMPLES", "QUANTIZE_KERNELS", "SAMPLE_RATE", "Qwen3Model", "guard_frames", "load_model",
-           "require_quantize_kernels"]
+__all__ = ["FRAME_SAMPLES", "QUANTIZE_KERNELS", "SAMPLE_RATE", "Qwen3Model", "guard_frames",
+           "load_model", "require_quantize_kernels"]

@@ -10,8 +10,8 @@ Choices, decided in this order:
     kernels, or our AVX2 kernel (``vocalis``:
     :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
     build``; weights that are bfloat16 values, as in the official checkpoints, are held in
-    bfloat16 and widened exactly as read; its products can run partly on the codec's core while the codec
-    waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
+    bfloat16 and widened exactly as read; its products can run partly on the codec's core
+    while the codec waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
     their own kernels). Score: one frame of the model (the predictor's 15 steps and a
     talker step) at one row plus one at ``B`` rows, on the model's thread count of the built-in split, four runs each (the
     median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
