@@ -115,8 +115,9 @@ def status_command(
         else:
             line = f"{head}  {k.state}: {k.why}"
         if k.others:
-            line += (f"; {len(k.others)} other build{'s' if len(k.others) > 1 else ''} in the "
-                     "cache (other sources, torch or instruction set) are not used")
+            n = len(k.others)
+            line += (f"; {n} other build{'s' if n > 1 else ''} in the cache (other sources, "
+                     f"torch or instruction set) {'are' if n > 1 else 'is'} not used")
         typer.echo(line)
 
 
