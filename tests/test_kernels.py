@@ -15,7 +15,8 @@ a library loaded into this process stays loaded):
 * bad input of ``vocalis kernels build`` (no compiler, a read-only cache, a compiler killed,
   Ctrl-C or SIGTERM half-way): exit 2, one line naming the cause and the fix, nothing
   loadable left behind;
-* the instruction-set variant follows the CPU's features.
+* the instruction-set variant follows the CPU's features, and the int8 kernel's AVX-512 VNNI
+  build gives its AVX2 build's results bit for bit.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kernels_unbuildable
-from vocalis.kernels import cpu
+from vocalis.kernels import cpu, native
 
 CLI = [sys.executable, "-m", "vocalis.cli"]
 NEEDS_BUILD = pytest.mark.skipif(kernels_unbuildable() is not None,
@@ -88,7 +89,7 @@ def test_build_into_a_fresh_cache_then_status_and_load(tmp_path):
     assert f"cache:    {cache} ($VOCALIS_CACHE)" in before.stdout
     for mode in ("float32", "int8", "int4"):
         line = next(x for x in before.stdout.splitlines() if x.startswith(mode + " "))
-        assert "missing (avx2)" in line and "vocalis kernels build" in line, line
+        assert "  missing (" in line and "vocalis kernels build" in line, line
 
     r = vocalis(["kernels", "build", "--kernel", "int4"], env)
     assert r.returncode == 0, r.stderr
@@ -125,10 +126,59 @@ def test_build_into_a_fresh_cache_then_status_and_load(tmp_path):
 
 def test_the_variant_follows_the_cpu_features():
     avx2 = frozenset({"avx2", "fma", "sse4_2"})
+    vnni = avx2 | {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}
+    q8 = native.KERNELS["vocalis_q8"].variants
+    assert q8 == (cpu.AVX512_VNNI, cpu.AVX2)  # best first
+    assert cpu.choose(q8, "x86_64", vnni) is cpu.AVX512_VNNI
+    assert cpu.choose(q8, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX2  # no VNNI
     assert cpu.choose((cpu.AVX2,), "x86_64", avx2) is cpu.AVX2
     assert cpu.choose((cpu.AVX2,), "x86_64", frozenset({"avx2"})) is None  # no FMA
-    assert cpu.choose((cpu.AVX2,), "aarch64", frozenset({"asimd", "avx2", "fma"})) is None
+    assert cpu.choose(q8, "aarch64", vnni | {"asimd"}) is None
     assert cpu.AVX2.flags == ("-O3", "-mavx2", "-mfma", "-fopenmp")  # the measured build
+    for k in native.KERNELS.values():  # every kernel has the AVX2 build, the last resort
+        assert k.variants[-1] is cpu.AVX2
+
+
+INT8_OUTPUTS = r"""
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+out, g = {}, torch.Generator().manual_seed(0)
+for threads in (1, 2):
+    torch.set_num_threads(threads)
+    for k, n in ((96, 40), (100, 42), (1024, 1030), (13, 7)):
+        w = torch.randn(n, k, generator=g)
+        t, s, z = torch.ops.vocalis_q8.pack(w)
+        for m in (1, 3, 13, 60):
+            x = torch.randn(m, k, generator=g)
+            out[f"{threads}-{k}-{n}-{m}"] = torch.ops.vocalis_q8.linear(x, t, s, z)
+            out[f"{threads}-{k}-{n}-{m}-3d"] = torch.ops.vocalis_q8.linear(x[None], t, s, z)
+torch.save(out, sys.argv[2])
+"""
+
+
+@NEEDS_BUILD
+@pytest.mark.skipif(not cpu.supports(cpu.AVX512_VNNI), reason="needs a CPU with AVX-512 VNNI")
+def test_the_avx512_vnni_int8_build_gives_the_avx2_results_bit_for_bit(tmp_path, monkeypatch,
+                                                                       built_kernels):
+    """This CPU loads the avx512vnni build of the int8 kernel (the session's); the avx2
+    build, which every x86 CPU with AVX2 loads, gives the same outputs bit for bit (padded
+    and full tiles, row groups of 4 and their remainders, 1 and 2 threads)."""
+    vnni = native.loaded("int8")
+    assert vnni is not None and vnni.parent.name.startswith("vocalis_q8-avx512vnni-")
+    monkeypatch.setenv("VOCALIS_CACHE", str(tmp_path / "cache"))
+    [avx2] = native.build(["int8"], variant="avx2")
+    assert avx2.state == "built" and avx2.path.parent.name.startswith("vocalis_q8-avx2-")
+    outputs = []
+    for lib in (vnni, avx2.path):
+        outputs.append(tmp_path / f"{lib.parent.name}.pt")
+        r = subprocess.run([sys.executable, "-c", INT8_OUTPUTS, str(lib), str(outputs[-1])],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    import torch
+
+    a, b = (torch.load(p) for p in outputs)
+    assert a.keys() == b.keys() and len(a) == 64
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
 
 
 # ------------------------------------------------------------------ nothing built

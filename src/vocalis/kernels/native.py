@@ -83,7 +83,8 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS) and flow_linears=vocalis (Pocket TTS)"),
     Kernel("vocalis_q8", "int8", "q8.cpp",
-           "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'"),
+           "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
+           (cpu.AVX512_VNNI, cpu.AVX2)),
     Kernel("vocalis_q4", "int4", "q4.cpp", "Qwen3-TTS quantize='int4'"),
 )}
 
@@ -476,10 +477,13 @@ def _failure(job: _Job, returncode: int, version: str) -> str:
 
 
 def build(kernels: Iterable[str] | None = None, force: bool = False, jobs: int | None = None,
-          progress: Callable[[str], None] | None = None) -> list[Built]:
+          progress: Callable[[str], None] | None = None, variant: str | None = None,
+          ) -> list[Built]:
     """Build vocalis's kernels for this machine into :func:`cache_dir` (all of them, or the
-    ``kernels`` named by ``torch.ops`` name or mode); those already built are kept unless
-    ``force``. Up to ``jobs`` compilers run at a time (default: one per CPU core). Each
+    ``kernels`` named by ``torch.ops`` name or mode), each in the best instruction-set variant
+    this CPU runs, or in ``variant`` (a :class:`~vocalis.kernels.cpu.Variant` name, whether or
+    not this CPU runs it: a build for another machine, or a comparison; a kernel without that
+    variant is skipped); those already built are kept unless ``force``. Up to ``jobs`` compilers run at a time (default: one per CPU core). Each
     kernel gives one ``progress`` line (default: logged at INFO): built (with its time and
     path), already built, or skipped (this CPU cannot run it). Builds in a temporary folder
     and renames it into place, so an interrupted or failed build installs nothing. Loads
@@ -500,18 +504,22 @@ def build(kernels: Iterable[str] | None = None, force: bool = False, jobs: int |
     results: dict[str, Built] = {}
     todo: list[tuple[Kernel, cpu.Variant, Path]] = []
     for k in chosen:
-        variant = cpu.choose(k.variants)
         if variant is None:
+            v = cpu.choose(k.variants)
             why = unsupported(k.name)
+        else:
+            v = next((x for x in k.variants if x.name == variant), None)
+            why = f"vocalis's {k.mode} kernel has no {variant} build"
+        if v is None:
             results[k.name] = Built(k.name, k.mode, "skipped", why=why)
             say(f"{k.mode} kernel ({k.name}): skipped: {why}")
             continue
-        path = library(k, variant, root)
+        path = library(k, v, root)
         if path.is_file() and not force:
-            results[k.name] = Built(k.name, k.mode, "present", variant.name, path)
-            say(f"{k.mode} kernel ({k.name}, {variant.name}): already built: {path}")
+            results[k.name] = Built(k.name, k.mode, "present", v.name, path)
+            say(f"{k.mode} kernel ({k.name}, {v.name}): already built: {path}")
             continue
-        todo.append((k, variant, path))
+        todo.append((k, v, path))
     if todo:
         _writable(root)
         argv = compiler()
