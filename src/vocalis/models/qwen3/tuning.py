@@ -123,10 +123,10 @@ log = logging.getLogger(__name__)
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 11  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
+METHOD_VERSION = 12  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
 # the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend,
 # model_linears=vocalis (kernels/f32.cpp); 11: model_linears=vocalis holds bfloat16-exact
-# weights in bfloat16 and runs prompt passes too
+# weights in bfloat16 and runs prompt passes too; 12: the int8 kernel's AVX-512 VNNI build
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
