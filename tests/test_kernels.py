@@ -8,8 +8,9 @@ a library loaded into this process stays loaded):
   a library that a fresh process loads and runs, and ``vocalis kernels status`` before and
   after; a second build keeps it;
 * with no kernel built, loading models offers no kernel candidate, logs one line per process
-  naming ``vocalis kernels build`` (after a measured choice: not for fixed ones), never starts a compiler (a compiler that records its calls
-  is first on PATH and in ``$CXX``; ``$TORCH_EXTENSIONS_DIR`` and the kernel cache stay empty);
+  naming ``vocalis kernels build`` (after a measured choice, not for fixed ones), never
+  starts a compiler (a compiler that records its calls is first on PATH and in ``$CXX``;
+  ``$TORCH_EXTENSIONS_DIR`` and the kernel cache stay empty);
   ``quantize="int4"`` and ``"int8"`` are refused with an InputError that names the fix, in
   Python and on the command line;
 * bad input of ``vocalis kernels build`` (no compiler, a read-only cache, a compiler killed,

@@ -102,4 +102,5 @@ def describe() -> str:
     return f"{machine()} ({' '.join(shown) or 'no AVX2, AVX-512 or NEON'})"
 
 
-__all__ = ["AVX2", "AVX512_VNNI", "SHOWN", "Variant", "choose", "describe", "features", "machine", "supports"]
+__all__ = ["AVX2", "AVX512_VNNI", "SHOWN", "Variant", "choose", "describe", "features", "machine",
+           "supports"]

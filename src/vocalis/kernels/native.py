@@ -16,8 +16,8 @@ headers and libraries, for the best instruction-set variant this CPU runs
 (:func:`load`, :func:`require`, :func:`offer`) only opens a library built before
 (``torch.ops.load_library``): nothing here compiles as a side effect of loading a model or
 of tuning. Where a kernel is not built, tuning leaves its candidate out and PyTorch's
-kernels run (one log line per process says how to build it: :func:`hint`), and a request that cannot run
-without it (``quantize="int8"`` or ``"int4"``) is refused with an
+kernels run (one log line per process says how to build it: :func:`hint`), and a request
+that cannot run without it (``quantize="int8"`` or ``"int4"``) is refused with an
 :class:`~vocalis.errors.InputError` that names the fix.
 
 The cache (:func:`cache_dir`): ``$VOCALIS_CACHE/kernels``, else
@@ -81,7 +81,8 @@ class Kernel:
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
-           "tuning choices model_linears=vocalis (Qwen3-TTS) and flow_linears=vocalis (Pocket TTS)"),
+           "tuning choices model_linears=vocalis (Qwen3-TTS) and flow_linears=vocalis "
+           "(Pocket TTS)"),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
            (cpu.AVX512_VNNI, cpu.AVX2)),
@@ -483,11 +484,12 @@ def build(kernels: Iterable[str] | None = None, force: bool = False, jobs: int |
     ``kernels`` named by ``torch.ops`` name or mode), each in the best instruction-set variant
     this CPU runs, or in ``variant`` (a :class:`~vocalis.kernels.cpu.Variant` name, whether or
     not this CPU runs it: a build for another machine, or a comparison; a kernel without that
-    variant is skipped); those already built are kept unless ``force``. Up to ``jobs`` compilers run at a time (default: one per CPU core). Each
-    kernel gives one ``progress`` line (default: logged at INFO): built (with its time and
-    path), already built, or skipped (this CPU cannot run it). Builds in a temporary folder
-    and renames it into place, so an interrupted or failed build installs nothing. Loads
-    nothing into this process (:func:`load` does).
+    variant is skipped); those already built are kept unless ``force``. Up to ``jobs``
+    compilers run at a time (default: one per CPU core). Each kernel gives one ``progress``
+    line (default: logged at INFO): built (with its time and path), already built, or
+    skipped (this CPU cannot run it). Builds in a temporary folder and renames it into
+    place, so an interrupted or failed build installs nothing. Loads nothing into this
+    process (:func:`load` does).
 
     Returns one :class:`Built` per kernel, in :data:`KERNELS` order.
 
