@@ -42,6 +42,36 @@ def checkpoints(tmp_path_factory) -> Checkpoints:
     return Checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
+def kernels_unbuildable() -> str | None:
+    """Why this machine cannot build vocalis's C++ kernels (its CPU, no C++ compiler), or
+    None."""
+    from vocalis.kernels import native
+
+    for name in native.KERNELS:
+        why = native.unsupported(name)
+        if why is not None:
+            return why
+    return None if native.compiler() is not None else "no C++ compiler to build vocalis's kernels"
+
+
+@pytest.fixture(scope="session")
+def built_kernels():
+    """vocalis's C++ kernels, built on purpose through ``vocalis.kernels.build()`` (a no-op
+    where ``vocalis kernels build`` ran before, as ``.ci/run`` does; the cache the
+    environment names) and loaded into this process; tests never rely on a build at load.
+    Skips where this machine cannot build them."""
+    from vocalis import kernels
+    from vocalis.kernels import native
+
+    why = kernels_unbuildable()
+    if why is not None:
+        pytest.skip(why)
+    kernels.build()
+    for name in native.KERNELS:
+        assert kernels.load(name), native.missing(name)
+    return kernels.status()
+
+
 def synthetic_voice(seconds: float, rate: int, channels: int = 1, seed: int = 1) -> np.ndarray:
     """Voice-like test signal ``[T, C]`` float32: harmonics with a pitch glide and syllable
     envelope, a different phase per channel, silence at the end."""

@@ -1,5 +1,5 @@
-"""Our float32 step kernel (``kernels/f32.cpp``, Qwen3 ``model_linears=vocalis``) and the
-codec's core lent to it (``kernels/lend.h``).
+"""Our float32 step kernel (``kernels/csrc/f32.cpp``, Qwen3 ``model_linears=vocalis``) and
+the codec's core lent to it (``kernels/csrc/lend.h``).
 
 Checked against references independent of the kernel: float64 products within the
 float32 dot-product error bound (Higham, *Accuracy and Stability of Numerical Algorithms*,
@@ -15,11 +15,9 @@ import pytest
 import torch
 
 from tests.test_qwen3_quantize import lent_outputs
-from vocalis.models.layers import F32Linear
-from vocalis.models.qwen3.native import kernel_available
+from vocalis.kernels.f32 import F32Linear
 
-pytestmark = pytest.mark.skipif(kernel_available() is not None,
-                                reason="needs x86-64 with AVX2 and a C++ compiler")
+pytestmark = pytest.mark.usefixtures("built_kernels")  # skips where they cannot be built
 
 
 def bound(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """Opt-in 4-bit Qwen3-TTS weights (``vocalis.load(dir, quantize="int4")``,
-``vocalis.models.qwen3.int4``: a C++ kernel built at first use).
+``vocalis.kernels.int4``: a C++ kernel of ours, built once by ``vocalis kernels build``).
 
 What is checked, against something independent of the code under test:
 
@@ -13,7 +13,8 @@ What is checked, against something independent of the code under test:
 * loading and generating through the API and the CLI; a batch of three gives each
   request's codes alone; the traced steps equal eager bit for bit; teacher-forced logits
   stay near float32 (agreement of greedy codes printed);
-* clear errors: an unknown mode, int4 for Pocket TTS, no compiler.
+* clear errors: an unknown mode, int4 for Pocket TTS (int4 without a built kernel:
+  ``tests/test_kernels.py``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ import vocalis
 from tests.test_qwen3_api import codes_alone_and_together
 from tests.test_qwen3_quantize import lent_outputs
 from vocalis.errors import InputError
-from vocalis.models.qwen3 import int4
+from vocalis.kernels import int4
+from vocalis.kernels.int8 import Int8Linear
 from vocalis.models.qwen3.generate import generate_codes
-from vocalis.models.qwen3.model import Int8Linear, load_model
+from vocalis.models.qwen3.model import load_model
 from vocalis.models.qwen3.prompt import custom_voice_prompt
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 from vocalis.models.qwen3.sampling import GenerationParams
+
+pytestmark = pytest.mark.usefixtures("built_kernels")  # skips where they cannot be built
 
 TEXT = "Hello world, this is a test of the four-bit talker."
 N = 21  # max_new_tokens: up to 20 frames
@@ -39,7 +43,6 @@ N = 21  # max_new_tokens: up to 20 frames
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    int4.load_kernel()  # the build (about 40 s the first time on a machine) happens here
     return write_random_checkpoint("qwen3-tts/0.6b-customvoice",
                                    tmp_path_factory.mktemp("qwen3-int4") / "cv", seed=4, tiny=True)
 
@@ -212,7 +215,7 @@ def test_api_cli_batch_and_traced_steps(ckpt, tmp_path):
     assert sr == 24000 and wav.shape == (1920 * codes.shape[0],)
 
 
-def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, monkeypatch, capsys):
+def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, capsys):
     from vocalis import cli
 
     with pytest.raises(InputError, match="unknown quantize 'int3'.*'int8' or 'int4'"):
@@ -230,15 +233,12 @@ def test_bad_quantize_values_get_clear_errors(ckpt, checkpoints, monkeypatch, ca
     assert cli.main(bench) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "contradicts" in err[0]
-    monkeypatch.setenv("PATH", "")
-    why = int4.kernel_available()
-    assert why is not None and "C++ compiler" in why
 
 
 @pytest.mark.parametrize("rows", [1, 5])
 def test_a_lent_core_computes_the_same_4bit_products_bit_for_bit(rows):
     """As for int8 (``test_qwen3_quantize``): blocks of channels computed on the codec's
-    lent core (``kernels/lend.h``; the one-row and the several-row paths) equal the
+    lent core (``kernels/csrc/lend.h``; the one-row and the several-row paths) equal the
     caller's own, bit for bit, and the lent core took some."""
     int4.load_kernel()
     op = torch.ops.vocalis_q4

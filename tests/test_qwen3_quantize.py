@@ -26,10 +26,13 @@ import vocalis
 from tests.test_qwen3_api import codes_alone_and_together
 from vocalis.errors import InputError
 from vocalis.models.qwen3.generate import generate_codes
-from vocalis.models.qwen3.model import Int8Linear, load_model
+from vocalis.kernels.int8 import Int8Linear
+from vocalis.models.qwen3.model import load_model
 from vocalis.models.qwen3.prompt import custom_voice_prompt
 from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
 from vocalis.models.qwen3.sampling import GenerationParams
+
+pytestmark = pytest.mark.usefixtures("built_kernels")  # skips where they cannot be built
 
 TEXT = "Hello world, this is a test of the int8 talker."
 N = 21  # max_new_tokens: up to 20 frames
@@ -251,7 +254,7 @@ def lent_outputs(op, fn, calls: int = 8):
 
 @pytest.mark.parametrize("rows", [1, 3, 13])
 def test_a_lent_core_computes_the_same_products_bit_for_bit(rows):
-    """The codec's idle core (``kernels/lend.h``) takes blocks of output channels of a
+    """The codec's idle core (``kernels/csrc/lend.h``) takes blocks of output channels of a
     one-thread caller's products: the results equal the caller's own, bit for bit, and the
     lent core did take blocks (counted by the kernel)."""
     torch.manual_seed(rows)

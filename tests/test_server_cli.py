@@ -153,9 +153,10 @@ def test_serve_busy_port_is_a_one_line_error(checkpoints):
     assert r.stderr.strip().splitlines()[-1].startswith("error: cannot listen on 127.0.0.1:")
 
 
-def test_serve_quantize_mode_int4_serves_the_quantized_model(tmp_path):
+def test_serve_quantize_mode_int4_serves_the_quantized_model(tmp_path, built_kernels):
     """``vocalis serve --quantize-mode int4``: the served audio is the 4-bit model's (the same
-    seeded request through ``vocalis.load(quantize="int4")``), not the float32 model's."""
+    seeded request through ``vocalis.load(quantize="int4")``), not the float32 model's (the
+    kernels built for the session, in the cache the server sees too)."""
     import numpy as np
 
     import vocalis

@@ -21,8 +21,9 @@ import vocalis
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
-from vocalis.models.layers import F32Linear, PackedLinear
-from vocalis.models.qwen3.native import kernel_available
+from tests.conftest import kernels_unbuildable
+from vocalis.kernels.f32 import F32Linear
+from vocalis.models.layers import PackedLinear
 from vocalis.models.pocket.mimi import ExpELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 
@@ -64,9 +65,16 @@ def kinds(module) -> set[type]:
             if type(m) in (torch.nn.Linear, PackedLinear, F32Linear)}
 
 
-#: our float32 kernel is a FlowLM candidate where it builds (x86 with AVX2, a C++ compiler)
-OWN_F32 = kernel_available() is None
+#: our float32 kernel is a FlowLM candidate where it is built: here where it can be (x86
+#: with AVX2, a C++ compiler), through the session's build (``built_kernels``)
+OWN_F32 = kernels_unbuildable() is None
 FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _kernels_built_where_they_can_be(request):
+    if OWN_F32:
+        request.getfixturevalue("built_kernels")
 
 
 class Scores:

@@ -396,8 +396,8 @@ def load(model_id: str | None = None, device: str = "cpu", threads: int | None =
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
-        InputError: bad device, thread count, quantize mode (one the family does not offer),
-        load option, or tuning.
+        InputError: bad device, thread count, quantize mode (one the family does not offer, or
+        whose kernel is not built: ``vocalis kernels build``), load option, or tuning.
     """
     info, settings, opts = check_load(model_id, device, threads, max_batch, max_queue, quantize,
                                       **load_options)

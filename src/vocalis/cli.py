@@ -6,6 +6,7 @@ Commands::
                                                        .opus .aac .pcm) or -o - for stdout
     vocalis voices list | export AUDIO OUT.safetensors
     vocalis models list | show ID | download ID | random --config NAME --out DIR
+    vocalis kernels build | status                    vocalis's C++ kernels, built once per machine
     vocalis reference ...                              the parity harness (vocalis.reference.cli)
     vocalis text normalize --language en "TEXT"        the text as normalization reads it
 
@@ -33,9 +34,10 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click import exceptions as _cx
 
 from vocalis import families
+from vocalis.errors import HarnessError, InputError, VocalisError
+from vocalis.kernels.cli import app as kernels_app
 from vocalis.options import QUANTIZE_MODES, check_text, text_from_file
 from vocalis.text.files import read_utf8
-from vocalis.errors import HarnessError, InputError, VocalisError
 
 log = logging.getLogger("vocalis.cli")
 
@@ -58,6 +60,7 @@ models_app = typer.Typer(help="Released model configs, downloads and random-weig
                          no_args_is_help=True)
 app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
+app.add_typer(kernels_app, name="kernels")
 
 NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first, in the "
                   "text's language (English, French, German, Spanish, Italian, Portuguese, "
@@ -66,8 +69,9 @@ MODEL_HELP = ("A released model id (`vocalis models list`: pocket-tts, pocket-tt
               "qwen3-tts/...), a Hub repo id, or a local checkpoint: a folder, or a YAML config "
               "(also hf:// or https://). Default: pocket-tts.")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
-QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4 (4-bit weights, where the model's family "
-                      "offers it). Implies --quantize, and wins over --no-quantize.")
+QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4 (4-bit weights), where the model's family "
+                      "offers it (Qwen3-TTS: vocalis's kernels, built once by `vocalis kernels "
+                      "build`). Implies --quantize, and wins over --no-quantize.")
 
 
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:

@@ -6,9 +6,10 @@ Choices, decided in this order:
     The FlowLM's float32 linears as oneDNN-packed weights
     (:class:`~vocalis.models.layers.PackedLinear`) laid out for 16 rows (``packed``) or for
     one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; it holds weights
-    that are bfloat16 values, as in the released bundles, in bfloat16 and widens them
-    exactly as it reads them: the float32 products in half the bytes); opt-in (forced,
+    :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
+    build``; it holds weights that are bfloat16 values, as in the released bundles, in
+    bfloat16 and widens them exactly as it reads them: the float32 products in half the
+    bytes); opt-in (forced,
     never measured) ``hybrid``: the default kernel for a lone row and the 16-row layout for more, which
     holds the weights twice (about 290 MB more for the FlowLM of the released configs).
     Score: the median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch,
@@ -64,8 +65,9 @@ from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    split_candidates)
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.models.layers import (F32Linear, LinearKernels, PackedLinear, can_pack_linears,
-                                   f32_kernel_available)
+from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
+from vocalis.kernels.native import missing
+from vocalis.models.layers import LinearKernels, PackedLinear, can_pack_linears
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
@@ -251,11 +253,15 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_elu="the ELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
+    elif not own and not getattr(model, "quantized", False):
+        notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
                                         "codec_elu": ROUNDS})
+    if packable and not own and result.sources["flow_linears"] in ("measured", "cache"):
+        f32_kernel_hint("flow_linears=vocalis")  # decided without it: say how to build it
     if probe:
         probe.clear()
         tuning_mod.release_memory()

@@ -28,7 +28,7 @@ import torch
 from vocalis.engine.family import KEEP_CACHE_POSITIONS, EngineBatch, EngineFamily, RowOut
 from vocalis.engine.scheduler import non_finite
 from vocalis.engine.tuning import default_split
-from vocalis.models.layers import F32Linear
+from vocalis.kernels.f32 import F32Linear
 from vocalis.models.qwen3.model import Qwen3Model
 from vocalis.models.qwen3.prompt import TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
@@ -175,7 +175,7 @@ def lending_kernels(model: Qwen3Model) -> list:
     """The ``torch.ops`` namespaces of our kernels that ``model``'s products run (each
     library has its own helper thread, ``kernels/lend.h``): int8's; int8's and int4's for an
     int4 model (its prompt passes run the int8 kernel); float32's when the talker runs
-    :class:`~vocalis.models.layers.F32Linear` (``model_linears=vocalis``); else none."""
+    :class:`~vocalis.kernels.f32.F32Linear` (``model_linears=vocalis``); else none."""
     if model.quantized == "int8":
         return [torch.ops.vocalis_q8]
     if model.quantized == "int4":

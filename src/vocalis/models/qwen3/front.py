@@ -135,7 +135,7 @@ class Qwen3TTSFamily(ModelFamily):
 
         from vocalis.engine.tuning import parse_split
         from vocalis.models.qwen3.engine import Qwen3EngineFamily
-        from vocalis.models.qwen3.model import load_model
+        from vocalis.models.qwen3.model import load_model, require_quantize_kernels
         from vocalis.models.qwen3.tuning import check_quantized_spec, tune
 
         dtype = load_options.get("dtype", "float32")
@@ -151,6 +151,8 @@ class Qwen3TTSFamily(ModelFamily):
                              "float32", param="quantize")
         if quantize and not settings.exact:
             check_quantized_spec(threads, settings.tuning)
+        if quantize:
+            require_quantize_kernels(quantize)  # InputError before any weight is read
         path, release = checkpoint.resolve_checkpoint(info.model_id)
         model = load_model(path, info.name, dtype=dtype, device=dev)
         if quantize:

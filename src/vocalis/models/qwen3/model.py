@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from vocalis.errors import CheckpointError, InputError
-from vocalis.models.layers import F32Linear
+from vocalis.kernels.f32 import F32Linear
+from vocalis.kernels.int8 import Int8Linear
 from vocalis.models.qwen3.codec import SpeechDecoder, load_speech_decoder
 from vocalis.models.qwen3.config import Qwen3TTSConfig, load_config
 from vocalis.models.qwen3.prompt import supported_languages
@@ -53,49 +54,26 @@ def _stacked(*linears: torch.nn.Linear) -> torch.nn.Linear:
     return out
 
 
-class Int8Linear(torch.nn.Module):
-    """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize``),
-    computed by our AVX2 kernel ``torch.ops.vocalis_q8`` (``kernels/q8.cpp``, built at first
-    use: :func:`vocalis.models.qwen3.native.load_kernel`).
+#: the kernels each quantize mode runs, the mode's own first (int4's prompt passes run int8's)
+QUANTIZE_KERNELS = {"int8": ("vocalis_q8",), "int4": ("vocalis_q4", "vocalis_q8")}
 
-    Weights: symmetric int8 per output channel, ``q_nk = round(w_nk / s_n)`` with
-    ``s_n = max_k |w_nk| / 127``, stored in tiles of 4 channels read as one stream.
-    Activations: quantized per call and per row, ``a_k = round(x_k / s_x)`` with
-    ``s_x = max_k |x_k| / 63`` (the precision of fbgemm's dynamic int8 with reduce_range);
-    ``y_n = s_x s_n sum_k a_k q_nk``, the sum exact in int32. A row's result depends on that
-    row alone: the same alone as in a batch, on any thread count. Error per output ``n``
-    (the bound the tests check): ``s_x/2 * ||w_n||_1 + s_n/2 * ||a||_1 s_x``.
 
-    Against fbgemm's packed int8 (``quantized::linear_dynamic``, which this replaced on
-    2026-12-03): on a 2-core AMD EPYC (Zen 3) one row read the weights at 16-18 GB/s on one
-    thread against 10-11, 8 rows and 49-row prompt passes ran 1.05-1.4x faster.
+def require_quantize_kernels(mode: str) -> None:
+    """Load the kernels that quantize ``mode`` (``"int8"`` or ``"int4"``) runs, from their
+    builds (:mod:`vocalis.kernels`; never compiled here). Both modes exist only as our
+    kernels: fbgemm's dynamic int8, which int8 ran before, computes other values (another
+    activation scale), so a fallback would make a seeded request's audio depend on whether
+    the kernels happen to be built; a load that asks for a mode whose kernel is not built
+    is refused instead.
 
-    Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.
-
-    Raises (at construction): InputError (param ``quantize``) when the kernel cannot be
-    built here (see :func:`~vocalis.models.qwen3.native.kernel_available`).
+    Raises:
+        InputError (param ``quantize``): a kernel is not built here (the message says
+            ``vocalis kernels build``) or this CPU cannot run it.
     """
+    from vocalis.kernels import native
 
-    def __init__(self, linear: torch.nn.Linear):
-        super().__init__()
-        from vocalis.models.qwen3.native import load_kernel
-
-        load_kernel("vocalis_q8")
-        w = linear.weight.detach().float()
-        self.out_features, self.in_features = w.shape
-        tiles, scales, sums = torch.ops.vocalis_q8.pack(w.contiguous())
-        self.register_buffer("tiles", tiles, persistent=False)
-        self.register_buffer("weight_scale", scales, persistent=False)
-        self.register_buffer("weight_sums", sums, persistent=False)
-        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach().float(),
-                                                                        requires_grad=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.vocalis_q8.linear(x, self.tiles, self.weight_scale, self.weight_sums)
-        return y if self.bias is None else y.add_(self.bias)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+    for name in QUANTIZE_KERNELS[mode]:
+        native.require(name, f"quantize={mode!r}")
 
 
 def guard_frames(n_text_tokens: int) -> int:
@@ -180,13 +158,13 @@ class Qwen3Model:
         """Replace the talker's and the code predictor's linears by quantized ones (CPU
         only, float32 only; faster on x86, not bit-identical to fp32).
 
-        ``mode``: ``"int8"`` (:class:`Int8Linear`, weights per output channel) or
-        ``"int4"`` (:class:`~vocalis.models.qwen3.int4.Int4Linear`, weights in blocks of
-        32 with a float32 scale each). Both run C++ kernels of ours for x86 with AVX2,
-        built at first use (a C++ compiler, about 40 s once per machine:
-        :mod:`vocalis.models.qwen3.native`). With int4 the talker's linears also keep an
-        int8 copy for its prompt pass (several positions per row, where int8 is faster):
-        about 0.72 GB of talker weights instead of 0.44 GB at 0.6B.
+        ``mode``: ``"int8"`` (:class:`~vocalis.kernels.int8.Int8Linear`, weights per output
+        channel) or ``"int4"`` (:class:`~vocalis.kernels.int4.Int4Linear`, weights in blocks
+        of 32 with a float32 scale each). Both run C++ kernels of ours for x86 with AVX2,
+        built once per machine by ``vocalis kernels build`` (:mod:`vocalis.kernels`; there is
+        no PyTorch path of ours for either: :func:`require_quantize_kernels`). With int4 the
+        talker's linears also keep an int8 copy for its prompt pass (several positions per
+        row, where int8 is faster): about 0.72 GB of talker weights instead of 0.44 GB at 0.6B.
 
         Converted: q/k/v/o and gate/up/down of every talker and predictor decoder layer,
         the 15 predictor ``lm_head``s and the talker ``codec_head``. Embeddings, norms, the
@@ -194,14 +172,14 @@ class Qwen3Model:
         q, k and v become one quantized linear of their stacked weights, and so do gate and
         up: their input is the same, so one activation quantization and one kernel call
         serve them (int8: each output's error stays within its own linear's bound, weight
-        scales being per output channel, see :class:`Int8Linear`; int4:
+        scales being per output channel, see :class:`~vocalis.kernels.int8.Int8Linear`; int4:
         weight blocks never span two output channels, and the activation blocks are the same).
 
         Raises:
             InputError: an unknown mode; the model is not on the CPU, is not float32, is
                 already quantized or already runs our float32 kernel (tuning chose
-                ``model_linears=vocalis``: quantize at load); the kernel cannot be built
-                here (not x86 with AVX2, no C++ compiler).
+                ``model_linears=vocalis``: quantize at load); a kernel ``mode`` runs is not
+                built here (``vocalis kernels build``) or this CPU cannot run it.
         """
         if mode not in ("int8", "int4"):
             raise InputError(f"unknown quantize mode {mode!r}: use int8 or int4", param="quantize")
@@ -217,13 +195,9 @@ class Qwen3Model:
             raise InputError(f"{self.name} already runs the float32 kernels its tuning chose "
                              "(model_linears=vocalis); quantize when loading instead: "
                              f"vocalis.load(..., quantize={mode!r})", param="quantize")
-        from vocalis.models.qwen3.native import load_kernel as load_native
-
-        load_native("vocalis_q8")  # InputError before any weight is touched
+        require_quantize_kernels(mode)  # InputError before any weight is touched
         if mode == "int4":
-            from vocalis.models.qwen3.int4 import Int4Linear, load_kernel
-
-            load_kernel()  # InputError before any weight is touched
+            from vocalis.kernels.int4 import Int4Linear
 
             def convert(linear, talker: bool):
                 return Int4Linear(linear, Int8Linear(linear) if talker else None)
@@ -311,4 +285,5 @@ def load_model(directory: str | Path, name: str | None = None, dtype: str = "flo
     return Qwen3Model(d, config, talker, decoder, tokenizer, generation_config, name or str(d))
 
 
-__all__ = ["FRAME_SAMPLES", "SAMPLE_RATE", "Int8Linear", "Qwen3Model", "guard_frames", "load_model"]
+__all__ = ["FRAME_SAMPLES", "QUANTIZE_KERNELS", "SAMPLE_RATE", "Qwen3Model", "guard_frames",
+           "load_model", "require_quantize_kernels"]

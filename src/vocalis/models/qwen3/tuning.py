@@ -8,10 +8,10 @@ Choices, decided in this order:
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
     kernels, or our AVX2 kernel (``vocalis``:
-    :class:`~vocalis.models.layers.F32Linear`, offered where it builds; weights that
-    are bfloat16 values, as in the official checkpoints, are held in bfloat16 and widened
-    exactly as read; its products can run partly on the codec's core while the codec
-    waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
+    :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
+    build``; weights that are bfloat16 values, as in the official checkpoints, are held in
+    bfloat16 and widened exactly as read; its products can run partly on the codec's core
+    while the codec waits, see ``lend``). Only for a float32 model on the CPU (int8 and int4 models have
     their own kernels). Score: one frame of the model (the predictor's 15 steps and a
     talker step) at one row plus one at ``B`` rows, on the model's thread count of the built-in split, four runs each (the
     median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
@@ -113,7 +113,9 @@ import torch
 from vocalis.engine import tuning as tuning_mod
 from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
                                    repeat, split_candidates, timed_ms)
-from vocalis.models.layers import F32Linear, LinearKernels, can_pack_linears, f32_kernel_available
+from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
+from vocalis.kernels.native import missing
+from vocalis.models.layers import LinearKernels, can_pack_linears
 from vocalis.models.qwen3.engine import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
 
 log = logging.getLogger(__name__)
@@ -121,10 +123,10 @@ log = logging.getLogger(__name__)
 #: frames per codec call to try (see the module docstring), the built-in one first
 CODEC_FRAMES = ("1", "2", "4")
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 11  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
+METHOD_VERSION = 12  # 6: the engine's thread counts hold (vocalis.engine.openmp); 7: splits of
 # the budget only; 8: model_linears; 9: int8 through vocalis's kernel (kernels/q8.cpp); 10: lend,
 # model_linears=vocalis (kernels/f32.cpp); 11: model_linears=vocalis holds bfloat16-exact
-# weights in bfloat16 and runs prompt passes too
+# weights in bfloat16 and runs prompt passes too; 12: the int8 kernel's AVX-512 VNNI build
 STEPS = 1  # frames per thread-split run
 REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
 # chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
@@ -256,6 +258,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                and f32_kernel_available("model_linears=vocalis"))
     defaults, candidates, notes = _choices(total, exact, bool(model.quantized), packable,
                                            model_packable, cpu, own_f32)
+    if model_packable and not own_f32:
+        notes["model_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     probe: dict[str, _Probe] = {}
     linears = LinearKernels(talker, {"vocalis": F32Linear})
 
@@ -314,6 +318,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                   if cpu and not exact else ())
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total)})
+    if model_packable and not own_f32 and result.sources["model_linears"] in ("measured", "cache"):
+        f32_kernel_hint("model_linears=vocalis")  # decided without it: say how to build it
     if probe:
         probe.clear()
         tuning_mod.release_memory()

@@ -14,7 +14,8 @@
 // the thread count. The point of the kernel is lend.h: while the engine's codec thread waits,
 // its core takes blocks of the output channels (one core reads about 17 GB/s on the development
 // machine, two about 27).
-#include <torch/extension.h>
+#include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
+#include <torch/types.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 

@@ -3,11 +3,10 @@
 A frame of the 0.6B model reads the talker's weights once and the code predictor's 15
 times (about 1.6 GB per frame in int8, ``README.md`` "What bounds it"): on a few CPU cores
 its speed is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those
-bytes. PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) were 2-30x slower
-than fbgemm's int8 at one row on the development machine, so the product is a small C++
-kernel of ours (``kernels/q4.cpp``, x86 with AVX2), built at first use by
-``torch.utils.cpp_extension`` (needs a C++ compiler; cached under
-``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``).
+bytes. PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) measured slower
+than int8 at one row (``README.md`` "Performance"), so the product is a small C++ kernel of
+ours (``csrc/q4.cpp``, x86 with AVX2 and FMA), built once per machine by
+``vocalis kernels build`` (:mod:`vocalis.kernels.native`); there is no PyTorch path of ours.
 
 Format (per output channel ``n``, per block ``b`` of 32 inputs, input size padded with
 zero weights to a multiple of 256):
@@ -29,24 +28,25 @@ from __future__ import annotations
 
 import torch
 
-from vocalis.models.qwen3.native import kernel_available
-from vocalis.models.qwen3.native import load_kernel as _load
+from vocalis.kernels import native
 
 
 def load_kernel() -> None:
-    """Build (first time on this machine) and register ``torch.ops.vocalis_q4``
-    (:func:`vocalis.models.qwen3.native.load_kernel`).
+    """Register ``torch.ops.vocalis_q4`` from its build (``vocalis kernels build``); never
+    compiles.
 
     Raises:
-        InputError (param ``quantize``): not an x86 CPU with AVX2, no C++ compiler, or the
-            build failed; the message names the cause.
+        InputError (param ``quantize``): the kernel is not built for this machine, or this
+            CPU cannot run it; the message names the cause and the fix.
     """
-    _load("vocalis_q4")
+    native.require("vocalis_q4", "quantize='int4'")
 
 
 def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``weight [N, K]`` float32 → ``(packed [N, Kp/2] uint8, scales [N, Kp/32] float32)``,
-    ``Kp`` = K rounded up to 256 (see the module docstring for the format)."""
+    ``Kp`` = K rounded up to 256 (see the module docstring for the format).
+
+    Raises: InputError (param ``quantize``) as :func:`load_kernel`."""
     load_kernel()
     packed, scales = torch.ops.vocalis_q4.pack(weight.detach().float().contiguous())
     return packed, scales
@@ -55,7 +55,7 @@ def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Int4Linear(torch.nn.Module):
     """4-bit replacement of a float32 ``nn.Linear`` (CPU, AVX2; see the module docstring).
 
-    ``prompt``: an :class:`~vocalis.models.qwen3.model.Int8Linear` of the same weights for
+    ``prompt``: an :class:`~vocalis.kernels.int8.Int8Linear` of the same weights for
     calls of several positions per row (``x [B, T, K]`` with ``T > 1``: the talker's prompt
     pass). There the 4-bit kernel, which unpacks its nibbles per call, is slower than
     the int8 kernel (compute-bound, 49 positions); one-position calls (every frame's step) use
@@ -63,6 +63,9 @@ class Int4Linear(torch.nn.Module):
     request's result still does not depend on the other rows. ``None``: always 4-bit.
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.
+
+    Raises (at construction): InputError (param ``quantize``) when the kernel is not built
+    here or this CPU cannot run it (:func:`load_kernel`).
     """
 
     def __init__(self, linear: torch.nn.Linear, prompt: torch.nn.Module | None = None):
@@ -87,4 +90,4 @@ class Int4Linear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4{tail}"
 
 
-__all__ = ["Int4Linear", "kernel_available", "load_kernel", "pack"]
+__all__ = ["Int4Linear", "load_kernel", "pack"]

@@ -12,9 +12,10 @@
 // needs no sign fix-up; the offset is removed through the weights' per-channel sums:
 // sum_k a_k q_nk = sum_k (a_k + 64) q_nk - 64 sum_k q_nk, exact in int32, and
 // y[m, n] = (s_m * s_n) * acc[m, n] in float32. A row's result therefore does not depend on the
-// other rows of the call, on how rows are grouped, or on the thread count. Built at first use by
-// torch.utils.cpp_extension.
-#include <torch/extension.h>
+// other rows of the call, on how rows are grouped, or on the thread count. Built once per machine
+// by `vocalis kernels build` (vocalis/kernels/native.py).
+#include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
+#include <torch/types.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <cmath>
@@ -72,13 +73,16 @@ float quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* a) {
 }
 
 // One tile (4 channels, w [Kp/32][4][32]) against ROWS rows of offset activations:
-// out[r][c] = sum_k a_r[k] w_c[k] (the offset not yet removed).
+// out[r][c] = sum_k a_r[k] w_c[k] (the offset not yet removed). Each 32-bit lane of an
+// accumulator sums the products of its 4 bytes, exactly: vpmaddubsw then vpmaddwd (AVX2; the
+// pair sums, at most 2 * 127 * 127, never saturate int16), or one vpdpbusd (the avx512vnni build:
+// -mavx512vnni -mavx512vl). The same int32 sums either way, so the same results bit for bit.
 template <int ROWS>
 inline void dot_tile(const int8_t* w, int64_t Kp, const uint8_t* const* a, int32_t (*out)[R]) {
   __m256i acc[ROWS][R];
   for (int r = 0; r < ROWS; ++r)
     for (int c = 0; c < R; ++c) acc[r][c] = _mm256_setzero_si256();
-  const __m256i ones = _mm256_set1_epi16(1);
+  [[maybe_unused]] const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t k = 0; k < Kp; k += KB) {
     const int8_t* wk = w + k * R;
     _mm_prefetch(reinterpret_cast<const char*>(wk + PF), _MM_HINT_T0);
@@ -89,7 +93,11 @@ inline void dot_tile(const int8_t* w, int64_t Kp, const uint8_t* const* a, int32
     for (int c = 0; c < R; ++c) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + c * KB));
       for (int r = 0; r < ROWS; ++r)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+        acc[r][c] = _mm256_dpbusd_epi32(acc[r][c], av[r], wv);
+#else
         acc[r][c] = _mm256_add_epi32(acc[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(av[r], wv), ones));
+#endif
     }
   }
   for (int r = 0; r < ROWS; ++r)

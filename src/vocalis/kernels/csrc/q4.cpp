@@ -7,8 +7,10 @@
 // (vpmaddubsw of the unsigned nibbles with the signed activations, then the +8 offset removed
 // through the block sum of the activations); the block products are scaled and summed in
 // float32 in a fixed order per output, so a row's result does not depend on the other rows
-// of the call or on the thread count. Built at first use by torch.utils.cpp_extension.
-#include <torch/extension.h>
+// of the call or on the thread count. Built once per machine by `vocalis kernels build`
+// (vocalis/kernels/native.py).
+#include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
+#include <torch/types.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <cmath>
