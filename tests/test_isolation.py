@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import vocalis
 from vocalis.engine.types import AudioChunk, Failed, Finished
 from vocalis.errors import GenerationError, InputError
-from vocalis.models.layers import StreamingConv1d
+from vocalis.models.pocket.layers import StreamingConv1d
 from test_engine import cosine
 
 TEXT = "Hello there, how are you today?"

@@ -238,7 +238,7 @@ def test_batched_streaming_rows_equal_each_row_alone(decoder, chunked, history):
 def test_pack_and_unpack(tokenizer_dir, codes):
     """Packing swaps the kernels (audio equal to float rounding); unpacking restores the
     loaded decoder bit for bit; only float32 weights pack."""
-    from vocalis.models.layers import PackedLinear
+    from vocalis.models.packed import PackedLinear
     from vocalis.models.qwen3.codec import CausalConv, CausalTransConv
 
     plain, dec = load_speech_decoder(tokenizer_dir), load_speech_decoder(tokenizer_dir)

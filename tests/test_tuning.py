@@ -23,7 +23,7 @@ from vocalis.engine.tuning import measured_splits
 from vocalis.errors import InputError
 from tests.conftest import kernels_unbuildable
 from vocalis.kernels.f32 import F32Linear
-from vocalis.models.layers import PackedLinear
+from vocalis.models.packed import PackedLinear
 from vocalis.models.pocket.mimi import ExpELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 

@@ -27,6 +27,6 @@ __all__ = [
 
 def load(model_id: str | None = None, device: str = "cpu", **kwargs):
     """Load a model by id (see :func:`vocalis.api.load`; None: the default model)."""
-    from vocalis.api import load as _load
+    from vocalis.api import load as _load  # torch: `import vocalis` alone does not need it
 
     return _load(model_id, device=device, **kwargs)

@@ -13,6 +13,10 @@ Commands::
 Every :class:`~vocalis.errors.VocalisError` and every usage error ends the command with
 one line ``error: <message>`` on stderr and exit code 2; no tracebacks for user mistakes.
 Logs (the ``vocalis`` logger only) go to stderr at INFO, WARNING with ``-q``.
+
+A command imports its subsystem when it runs (``vocalis.api`` and its torch, the server's
+FastAPI, Ray, the benchmark, the reference harness): the command line starts in a fraction
+of a second, and every check that needs no model answers before any of them is imported.
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click import exceptions as _cx
 
 from vocalis import families
+from vocalis.audio.encode import FORMATS, SUFFIXES, make_encoder
+from vocalis.engine.types import AudioChunk, Failed
 from vocalis.errors import HarnessError, InputError, VocalisError
 from vocalis.kernels.cli import app as kernels_app
 from vocalis.options import QUANTIZE_MODES, check_text, text_from_file
+from vocalis.options import quantize_mode as mode_of
 from vocalis.text.files import read_utf8
+from vocalis.text.normalize import normalize
 
 log = logging.getLogger("vocalis.cli")
 
@@ -304,8 +312,6 @@ def _read_text(text: str | None, text_file: str | None) -> str:
 
 def _check_output(output: str, fmt: str | None) -> str:
     """Check the output target; returns its format (``--format``, else from the suffix)."""
-    from vocalis.audio.encode import FORMATS, SUFFIXES
-
     if fmt is not None:  # a file extension names its format too: ogg = opus, raw = pcm
         fmt = SUFFIXES.get("." + fmt.lower(), fmt.lower())
     if fmt is not None and fmt not in FORMATS:
@@ -425,7 +431,6 @@ def generate(
     mode = _quantize(quantize, quantize_mode)
     # torch and the model code are imported only now, after the checks that need neither
     from vocalis import api
-    from vocalis.engine.types import AudioChunk, Failed
 
     try:
         if sys.stderr.isatty():  # someone waits at a terminal: say what takes the time
@@ -442,8 +447,6 @@ def generate(
         _error("interrupted before any audio: nothing was written")
         raise typer.Exit(130) from None
     n_chunks = req.n_chunks
-
-    from vocalis.audio.encode import make_encoder
 
     to_stdout = output == "-"
     try:
@@ -969,8 +972,6 @@ def bench(
                          f"request and load options as flags (--frames for fixed lengths; got "
                          f"{', '.join(given)})")
     if quantize or quantize_mode is not None:
-        from vocalis.options import quantize_mode as mode_of
-
         flag = _quantize(quantize, quantize_mode)
         if "quantize" in engine_kw and mode_of(engine_kw["quantize"]) != mode_of(flag):
             raise InputError(f"--session-options quantize {engine_kw['quantize']!r} contradicts "
@@ -1172,8 +1173,6 @@ def text_normalize(
 ) -> None:
     """Print TEXT with numbers, dates, money, units and abbreviations written as words (what
     `--normalize` and `vocalis serve` send to the model)."""
-    from vocalis.text.normalize import normalize
-
     if text == "-":
         text = text_from_file(sys.stdin.read())  # the final line break ends the input
     typer.echo(normalize(text, language))

@@ -82,10 +82,16 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+import vocalis
+from vocalis import __version__
 from vocalis.audio.wav import float_to_int16
 from vocalis.engine import types as ev_types
 from vocalis.errors import InputError, VocalisError
 from vocalis.options import check_seed
+from vocalis.server.app import served_model_name
+from vocalis.server.errors import APIError
+from vocalis.server.run import default_voices_dir
+from vocalis.server.voices import VoiceStore
 from vocalis.text.normalize import abbreviations_before_names
 from vocalis.text.normalize import warm as warm_normalization
 
@@ -218,9 +224,6 @@ class WyomingTTS:
     def __init__(self, tts, voices_dir: str | Path, default_voice: str | None = None,
                  seed: int | None = None, max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
                  options: dict | None = None, normalize: bool = True):
-        from vocalis.server.errors import APIError
-        from vocalis.server.voices import VoiceStore
-
         if isinstance(max_input_chars, bool) or not isinstance(max_input_chars, int) \
                 or max_input_chars < 1:
             raise InputError(f"max_input_chars must be an integer >= 1, got {max_input_chars!r}")
@@ -252,8 +255,6 @@ class WyomingTTS:
     @property
     def model_name(self) -> str:
         """The released model's id, else its folder's name (never a path)."""
-        from vocalis.server.app import served_model_name
-
         return served_model_name(self.tts)
 
     def _language_names(self) -> list[str]:
@@ -282,7 +283,6 @@ class WyomingTTS:
             voices.append(TtsVoice(name=v["id"], attribution=attribution, installed=True,
                                    description=f"{v['id']} ({desc})", version=None,
                                    languages=list(langs)))
-        from vocalis import __version__
 
         program = TtsProgram(name=self.model_name, attribution=attribution, installed=True,
                              description=f"vocalis {family.title} {self.model_name}",
@@ -304,8 +304,6 @@ class WyomingTTS:
         Raises:
             WyomingError: unknown voice, speaker or language.
         """
-        from vocalis.server.errors import APIError
-
         name = sel.name if sel is not None else None
         speaker = sel.speaker if sel is not None else None
         language = sel.language if sel is not None else None
@@ -715,9 +713,6 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
         InputError: a bad URI, seed or limit, or an address that cannot be listened on;
         the errors of :func:`vocalis.load` and :class:`WyomingTTS`.
     """
-    import vocalis
-    from vocalis.server.run import default_voices_dir
-
     server_from_uri(uri)  # a bad URI fails before the model loads
     seed = check_seed(seed)
     tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,

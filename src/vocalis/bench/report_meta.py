@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from vocalis import __version__
+
 GIT_TIMEOUT_S = 5
 
 
@@ -57,8 +59,6 @@ def command_line(argv: list[str] | None = None) -> str:
 
 def provenance() -> dict:
     """The ``provenance`` block of a report (see the module doc)."""
-    from vocalis import __version__
-
     commit, dirty = source_commit()
     return {"commit": commit, "commit_dirty": dirty, "vocalis_version": __version__,
             "command": command_line(),

@@ -36,6 +36,7 @@ from typing import Callable
 
 from vocalis.engine.openmp import release_thread_pool, set_threads
 from vocalis.errors import InputError
+from vocalis.hub import vocalis_cache_dir
 
 log = logging.getLogger("vocalis.tuning")
 
@@ -160,8 +161,6 @@ def _example(candidates: dict[str, tuple[str, ...]]) -> str:
 
 
 def cache_path() -> Path:
-    from vocalis.hub import vocalis_cache_dir
-
     return vocalis_cache_dir() / CACHE_FILE
 
 

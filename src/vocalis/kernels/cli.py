@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from vocalis.errors import InputError
+from vocalis.kernels import native
 
 app = typer.Typer(
     help="vocalis's C++ kernels: build them once for this machine (optional, for speed; "
@@ -64,8 +65,6 @@ def build_command(
     vocalis runs PyTorch's kernels, except Qwen3-TTS --quantize-mode int8/int4, which needs
     them.
     """
-    from vocalis.kernels import native
-
     try:
         with _sigterm_interrupts():
             native.build(kernel or None, force=force, jobs=jobs, progress=typer.echo)
@@ -92,8 +91,6 @@ def status_command(
     torch, then one line per kernel: built (its library), missing (and how to build it) or
     unsupported (this CPU cannot run it). Builds and loads nothing.
     """
-    from vocalis.kernels import native
-
     s = native.status()
     if as_json:
         typer.echo(json.dumps(s.to_dict(), indent=1))

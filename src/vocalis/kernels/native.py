@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from vocalis.errors import InputError
+from vocalis.hub import vocalis_cache_dir
 from vocalis.kernels import cpu
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,6 @@ def kernel(name: str) -> Kernel:
 def cache_dir() -> Path:
     """The kernel cache: ``$VOCALIS_CACHE/kernels``, else ``$XDG_CACHE_HOME/vocalis/kernels``,
     else ``~/.cache/vocalis/kernels`` (read when called, not at import)."""
-    from vocalis.hub import vocalis_cache_dir
-
     return vocalis_cache_dir() / "kernels"
 
 

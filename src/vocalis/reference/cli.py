@@ -25,6 +25,13 @@ from typing import Annotated, Optional
 import typer
 
 from vocalis.errors import InputError, VocalisError
+from vocalis.reference import qwen3
+from vocalis.reference.compare import compare as _compare
+from vocalis.reference.compare import summary
+from vocalis.reference.export import _write_float_wav, export_fixture
+from vocalis.reference.qwen3 import export_fixture as export_qwen3
+from vocalis.reference.qwen3 import is_qwen3_fixture, is_qwen3_model
+from vocalis.reference.replay import load_fixture, replay_fixture
 
 app = typer.Typer(
     name="reference",
@@ -83,9 +90,6 @@ def export(
                                                                "limit.")] = None,
 ) -> None:
     """Run the official package once (seeded) and write a fixture."""
-    from vocalis.reference.export import export_fixture
-    from vocalis.reference.qwen3 import is_qwen3_model
-
     try:
         if text is not None and text_file is not None:
             raise InputError("give --text or --text-file, not both")
@@ -131,8 +135,6 @@ def export(
 
 def _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_text,
                   xvector_only, seed, greedy, max_new_tokens, pocket_only: dict) -> None:
-    from vocalis.reference.qwen3 import export_fixture as export_qwen3
-
     given = [k for k, v in pocket_only.items() if v is not None]
     if given:
         raise InputError(f"--{given[0].replace('_', '-')} is a Pocket TTS option; {model} is a "
@@ -156,16 +158,11 @@ def replay(
 ) -> None:
     """Pocket: decode the fixture's official latents with vocalis's Mimi decoder. Qwen3: rebuild
     prompt, logits and codes with vocalis, decode the official codes (-o: folder or .wav)."""
-    from vocalis.reference.export import _write_float_wav
-    from vocalis.reference.qwen3 import is_qwen3_fixture
-    from vocalis.reference.replay import load_fixture, replay_fixture
-
     try:
         if is_qwen3_fixture(fixture):
             if chunk_frames is not None or full_decoder:
                 raise InputError("--chunk-frames/--full-decoder are Pocket options; a Qwen3 "
                                  "replay decodes one shot and frame by frame")
-            from vocalis.reference import qwen3
 
             fx = qwen3.load_fixture(fixture)
             wav = qwen3.write_replay(fx, qwen3.replay_fixture(fx, model), output)
@@ -194,15 +191,10 @@ def compare(
         help="Candidate WAV (Qwen3: a replay folder or WAV; omitted: replay now).")] = None,
 ) -> None:
     """Compare a candidate with the fixture's official run (exit 1 on failure)."""
-    from vocalis.reference.compare import compare as _compare, summary
-    from vocalis.reference.qwen3 import is_qwen3_fixture
-
     try:
         if not fixture.expanduser().exists():
             raise InputError(f"fixture not found: {fixture}")
         if is_qwen3_fixture(fixture):
-            from vocalis.reference import qwen3
-
             report = qwen3.compare(fixture, candidate, out)
             typer.echo(qwen3.summary(report))
             if not report["pass"]:

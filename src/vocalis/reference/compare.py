@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalis.errors import HarnessError, InputError
+from vocalis.reference.replay import load_fixture
 
 COSINE_THRESHOLD = 0.99999
 COMPARISON_JSON = "comparison.json"
@@ -46,8 +47,6 @@ def _reference(ref: str | Path | np.ndarray) -> tuple[np.ndarray, int | None, st
         return ref.astype(np.float32, copy=False).reshape(-1), None, "array"
     p = Path(ref).expanduser()
     if p.is_dir() or p.suffix in (".safetensors", ".json"):
-        from vocalis.reference.replay import load_fixture
-
         fx = load_fixture(p)
         return fx.waveform, fx.sample_rate, str(fx.dir)
     wav, sr = read_float_wav(p)

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import vocalis
 from vocalis.errors import (
     HarnessError,
     InputError,
@@ -425,8 +426,6 @@ def _write(out: Path, tts, model: str, load_kwargs: dict, voice, voice_kind: str
            voice_tensors: dict, text: str, seed: int, opts: dict, rec: _Recorder,
            waveform: torch.Tensor, log_lines: list[str]) -> Path:
     from safetensors.torch import save_file
-
-    import vocalis
 
     sr = int(tts.config.mimi.sample_rate)
     frame_samples = int(tts.mimi.frame_size)

@@ -34,8 +34,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import vocalis
 from vocalis.errors import HarnessError, InputError, ModelNotFound
+from vocalis.models.qwen3 import codec
+from vocalis.models.qwen3.checkpoint import is_qwen3, resolve_checkpoint
+from vocalis.models.qwen3.generate import generate_codes, seeded_generator
+from vocalis.models.qwen3.prompt import custom_voice_prompt, voice_clone_prompt, voice_design_prompt
+from vocalis.models.qwen3.sampling import HARD_DEFAULTS, GenerationParams
+from vocalis.models.qwen3.talker import load_talker
+from vocalis.reference.compare import metrics, read_float_wav
+from vocalis.reference.export import _write_float_wav
 from vocalis.reference.replay import Fixture, fixture_dir
+from vocalis.text.qwen3 import Qwen3TextTokenizer, assistant_text, instruct_text, ref_text
 
 SCHEMA = "vocalis.reference.qwen3"
 REPLAY_SCHEMA = "vocalis.reference.qwen3.replay"
@@ -74,7 +84,6 @@ def is_qwen3_model(model: str | Path | None) -> bool:
     local folder (or its ``config.json``) whose ``model_type`` is ``qwen3_tts``."""
     if model is None:
         return False
-    from vocalis.models.qwen3.checkpoint import is_qwen3
 
     p = Path(str(model).strip()).expanduser()
     return is_qwen3(str(p.parent) if p.name == "config.json" and p.is_file() else str(model).strip())
@@ -89,8 +98,6 @@ def resolve_checkpoint_dir(model: str | Path) -> Path:
         ModelNotFound / CheckpointError: no such folder or id, not a Qwen3-TTS folder, not
         cached while offline.
     """
-    from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-
     text = str(model).strip()
     if not text:
         raise ModelNotFound("model is empty: give a Qwen3-TTS checkpoint folder or id")
@@ -250,9 +257,6 @@ def export_fixture(model: str | Path, out_dir: str | Path, text: str, *, speaker
 def _write_meta(out: Path, model, ckpt: Path, official: dict, request: dict) -> Path:
     from safetensors.torch import load_file
 
-    import vocalis
-    from vocalis.reference.export import _write_float_wav
-
     t = load_file(str(out / FIXTURE_TENSORS))
     missing = [k for k in ("prompt.prefill", "prompt.trailing", "prompt.tts_pad", "logits.first", "codes",
                            "waveform", "text.input_ids") if k not in t]
@@ -358,22 +362,6 @@ def replay_fixture(fixture: str | Path | Fixture, model: str | Path | None = Non
         HarnessError: bad fixture. ModelNotFound / CheckpointError: the checkpoint cannot be loaded.
         InputError: the request is refused by vocalis (e.g. unknown speaker).
     """
-    from vocalis.models.qwen3 import codec
-    from vocalis.models.qwen3.generate import generate_codes, seeded_generator
-    from vocalis.models.qwen3.prompt import (
-        custom_voice_prompt,
-        voice_clone_prompt,
-        voice_design_prompt,
-    )
-    from vocalis.models.qwen3.sampling import HARD_DEFAULTS, GenerationParams
-    from vocalis.models.qwen3.talker import load_talker
-    from vocalis.text.qwen3 import (
-        Qwen3TextTokenizer,
-        assistant_text,
-        instruct_text,
-        ref_text,
-    )
-
     fx = fixture if isinstance(fixture, Fixture) else load_fixture(fixture)
     ckpt = _checkpoint_of(fx, model)
     off, req = fx.meta["official"], fx.meta["request"]
@@ -445,9 +433,6 @@ def write_replay(fx: Fixture, replay: dict[str, torch.Tensor], output: str | Pat
     """
     from safetensors.torch import save_file
 
-    import vocalis
-    from vocalis.reference.export import _write_float_wav
-
     wav, js, st = _replay_paths(output)
     try:
         wav.parent.mkdir(parents=True, exist_ok=True)
@@ -472,8 +457,6 @@ def load_replay(path: str | Path) -> dict[str, torch.Tensor] | None:
     """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
-
-    from vocalis.reference.compare import read_float_wav
 
     wav, js, st = _replay_paths(path)
     meta = _read_config(js) if js.is_file() else None
@@ -534,8 +517,6 @@ def _codes_check(off: torch.Tensor, cand: dict) -> dict:
 
 
 def _wave_check(name: str, ref: np.ndarray, cand: dict, key: str, threshold: float) -> dict:
-    from vocalis.reference.compare import metrics
-
     if key not in cand:
         return {"name": name, "status": "skipped", "detail": f"the candidate has no {key}"}
     w = cand[key].numpy().astype(np.float32, copy=False).reshape(-1)

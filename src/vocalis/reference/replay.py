@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vocalis.api import load
 from vocalis.errors import HarnessError, InputError
 from vocalis.reference.export import FIXTURE_JSON, FIXTURE_TENSORS, SCHEMA, SCHEMA_VERSION
 
@@ -152,7 +153,6 @@ def replay_fixture(fixture_dir_or_file: str | Path, chunk_frames: int | None = N
     """
     fx = load_fixture(fixture_dir_or_file)
     groups = decode_groups(fx, chunk_frames, full_decoder)
-    from vocalis.api import load
 
     tts = load(model or _model_id(fx))
     mimi = tts.model.mimi

@@ -8,7 +8,10 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+import vocalis
 from vocalis.errors import InputError
+from vocalis.server.app import MODEL_NAME_GRAMMAR, MODEL_NAME_RE, create_app
+from vocalis.server.voices import shown
 
 log = logging.getLogger("vocalis.server")
 
@@ -39,8 +42,6 @@ def _bind(host: str, port: int) -> socket.socket:
 def _same_model_twice(models: list[str], names: list) -> None:
     """Refuse, before anything loads, two ``--model`` naming the same checkpoint (or two
     equal ``--model-name``), which would be served under one id."""
-    from vocalis.server.voices import shown
-
     def key(i: int, m: str) -> str:
         if i < len(names) and names[i] is not None:
             return "name:" + names[i]
@@ -79,10 +80,6 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         InputError: bad limits, a busy port, an invalid ``model_name``.
     """
     import uvicorn
-
-    import vocalis
-    from vocalis.server.app import MODEL_NAME_GRAMMAR, MODEL_NAME_RE, create_app
-    from vocalis.server.voices import shown
 
     if max_input_chars < 1:
         raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")

@@ -59,6 +59,7 @@ import unicodedata
 from collections.abc import Callable
 
 from vocalis.errors import InputError
+from vocalis.text import normalize_ru as ru
 from vocalis.text.normalize_cjk import CjkRules
 from vocalis.text.normalize_ru import RussianRules
 from vocalis.text.rules import Rules, number_words, roman_value, valid_date
@@ -1358,8 +1359,6 @@ def abbreviations_before_names() -> frozenset[str]:
     ``ABBREV_BEFORE_NUMBER``), less those that may end a sentence (``MAY_END_SENTENCE``, the
     Russian ``ABBREV_ENDS``) and those that are also ordinary words (``_ALSO_WORDS``). A
     sentence splitter (:mod:`vocalis.wyoming`) keeps ``Dr. Smith`` whole with it."""
-    from vocalis.text import normalize_ru as ru
-
     out: set[str] = set()
 
     def add(keys, ends=()) -> None:

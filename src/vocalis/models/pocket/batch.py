@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from vocalis.engine.family import KEEP_CACHE_POSITIONS, EngineBatch
-from vocalis.models.layers import StreamingConv1d, StreamingConvTranspose1d
+from vocalis.models.pocket.layers import StreamingConv1d, StreamingConvTranspose1d
 from vocalis.models.pocket.model import FADE_IN_SAMPLES, PocketTTSModel
 from vocalis.models.pocket.voice import VoiceState
 

@@ -23,6 +23,7 @@ from vocalis.models.pocket.model import (
     SamplingParams,
     max_gen_len,
 )
+from vocalis.models.pocket.tuning import default_split
 
 
 def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
@@ -66,8 +67,6 @@ class PocketEngineFamily(EngineFamily):
         """The split measured for this machine (:mod:`vocalis.models.pocket.tuning`), else
         the built-in one: about a third of the threads for the Mimi codec, the rest for the
         FlowLM."""
-        from vocalis.models.pocket.tuning import default_split
-
         return self.split if self.split is not None else default_split(total)
 
     def new_batch(self, max_rows: int) -> PocketBatch:

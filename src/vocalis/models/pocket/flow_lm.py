@@ -18,8 +18,8 @@ import math
 import torch
 from torch import nn
 
-from vocalis.models.layers import KVCache, Transformer
 from vocalis.models.pocket.config import FlowLM as FlowLMConfig
+from vocalis.models.pocket.layers import KVCache, Transformer
 
 
 def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -14,13 +14,14 @@ import math
 import torch
 from torch import nn
 
-from vocalis.models.layers import (
+from vocalis.models.pocket.config import CodecTransformer, SEANet
+from vocalis.models.pocket.config import Mimi as MimiConfig
+from vocalis.models.pocket.layers import (
     KVCache,
     StreamingConv1d,
     StreamingConvTranspose1d,
     Transformer,
 )
-from vocalis.models.pocket.config import CodecTransformer, Mimi as MimiConfig, SEANet
 
 
 class ResBlock(nn.Module):

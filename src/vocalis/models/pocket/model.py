@@ -28,15 +28,22 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from vocalis.models.pocket.options import MAX_FRAMES  # noqa: F401  (re-exported)
+from vocalis import hub
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
-from vocalis.models.layers import can_pack_linears, pack_linears
+from vocalis.models.packed import can_pack_linears, pack_linears
 from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
+from vocalis.models.pocket.options import MAX_FRAMES  # noqa: F401  (re-exported)
 from vocalis.models.pocket.voice import VoiceState
-from vocalis.text.pocket import (TextRules, check_speakable, check_unicode,
-                                 chunk_token_bound, prepare, split_chunks)
+from vocalis.text.pocket import (
+    TextRules,
+    check_speakable,
+    check_unicode,
+    chunk_token_bound,
+    prepare,
+    split_chunks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +228,7 @@ class PocketTTSModel:
         """Move to ``device`` for inference (call once, after :meth:`load_weights`).
 
         ``pack`` (default: ``not exact``): on CPU, repack the float32 linears for oneDNN
-        (:class:`~vocalis.models.layers.PackedLinear`), equal to float rounding; faster on
+        (:class:`~vocalis.models.packed.PackedLinear`), equal to float rounding; faster on
         some CPUs, slower on others, so :func:`vocalis.load` passes ``pack=False`` and lets
         :mod:`vocalis.models.pocket.tuning` decide by measurement. ``exact=True`` keeps
         PyTorch's default kernels, whose batch-1 results are bit-identical to the official
@@ -387,8 +394,6 @@ def resolve_weights(config: PocketConfig, name: str, model_id: str | None = None
     Raises:
         ModelNotFound: neither can be had (the message says how to get them).
     """
-    from vocalis import hub
-
     if config.weights_path is None and config.weights_path_without_voice_cloning is None:
         raise ModelNotFound(f"config {name} names no weights_path")
     first_error: Exception | None = None

@@ -25,7 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 from vocalis.errors import InputError
-from vocalis.models.pocket import registry
+from vocalis.models.pocket import registry, tokenizer_files
 from vocalis.models.pocket.config import dump_config
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
@@ -129,8 +129,6 @@ def write_random_checkpoint(config_name: str, out_dir: str | Path, seed: int = 0
 
 def _write_files(config_name: str, tmp: Path, final: Path, seed: int, relative: bool) -> None:
     """Write the checkpoint into ``tmp``; the YAML names files as they will be in ``final``."""
-    from vocalis.models.pocket import tokenizer_files
-
     cfg = registry.released_config(config_name)
     lt = cfg.flow_lm.lookup_table
     if lt.tokenizer in ("tokenizers", "json"):

@@ -53,6 +53,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from vocalis.errors import InputError
+
 __all__ = [
     "DEFAULT_VOCAB_SIZE",
     "synthetic_corpus",
@@ -292,8 +294,6 @@ def train_sentencepiece(vocab_size: int = DEFAULT_VOCAB_SIZE, seed: int = 0) -> 
         RuntimeError: the trained model lacks a property this module promises.
     """
     import sentencepiece as spm
-
-    from vocalis.errors import InputError
 
     if not isinstance(vocab_size, int) or vocab_size < 1:
         raise InputError(f"vocab_size must be a positive integer, got {vocab_size!r}")

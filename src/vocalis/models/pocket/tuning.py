@@ -4,7 +4,7 @@ Choices, decided in this order:
 
 ``flow_linears`` (``packed`` | ``packed1`` | ``hybrid`` | ``default`` | ``vocalis``)
     The FlowLM's float32 linears as oneDNN-packed weights
-    (:class:`~vocalis.models.layers.PackedLinear`) laid out for 16 rows (``packed``) or for
+    (:class:`~vocalis.models.packed.PackedLinear`) laid out for 16 rows (``packed``) or for
     one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
     :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
     build``; it holds weights that are bfloat16 values, as in the released bundles, in
@@ -62,12 +62,17 @@ from typing import Callable
 import torch
 
 from vocalis.engine import tuning as tuning_mod
-from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
-                                   split_candidates)
+from vocalis.engine.tuning import (
+    concurrent_ms,
+    default_split,
+    measured_splits,
+    parse_split,
+    split_candidates,
+)
 from vocalis.engine.tuning import repeat as _repeat
 from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
-from vocalis.models.layers import LinearKernels, PackedLinear, can_pack_linears
+from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 

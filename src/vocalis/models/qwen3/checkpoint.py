@@ -39,8 +39,10 @@ import json
 import os
 from pathlib import Path
 
+from vocalis import hub
 from vocalis.errors import CheckpointError, ModelNotFound
 from vocalis.models.qwen3 import registry
+from vocalis.models.qwen3.config import load_codec_config, load_config
 from vocalis.models.qwen3.registry import Release
 
 __all__ = [
@@ -103,8 +105,6 @@ def check_checkpoint_dir(path: str | os.PathLike[str], release: Release | None =
             (``config.json`` absent or not Qwen3-TTS; ``model.safetensors`` absent; tokenizer
             files absent; no ``speech_tokenizer/`` folder, or one without its config or weights).
     """
-    from vocalis.models.qwen3.config import load_codec_config, load_config
-
     d = Path(os.path.expanduser(os.fspath(path)))
     if not d.exists():
         raise ModelNotFound(f"Qwen3-TTS checkpoint folder {d} does not exist; pass a checkpoint folder "
@@ -156,8 +156,6 @@ def resolve_checkpoint(model: str | os.PathLike[str], *, download: bool = True) 
         CheckpointError: the folder is incomplete or its configs are not Qwen3-TTS 12 Hz
             (see :func:`check_checkpoint_dir`).
     """
-    from vocalis import hub
-
     text = os.fspath(model)
     if not isinstance(text, str) or not text.strip():
         raise ModelNotFound(f"empty model: pass a Qwen3-TTS checkpoint folder or a released model ({_known()})")
@@ -200,8 +198,6 @@ def is_qwen3(model: str | os.PathLike[str]) -> bool:
 def cache_status(release: Release) -> tuple[Path | None, list[str]]:
     """``(snapshot folder, required files missing from it)`` for the release's pinned commit in
     the Hugging Face cache; ``(folder, [])`` means cached and usable offline. No network."""
-    from vocalis import hub
-
     return hub.snapshot_missing(release.repo_id, release.revision, REQUIRED_FILES)
 
 
@@ -218,8 +214,6 @@ def parameter_counts(model: str | os.PathLike[str], tiny: bool = False) -> dict[
     Raises:
         ModelNotFound: neither a release nor a folder. CheckpointError: a folder's configs are invalid.
     """
-    from vocalis.models.qwen3.config import load_codec_config, load_config
-
     rel = find_release(os.fspath(model))
     if rel is not None:
         return _count(registry.config_dict(rel.model_id, tiny), registry.codec_config_dict(tiny))
@@ -230,6 +224,8 @@ def parameter_counts(model: str | os.PathLike[str], tiny: bool = False) -> dict[
 
 
 def _count(cfg: dict, codec_cfg: dict) -> dict[str, int]:
+    # the model code (torch) is imported here: this module serves the torch-free front half
+    # (vocalis.models.qwen3.front), which counts parameters only for `vocalis models show`
     import torch
 
     from vocalis.models.qwen3.codec import SpeechDecoder, SpeechTokenizerConfig

@@ -28,9 +28,16 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from vocalis.errors import InputError
-from vocalis.models.layers import (can_pack_linears, conv_taps_weight, pack_linears, packed_matmul,
-                                   packed_weight, unfolded_conv, unpack_linears)
+from vocalis.errors import CheckpointError, InputError, ModelNotFound
+from vocalis.models.packed import (
+    can_pack_linears,
+    conv_taps_weight,
+    pack_linears,
+    packed_matmul,
+    packed_weight,
+    unfolded_conv,
+    unpack_linears,
+)
 
 CHUNK_FRAMES = 300  # M:886 chunked_decode(chunk_size=300, ...)
 CHUNK_CONTEXT = 25  # M:886 left_context_size=25
@@ -786,8 +793,6 @@ def _load_prefixed(model: nn.Module, path, prefix: str) -> None:
 
     from safetensors import safe_open
 
-    from vocalis.errors import CheckpointError, ModelNotFound
-
     path = Path(path)
     if not path.is_file():
         raise ModelNotFound(f"{path} is missing: a speech_tokenizer folder needs "
@@ -819,8 +824,6 @@ def load_speech_decoder(directory, device: str | torch.device = "cpu",
     """
     import json
     from pathlib import Path
-
-    from vocalis.errors import ModelNotFound
 
     d = Path(directory)
     if not (d / "config.json").is_file():

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from vocalis.errors import InputError
+from vocalis.errors import InputError, ModelNotFound
+from vocalis.models.qwen3.codec import _load_prefixed
 
 
 def _cfg(d: dict, key: str, default):
@@ -317,12 +318,9 @@ def load_speech_encoder(directory, device: str | torch.device = "cpu") -> Speech
     import json
     from pathlib import Path
 
-    from vocalis.models.qwen3.codec import _load_prefixed
-
     d = Path(directory)
     cfg = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else None
     if cfg is None:
-        from vocalis.errors import ModelNotFound
         raise ModelNotFound(f"{d / 'config.json'} is missing")
     model = SpeechEncoder(cfg.get("encoder_config") or {},
                           cfg.get("encoder_valid_num_quantizers", 16),

@@ -47,9 +47,15 @@ from vocalis.errors import InputError, ModelNotFound, VoiceError
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, Voice
 from vocalis.models.qwen3 import checkpoint, registry
 from vocalis.models.qwen3.config import load_config
-from vocalis.models.qwen3.options import (LOAD_OPTIONS, MAX_TEXT_TOKENS, OPTIONS, RANDOM_OPTIONS,
-                                          SAMPLER)
+from vocalis.models.qwen3.options import (
+    LOAD_OPTIONS,
+    MAX_TEXT_TOKENS,
+    OPTIONS,
+    RANDOM_OPTIONS,
+    SAMPLER,
+)
 from vocalis.options import did_you_mean
+from vocalis.outputs import place_folder
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +362,6 @@ class Qwen3TTSFamily(ModelFamily):
     def write_random(self, config: str, out: Path, seed: int, force: bool,
                      replaceable=None, tiny: bool = False) -> tuple[Path, str | None]:
         from vocalis.models.qwen3 import random_checkpoint
-        from vocalis.outputs import place_folder
 
         try:
             registry.config(config, tiny)  # an unknown id is refused before any file
@@ -461,8 +466,11 @@ class Qwen3LoadedModel(LoadedModel):
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.qwen3.engine import Qwen3Input, Qwen3Params
         from vocalis.models.qwen3.model import guard_frames
-        from vocalis.models.qwen3.prompt import (custom_voice_prompt, voice_clone_prompt,
-                                                 voice_design_prompt)
+        from vocalis.models.qwen3.prompt import (
+            custom_voice_prompt,
+            voice_clone_prompt,
+            voice_design_prompt,
+        )
         from vocalis.models.qwen3.sampling import GenerationParams
 
         m, info = self.model, self.info

@@ -20,12 +20,16 @@ from pathlib import Path
 import torch
 
 from vocalis.errors import CheckpointError, InputError
+from vocalis.kernels import native
 from vocalis.kernels.f32 import F32Linear
+from vocalis.kernels.int4 import Int4Linear
 from vocalis.kernels.int8 import Int8Linear
 from vocalis.models.qwen3.codec import SpeechDecoder, load_speech_decoder
+from vocalis.models.qwen3.codec_encoder import load_speech_encoder
 from vocalis.models.qwen3.config import Qwen3TTSConfig, load_config
 from vocalis.models.qwen3.prompt import supported_languages
 from vocalis.models.qwen3.talker import Talker, load_talker
+from vocalis.models.qwen3.voice import load_speaker_encoder
 from vocalis.text.qwen3 import (
     Qwen3TextTokenizer,
     assistant_text,
@@ -70,8 +74,6 @@ def require_quantize_kernels(mode: str) -> None:
         InputError (param ``quantize``): a kernel is not built here (the message says
             ``vocalis kernels build``) or this CPU cannot run it.
     """
-    from vocalis.kernels import native
-
     for name in QUANTIZE_KERNELS[mode]:
         native.require(name, f"quantize={mode!r}")
 
@@ -197,8 +199,6 @@ class Qwen3Model:
                              f"vocalis.load(..., quantize={mode!r})", param="quantize")
         require_quantize_kernels(mode)  # InputError before any weight is touched
         if mode == "int4":
-            from vocalis.kernels.int4 import Int4Linear
-
             def convert(linear, talker: bool):
                 return Int4Linear(linear, Int8Linear(linear) if talker else None)
         else:
@@ -251,9 +251,6 @@ class Qwen3Model:
                              "models clone a voice from reference audio")
         with self._lock:
             if self._encoders is None:
-                from vocalis.models.qwen3.codec_encoder import load_speech_encoder
-                from vocalis.models.qwen3.voice import load_speaker_encoder
-
                 self._encoders = (load_speaker_encoder(self.directory, self.device),
                                   load_speech_encoder(self.directory / "speech_tokenizer", self.device))
             return self._encoders

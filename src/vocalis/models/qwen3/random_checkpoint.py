@@ -25,6 +25,11 @@ from pathlib import Path
 
 from vocalis.models.qwen3 import registry
 from vocalis.models.qwen3.config import CodecConfig, Qwen3TTSConfig
+from vocalis.models.qwen3.random_codec import (
+    random_speaker_encoder_tensors,
+    write_random_speech_tokenizer,
+)
+from vocalis.models.qwen3.random_talker import write_random_talker
 from vocalis.text.qwen3 import QWEN2_SPLIT_REGEX
 
 BASE_VOCAB_SIZE = 151643
@@ -129,9 +134,6 @@ def write_tokenizer_files(out_dir: str | Path) -> None:
 
 
 def _default_talker_writer(eos_scale: float = 1.0):
-    from vocalis.models.qwen3.random_codec import random_speaker_encoder_tensors
-    from vocalis.models.qwen3.random_talker import write_random_talker
-
     def write(out: Path, cfg: Qwen3TTSConfig, seed: int) -> None:
         d = cfg.to_dict()
         extra = None
@@ -143,8 +145,6 @@ def _default_talker_writer(eos_scale: float = 1.0):
 
 
 def _default_codec_writer():
-    from vocalis.models.qwen3.random_codec import write_random_speech_tokenizer
-
     def write(out: Path, codec: CodecConfig, seed: int) -> None:
         write_random_speech_tokenizer(out, codec.to_dict(), seed)
 

@@ -25,7 +25,6 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from vocalis.models.qwen3.codec_encoder import SpeechEncoder, _Codebook as _MimiCodebook
 from vocalis.models.qwen3.codec import (
     Codebook,
     ConvNeXtBlock,
@@ -36,6 +35,9 @@ from vocalis.models.qwen3.codec import (
     SpeechDecoder,
     SpeechTokenizerConfig,
 )
+from vocalis.models.qwen3.codec_encoder import SpeechEncoder
+from vocalis.models.qwen3.codec_encoder import _Codebook as _MimiCodebook
+from vocalis.models.qwen3.speaker import SpeakerEncoder, SpeakerEncoderConfig
 
 _TOP = {
     "architectures": ["Qwen3TTSTokenizerV2Model"],
@@ -221,8 +223,6 @@ def random_speaker_encoder_tensors(config: dict, seed: int = 0,
             "sample_rate": 24000}`` at real 0.6B size, or :data:`TINY_SPEAKER_CONFIG`).
         seed: values are a function of (config, seed) only.
     """
-    from vocalis.models.qwen3.speaker import SpeakerEncoder, SpeakerEncoderConfig
-
     model = SpeakerEncoder(SpeakerEncoderConfig.from_dict(config))
     randomize(model, torch.Generator().manual_seed(seed))
     return {prefix + k: v.contiguous().float() for k, v in model.state_dict().items()}

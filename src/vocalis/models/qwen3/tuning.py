@@ -6,7 +6,7 @@ Choices, decided in this order:
     The float32 talker's and code predictor's linears (every ``nn.Linear`` of the talker:
     its decoder layers, codec head and text projection, and the predictor's layers and
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
-    (``packed1``; :class:`~vocalis.models.layers.PackedLinear`), PyTorch's default
+    (``packed1``; :class:`~vocalis.models.packed.PackedLinear`), PyTorch's default
     kernels, or our AVX2 kernel (``vocalis``:
     :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
     build``; weights that are bfloat16 values, as in the official checkpoints, are held in
@@ -103,19 +103,26 @@ measured.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
-import json
 from typing import Callable
 
 import torch
 
 from vocalis.engine import tuning as tuning_mod
-from vocalis.engine.tuning import (concurrent_ms, default_split, measured_splits, parse_split,
-                                   repeat, split_candidates, timed_ms)
+from vocalis.engine.tuning import (
+    concurrent_ms,
+    default_split,
+    measured_splits,
+    parse_split,
+    repeat,
+    split_candidates,
+    timed_ms,
+)
 from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
-from vocalis.models.layers import LinearKernels, can_pack_linears
+from vocalis.models.packed import LinearKernels, can_pack_linears
 from vocalis.models.qwen3.engine import Qwen3Batch, _SliceCache, lend_kernels, lending_kernels
 
 log = logging.getLogger(__name__)

@@ -36,12 +36,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from vocalis.audio import read_audio, to_mono_24k
+from vocalis.audio.io import _rate
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
+from vocalis.models.qwen3.config import load_config
 from vocalis.models.qwen3.speaker import (
     SAMPLE_RATE,
     SpeakerEncoder,
     SpeakerEncoderConfig,
 )
+from vocalis.outputs import save_safetensors
 
 __all__ = [
     "FORMAT",
@@ -97,8 +101,6 @@ def load_speaker_encoder(checkpoint_dir: str | os.PathLike[str],
         ModelNotFound: model.safetensors is missing.
     """
     from safetensors import SafetensorError, safe_open
-
-    from vocalis.models.qwen3.config import load_config
 
     d = Path(checkpoint_dir)
     cfg = load_config(d)
@@ -188,8 +190,6 @@ class ClonePrompt:
         in ICL mode, ``ref_codes`` int64 ``[T, 16]``; string metadata ``format``, ``version``,
         ``model_size``, ``hidden_size``, ``xvector_only``, ``ref_text``, ``encoder_fingerprint``).
         Returns the path. Raises VoiceError when the file cannot be written."""
-        from vocalis.outputs import save_safetensors
-
         p = Path(path)
         tensors = {"xvector": self.xvector.contiguous()}
         if self.ref_codes is not None:
@@ -374,8 +374,6 @@ def resample_to_24k(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     try:
         import soxr
     except ImportError:
-        from vocalis.audio import to_mono_24k
-
         y = to_mono_24k(x, sr, SAMPLE_RATE)
     else:
         y = np.asarray(soxr.resample(x, sr, SAMPLE_RATE, quality="soxr_hq"), dtype=np.float32)
@@ -451,8 +449,6 @@ def create_clone_prompt(samples: np.ndarray, sample_rate: int, *, speaker_encode
         VoiceError: NaN/inf samples, silent audio (peak below -60 dBFS), shorter than 1 s or
             longer than 60 s. Audio under 3 s logs a warning.
     """
-    from vocalis.audio.io import _rate
-
     sr = _rate(sample_rate, "sample_rate")
     if not xvector_only:
         if ref_text is None:
@@ -489,7 +485,5 @@ def clone_prompt_from_file(path: str | os.PathLike[str], **kwargs) -> ClonePromp
         VoiceError: unreadable, missing, empty or corrupt file, plus create_clone_prompt's errors.
         InputError: as create_clone_prompt.
     """
-    from vocalis.audio import read_audio
-
     samples, sr = read_audio(path)
     return create_clone_prompt(samples, sr, name=os.fspath(path), **kwargs)
