@@ -19,11 +19,11 @@ T0 = time.perf_counter()
 
 
 def _install_stand_in() -> None:
-    """The torchaudio stand-in of src/vocalis/_official_qwen3.py, run by path (this runs
+    """The torchaudio stand-in of src/vocalis/models/qwen3/official_env.py, run by path (this runs
     under the official interpreter, without vocalis)."""
     import runpy
 
-    path = Path(__file__).resolve().parents[2] / "src" / "vocalis" / "_official_qwen3.py"
+    path = Path(__file__).resolve().parents[2] / "src" / "vocalis" / "models" / "qwen3" / "official_env.py"
     runpy.run_path(str(path))["install_torchaudio_stand_in"]()
 
 

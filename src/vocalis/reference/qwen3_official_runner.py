@@ -51,11 +51,11 @@ from pathlib import Path
 
 
 def _torchaudio_stand_in() -> None:
-    """The torchaudio stand-in of ``vocalis/_official_qwen3.py``, run by path (this script
+    """The torchaudio stand-in of ``vocalis/models/qwen3/official_env.py``, run by path (this script
     runs under the official interpreter, without vocalis)."""
     import runpy
 
-    runpy.run_path(str(Path(__file__).resolve().parents[1] / "_official_qwen3.py"))["install_torchaudio_stand_in"]()
+    runpy.run_path(str(Path(__file__).resolve().parents[1] / "models" / "qwen3" / "official_env.py"))["install_torchaudio_stand_in"]()
 
 
 def _cpu(x):

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import numbers
 import os
 from pathlib import Path
 
@@ -53,6 +52,7 @@ from vocalis.models.qwen3.options import (
     OPTIONS,
     RANDOM_OPTIONS,
     SAMPLER,
+    is_audio_array,
 )
 from vocalis.options import did_you_mean
 from vocalis.outputs import place_folder
@@ -67,12 +67,6 @@ _INSTRUCT = {
     "custom_voice/1b7": "yes (optional style instruction)",
     "voice_design": "yes (the voice description)",
 }
-
-
-def is_audio_array(src) -> bool:
-    """``(samples, sample_rate)``, as the official package accepts reference audio."""
-    return (isinstance(src, tuple) and len(src) == 2 and isinstance(src[0], np.ndarray)
-            and isinstance(src[1], numbers.Integral) and not isinstance(src[1], bool))
 
 
 def takes_instruct(kind: str, size: str) -> bool:
@@ -521,5 +515,5 @@ class Qwen3LoadedModel(LoadedModel):
 
 FAMILY = Qwen3TTSFamily()
 
-__all__ = ["FAMILY", "KINDS", "Qwen3LoadedModel", "Qwen3TTSFamily", "is_audio_array",
+__all__ = ["FAMILY", "KINDS", "Qwen3LoadedModel", "Qwen3TTSFamily",
            "takes_instruct"]

@@ -47,7 +47,7 @@ from vocalis.bench.session import _r, add_frame_figures
 from vocalis.errors import InputError, VoiceError
 from vocalis.family import ModelInfo, OfficialBench, Voice
 from vocalis.models.qwen3.checkpoint import resolve_checkpoint
-from vocalis.models.qwen3.front import is_audio_array
+from vocalis.models.qwen3.options import is_audio_array
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
 
 
 def _torchaudio_stand_in() -> None:
-    """The torchaudio stand-in of ``vocalis/_official_qwen3.py``, run by path (this script
+    """The torchaudio stand-in of ``vocalis/models/qwen3/official_env.py``, run by path (this script
     runs under the official interpreter, without vocalis)."""
-    runpy.run_path(str(Path(__file__).resolve().parents[2] / "_official_qwen3.py"))["install_torchaudio_stand_in"]()
+    runpy.run_path(str(Path(__file__).resolve().parent / "official_env.py"))["install_torchaudio_stand_in"]()
 
 
 _STATUS = Path("/proc/self/status")

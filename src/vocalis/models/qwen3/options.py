@@ -10,6 +10,10 @@ vocabulary (3072), the codebook size (2048), the talker positions (32768).
 
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
+
 from vocalis.options import Option, OptionRange, OptionSchema
 
 MAX_TEXT_TOKENS = 4096  # one prompt; the talker's positions (32768) bound prompt + frames
@@ -77,4 +81,12 @@ RANDOM_OPTIONS = OptionSchema("Qwen3-TTS", (
     Option("tiny", bool, "Toy sizes with the same structure (for tests).", flag="--tiny"),
 ))
 
-__all__ = ["LOAD_OPTIONS", "MAX_TEXT_TOKENS", "OPTIONS", "RANDOM_OPTIONS", "SAMPLER"]
+def is_audio_array(src) -> bool:
+    """``(samples, sample_rate)``, as the official package accepts reference audio
+    (``ref_audio``) besides a file."""
+    return (isinstance(src, tuple) and len(src) == 2 and isinstance(src[0], np.ndarray)
+            and isinstance(src[1], numbers.Integral) and not isinstance(src[1], bool))
+
+
+__all__ = ["LOAD_OPTIONS", "MAX_TEXT_TOKENS", "OPTIONS", "RANDOM_OPTIONS", "SAMPLER",
+           "is_audio_array"]
