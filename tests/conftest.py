@@ -15,7 +15,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Speed choices are measured per machine at the first load (vocalis.engine.tuning); the suite
-# uses the built-in ones so that nothing depends on timing (tests/test_tuning.py covers the
+# uses the built-in ones so that nothing depends on timing (tests/families/test_tuning.py covers the
 # measurement, the cache and forced choices).
 os.environ.setdefault("VOCALIS_TUNING", "fixed")
 

@@ -20,7 +20,7 @@ zero weights to a multiple of 256):
 
 The error of one output against float32 is bounded by the two roundings (half a step each):
 ``|y - x.w| <= sum_b (d_w/2 * ||x_b||_1 + d_x/2 * ||q_w d_w||_1)`` over the blocks
-(``tests/test_qwen3_int4.py`` checks it). Being 4-bit, that error is about 4x the int8
+(``tests/qwen3/test_qwen3_int4.py`` checks it). Being 4-bit, that error is about 4x the int8
 path's: measure the codes on the released weights before relying on it.
 """
 

@@ -15,7 +15,7 @@ entries, the path is a local folder, and that folder's ``config.json`` has no
 ``transformers_version`` or one newer than 4.57.2 and older than 5.0.0 (or a Mistral
 ``model_type``). The released checkpoints meet these conditions, so "Say HelloWorld" splits
 "Hello"/"World" as with the fixed regex. :func:`official_split_regex` applies the same rule
-(checked against the official processor in tests/test_qwen3_tokenizer.py).
+(checked against the official processor in tests/qwen3/test_qwen3_tokenizer.py).
 
 By code reading (not run): given a Hub repo id instead of a folder, transformers 4.57.3 patches
 only repos tagged as Mistral-based, so it keeps Qwen2's regex there. vocalis always tokenizes

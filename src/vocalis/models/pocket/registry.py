@@ -2,7 +2,7 @@
 
 Each config is built from one of a few architectures plus the facts that vary
 per release: weight bundles with pinned hub revisions, tokenizer file, and the
-text-preparation rules. ``tests/test_registry.py`` checks every entry against
+text-preparation rules. ``tests/pocket/test_registry.py`` checks every entry against
 the YAML files shipped in the official wheel.
 """
 

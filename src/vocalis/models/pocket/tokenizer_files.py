@@ -12,7 +12,7 @@ they tokenize text the way a real model would: word-start pieces (``▁the``),
 sub-words, digits, decimals, abbreviations, accented Latin letters, curly
 quotes and the punctuation the official text chunker looks for.
 
-Properties (checked by ``tests/test_tokenizer_files.py``):
+Properties (checked by ``tests/pocket/test_tokenizer_files.py``):
 
 * ``sp.vocab_size() == vocab_size`` and ``get_vocab_size() == vocab_size``.
 * Id 0 is ``<unk>``; there are no BOS/EOS/PAD pieces (Pocket TTS never uses

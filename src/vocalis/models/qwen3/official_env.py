@@ -1,5 +1,5 @@
 """Shared by the scripts that run the official ``qwen-tts`` in its own environment (the bench
-and reference runners, and the tests' ``tests/qwen_official/_official.py``). It imports
+and reference runners, and the tests' ``tests/qwen3/qwen_official/_official.py``). It imports
 nothing from vocalis: those scripts load it by path, under the official interpreter.
 
 ``qwen_tts`` imports ``torchaudio.compliance.kaldi`` at module level, for the 25 Hz

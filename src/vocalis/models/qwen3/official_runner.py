@@ -15,7 +15,7 @@ Per text ``i`` (one request at a time, as the official method serves one): ``tor
 (seeds[i])`` then ``Qwen3TTSModel.generate_<method>(text, **kwargs, **gen)`` timed from just
 before the call to its return (``wall_ms``; the official method returns the whole waveform,
 so its time to first audio is the same). ``frames`` = rows of the codes the talker's
-``generate`` returned (captured by wrapping ``model.generate``, as tests/qwen_official/
+``generate`` returned (captured by wrapping ``model.generate``, as tests/qwen3/qwen_official/
 engine_run.py does); ``samples`` = waveform length at 24 kHz. A voice-clone prompt is built
 once (``create_voice_clone_prompt(ref_audio, ref_text, x_vector_only_mode)``, ``voice_ms``)
 and passed as ``voice_clone_prompt`` to every request, so that no request re-extracts it.
@@ -26,7 +26,7 @@ OUT.json: ``{"version", "torch_threads", "device", "load_ms", "voice_ms", "sampl
 
 ``qwen_tts`` imports ``torchaudio.compliance.kaldi`` at module level for its 25 Hz tokenizer
 only; when torchaudio is missing or broken a stand-in whose ``fbank`` raises takes its place
-(as tests/qwen_official/_official.py does). No 12 Hz checkpoint calls it.
+(as tests/qwen3/qwen_official/_official.py does). No 12 Hz checkpoint calls it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The talker's M-RoPE (``rope_scaling.mrope_section`` [24, 20, 20], interleaved) g
 same position on its three axes (``modeling:1794-1797`` ``get_rope_index``), so
 ``apply_multimodal_rotary_pos_emb`` (``modeling:660-724``) picks every frequency from
 identical tables: it is plain 1-D ``rotate_half`` RoPE, which is what this module applies
-(checked against the official logits in ``tests/test_qwen3_talker.py``).
+(checked against the official logits in ``tests/qwen3/test_qwen3_talker.py``).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            # one kernel, the same float32 arithmetic (bit-equal: tests/test_qwen3_talker.py)
+            # one kernel, the same float32 arithmetic (bit-equal: tests/qwen3/test_qwen3_talker.py)
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -484,7 +484,7 @@ class CodePredictor(nn.Module):
         one-position step (:meth:`Decoder.trace_step`, positions 2-15) as TorchScript
         graphs; the 15 small steps of a frame then run without the Python interpreter
         between their ops (measured on a 2-core AMD EPYC, int8: 170 ms eager, about 105 ms
-        traced per frame). Bit-identical to eager (``tests/test_qwen3_talker.py``)."""
+        traced per frame). Bit-identical to eager (``tests/qwen3/test_qwen3_talker.py``)."""
         p = self.model.codec_embedding[0].weight
 
         def example():
@@ -592,7 +592,7 @@ class Talker(nn.Module):
         predictor's prefill and step (:meth:`CodePredictor.trace`) as TorchScript graphs,
         used from then on by :meth:`decode` (one position, every row at it) and
         :meth:`CodePredictor.predict`. Same ATen ops on the same values, so the same
-        results bit for bit (checked in ``tests/test_qwen3_talker.py``), without the Python
+        results bit for bit (checked in ``tests/qwen3/test_qwen3_talker.py``), without the Python
         interpreter between the ops (a 28-layer step is ~1,000 small ops). About 3 s for
         0.6B on 2 cores.
         Replace no linear afterwards (:meth:`untrace` first)."""

@@ -1,0 +1,110 @@
+"""A lone prompt pass also runs the chunk's first FlowLM step (one weight read for both).
+
+The reference is the separate 1-row step (``PocketBatch.step`` with the BOS input), the
+path the official package takes and that ``test_parity`` checks against it; the fused
+condition and cache must agree with it to float rounding. The whole-request check against
+the official package is ``test_parity.test_every_config_matches_official`` (default load).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import vocalis
+from vocalis.models.pocket.batch import PocketBatch
+from tests.engine.test_engine import cosine
+
+CONFIG = "english_2m_2026-10"
+TEXT = "Hello there, how are you today?"
+
+
+@pytest.fixture(scope="module")
+def loaded(checkpoints):
+    d = checkpoints.get(CONFIG)
+    tts = vocalis.load(str(d), max_batch=4, tuning="fixed")
+    voice = tts.voice(str(d / "voice.wav"))
+    yield tts, voice
+    tts.close()
+
+
+def prompt(tts):
+    """A fresh 4-row batch and the token ids of TEXT's first chunk."""
+    return PocketBatch(tts.model, 4), tts.model.chunk_text(TEXT)[0][1]
+
+
+def test_fused_first_step_equals_the_separate_step(loaded):
+    tts, voice = loaded
+    latent = tts.model.flow_lm.latent_dim
+    with torch.inference_mode():
+        fused, ids = prompt(tts)
+        (end,) = fused.prefill([0], [voice.state], [ids], first_step=True)
+        cond = fused.take_ready([0], [end], 1)
+        sep, _ = prompt(tts)
+        assert sep.prefill([0], [voice.state], [ids]) == [end]
+        want = sep.step(1, torch.zeros(1, latent), torch.ones(1, dtype=torch.bool),
+                        torch.tensor([end]), end)
+    assert end == voice.state.length + len(ids)
+    assert cond is not None and cond.shape == want.shape and want.abs().sum() > 0
+    torch.testing.assert_close(cond, want, rtol=1e-5, atol=1e-5)
+    for a, b in zip(fused.flow_kv, sep.flow_kv):  # the step's keys and values too
+        torch.testing.assert_close(a[:, 0, :end + 1], b[:, 0, :end + 1], rtol=1e-5, atol=1e-5)
+    assert fused.high[0] == sep.high[0] == end + 1
+    assert not fused.ready  # used up
+
+
+def test_a_ready_step_serves_only_its_row_and_position(loaded):
+    tts, voice = loaded
+    with torch.inference_mode():
+        batch, ids = prompt(tts)
+        (end,) = batch.prefill([1], [voice.state], [ids], first_step=True)
+        assert batch.take_ready([1], [0, end + 1], 2) is None  # another position
+        assert not batch.ready  # and it is gone: the step recomputes the row
+        batch.prefill([1], [voice.state], [ids], first_step=True)
+        assert batch.take_ready([0, 1], [end, end], 2) is None  # row 0 was not prefilled
+        batch.prefill([1], [voice.state], [ids], first_step=True)
+        batch.prefill([1, 2], [voice.state] * 2, [ids, ids])  # a later shared pass
+        assert batch.take_ready([1], [0, end], 2) is None
+        batch.prefill([1], [voice.state], [ids], first_step=True)
+        batch.clear_row(1)  # a failed request
+        assert batch.take_ready([1], [0, end], 2) is None
+        batch.prefill([2], [voice.state], [ids], first_step=True)
+        cond = batch.take_ready([2], [0, 0, end], 3)
+        assert cond.shape[0] == 3 and cond[:2].abs().sum() == 0 and cond[2].abs().sum() > 0
+        with pytest.raises(ValueError, match="one row"):
+            batch.prefill([0, 1], [voice.state] * 2, [ids, ids], first_step=True)
+
+
+def test_lone_requests_fuse_and_exact_models_do_not(checkpoints, loaded):
+    """Through the engine: a lone request's prompt pass carries its first step unless the
+    model is exact (bit-identical to the official package, which runs them apart); both
+    speak the same to float rounding."""
+    tts, voice = loaded
+    d = checkpoints.get(CONFIG)
+    exact = vocalis.load(str(d), max_batch=4, exact=True)
+    try:
+        out, seen = {}, {}
+        for name, model in (("fused", tts), ("exact", exact)):
+            batch = model.engine.batch
+            calls = seen.setdefault(name, [])
+            original = batch.prefill
+
+            def record(*a, _orig=original, _calls=calls, **k):
+                _calls.append(k.get("first_step", False))
+                return _orig(*a, **k)
+
+            batch.prefill = record
+            try:
+                out[name] = model.synthesize(TEXT + " And one more sentence after it.",
+                                             voice=str(d / "voice.wav"), seed=4,
+                                             max_frames=10).samples
+            finally:
+                del batch.prefill
+        assert seen["fused"] and all(seen["fused"])
+        assert seen["exact"] and not any(seen["exact"])
+        assert out["fused"].shape == out["exact"].shape
+        assert cosine(out["fused"], out["exact"]) > 0.99999
+        assert np.isfinite(out["fused"]).all()
+    finally:
+        exact.close()
