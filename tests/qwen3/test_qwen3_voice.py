@@ -220,7 +220,7 @@ def test_load_bad_files(tmp_path):
         ClonePrompt.load(junk)
     foreign = tmp_path / "foreign.safetensors"
     save_file({"xvector": torch.zeros(32)}, str(foreign), metadata={"format": "pt"})
-    with pytest.raises(VoiceError, match="not a vocalis Qwen3 clone prompt"):
+    with pytest.raises(VoiceError, match="not a Qwen3-TTS voice-clone prompt"):
         ClonePrompt.load(foreign)
 
 

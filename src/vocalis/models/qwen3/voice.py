@@ -227,8 +227,10 @@ class ClonePrompt:
             raise VoiceError(f"{p} is not a readable clone prompt ({type(e).__name__}: {e}); "
                              "recreate it from the reference audio") from None
         if meta.get("format") != FORMAT:
-            raise VoiceError(f"{p} is a safetensors file but not a vocalis Qwen3 clone prompt "
-                             f"(format {meta.get('format')!r}); recreate it from the reference audio")
+            raise VoiceError(f"{p} is not a Qwen3-TTS voice-clone prompt (a voice of another kind "
+                             "of model?): make one from the reference audio with `vocalis voices "
+                             "export AUDIO OUT.safetensors --model MODEL --ref-text TEXT` (or "
+                             "--xvector-only)", param="voice")
         try:
             version = int(meta["version"])
             if version > FORMAT_VERSION:
