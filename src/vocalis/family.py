@@ -343,8 +343,11 @@ class ModelFamily(ABC):
     def random_config(self, config: str) -> str | None:
         """The config of :meth:`random_configs` that ``config`` names (case-insensitive; the
         family prefix may be left out), or None when it is not this family's."""
-        known = {c.lower(): c for c in self.random_configs()}
+        configs = self.random_configs()
+        known = {c.lower(): c for c in configs}
         c = config.strip().lower()
+        if c == self.name and configs:  # the family's name alone: its default model
+            return configs[0]
         return known.get(c) or known.get(f"{self.name}/{c}")
 
     # ---------------------------------------------------------------- benchmarks

@@ -88,6 +88,10 @@ def test_pcm_and_explicit_format(ckpt, reference, tmp_path):
     odd = tmp_path / "out.bin"
     assert gen(ckpt, "-o", str(odd), "--format", "flac") == 0
     assert sf.info(str(odd)).format == "FLAC" and sf.info(str(odd)).frames == reference.shape[0]
+    ogg = tmp_path / "out.ogg"  # a file extension names its format too: ogg is opus
+    assert gen(ckpt, "-o", str(ogg), "--format", "ogg") == 0
+    with av.open(str(ogg)) as c:
+        assert c.format.name == "ogg" and c.streams.audio[0].codec_context.name == "opus"
 
 
 def test_stdout_streams_the_chosen_format(ckpt, reference, capsysbinary):
@@ -103,7 +107,8 @@ def test_stdout_streams_the_chosen_format(ckpt, reference, capsysbinary):
     (("-o", "out.xyz"), "extension"),
     (("-o", "out"), "extension"),
     (("-o", "out.wav", "--format", "mp3"), "does not match"),
-    (("-o", "out.wav", "--format", "ogg"), "unknown --format"),
+    (("-o", "out.wav", "--format", "ogx"), "unknown --format"),
+    (("-o", "out.wav", "--format", "ogg"), "does not match"),  # ogg is opus's extension
     (("-o", "out.wav", "--speed", "9"), "speed must be a number in [0.25, 4.0]"),
     (("-o", "out.wav", "--speed", "0.1"), "speed must be a number in [0.25, 4.0]"),
 ])

@@ -127,7 +127,7 @@ def test_hf_offline_empty_cache_says_how_to_get_it(hf_env, monkeypatch):
         "tts_b6369a24.safetensors",
         "427e3d61b276ed69fdd03de0d185fa8a8d97fc5b",
         "vocalis models download pocket-tts",
-        "vocalis models random --config NAME --out DIR",
+        "vocalis models random --config pocket-tts --out DIR",
         str(hf_env),
     ):
         assert needle in message, needle

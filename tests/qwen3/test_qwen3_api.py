@@ -324,7 +324,7 @@ def test_cli_generate_writes_the_api_audio_and_refuses_bad_options(tmp_path, cap
     assert "unknown option --speaker for Pocket TTS" in capsys.readouterr().err
     assert cli.main(["voices", "list", "--model", str(d)]) == 0
     listed = capsys.readouterr().out.split("\n")
-    assert listed[0] == "vivian (default on the server)" and "sohee" in listed and len(listed) == 10
+    assert listed[0] == "vivian (default)" and "sohee" in listed and len(listed) == 10
 
 
 def test_runaway_guard_and_idle_memory(tmp_path, caplog):

@@ -309,7 +309,7 @@ class Qwen3TTSFamily(ModelFamily):
         if info.kind == "custom_voice":
             dialects = info.extra["dialects"]
             rows.append(("speakers", ", ".join(f"{s} ({dialects[s]})" if s in dialects else s
-                                               for s in info.voices)))
+                                               for s in sorted(info.voices))))
         rows.append(("instruct", _INSTRUCT.get(info.kind) or _INSTRUCT.get(f"{info.kind}/{size}",
                                                                             "yes")))
         n = checkpoint.parameter_counts(rel.model_id if rel else info.local_path)
