@@ -70,16 +70,41 @@ app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
 app.add_typer(kernels_app, name="kernels")
 
-NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first, in the "
-                  "text's language (English, French, German, Spanish, Italian, Portuguese, "
-                  "Russian, Japanese, Korean; not Chinese). Not with --exact.")
-MODEL_HELP = ("A released model id (`vocalis models list`: pocket-tts, pocket-tts/CONFIG, "
-              "qwen3-tts/...), a Hub repo id, or a local checkpoint: a folder, or a YAML config "
-              "(also hf:// or https://). Default: pocket-tts.")
+# ``--help`` fits 80 columns (tests/test_cli.py checks every command): one or two lines of
+# help per option, options grouped in panels, placeholders that say what a value is; the
+# details are in docs/cli.md and the pages it links to.
+TEXT_PANEL = "Text and voice"
+OUTPUT_PANEL = "Output"
+MODEL_PANEL = "Model and speed"
+SERVER_PANEL = "Server"
+MODELS_PANEL = "Models and voices"
+REQUESTS_PANEL = "Requests and output"
+BENCH_PANEL = "Benchmark"
+OFFICIAL_PANEL = "Against the official package"
+RAY_PANEL = "Ray (with --ray)"
+
+MODEL_HELP = ("A model id (`vocalis models list`), a Hub repo id or a local checkpoint. "
+              "Default: pocket-tts.")
+MODEL_ARG_HELP = "A model id (`vocalis models list`), a Hub repo id or a local checkpoint."
+VOICE_HELP = ("A built-in voice (`vocalis voices list`), an audio file to clone or a "
+              ".safetensors voice. Default: the model's.")
+NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words first "
+                  "(docs/normalization.md).")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
-QUANTIZE_MODE_HELP = ("int8 (as --quantize) or int4 (4-bit weights), where the model's family "
-                      "offers it (Qwen3-TTS: vocalis's kernels, built once by `vocalis kernels "
-                      "build`). Implies --quantize, and wins over --no-quantize.")
+DEVICE_HELP = "cpu, cuda or cuda:N."
+THREADS_HELP = "CPU threads for torch. Default: torch's choice."
+QUANTIZE_HELP = ("int8 weights where the model's family offers them (CPU; faster, not "
+                 "bit-identical).")
+QUANTIZE_MODE_HELP = ("int8 (= --quantize) or int4 where the family offers it (Qwen3-TTS: "
+                      "needs `vocalis kernels build`).")
+EXACT_HELP = ("PyTorch's default kernels, no speed choices: bit-identical to the official "
+              "package.")
+VOICES_DIR_HELP = "Folder of custom voices. Default: $XDG_DATA_HOME/vocalis/voices."
+RAY_ADDRESS_HELP = ("The cluster's head (its GCS port), or auto. Default: $RAY_ADDRESS, "
+                    "else a private local Ray.")
+RAY_CPUS_HELP = "Without --ray-address: CPUs of the local Ray instance. Default: all."
+TUNING_HELP = ("Speed choices: auto (measured once, cached), fixed, or forced ones like "
+               "threads=1:1; see docs/speed-choices.md. Default: $VOCALIS_TUNING, else auto.")
 
 
 def _quantize(quantize: bool, quantize_mode: str | None) -> bool | str:
@@ -118,8 +143,31 @@ def _flag_of(name: str) -> str:
     return "--" + str(name).replace("_", "-")
 
 
-def _family_params(kinds: tuple[str, ...]) -> tuple[list[inspect.Parameter], dict[str, str]]:
-    """typer parameters for the family options of ``kinds``, and {parameter name: kind}."""
+_OFF = "__off"  # the parameter of an on/off pair's off flag: NAME__off
+
+
+def _metavar(opt) -> str:
+    """The placeholder a family option's value is shown with in ``--help``: N (int), X
+    (float), FILE (a path), TEXT (str), VALUE (anything else); none for a flag."""
+    if opt.type is bool:
+        return ""
+    if opt.path:
+        return "FILE"
+    return {int: "N", float: "X", str: "TEXT"}.get(opt.type, "VALUE")
+
+
+def _help_of(opt) -> str:
+    return opt.help + (f" ({'|'.join(opt.choices)})" if opt.choices else "")
+
+
+def _family_params(kinds: tuple[str, ...]) -> tuple[list[inspect.Parameter], dict[str, str],
+                                                    dict[str, tuple[str, str]]]:
+    """typer parameters for the family options of ``kinds``, {option name: kind}, and the
+    on/off pairs {option name: (on flag, off flag)}.
+
+    A flag pair (``--do-sample/--no-do-sample``) becomes two flags, one row each in
+    ``--help`` (typer's column for the off flags would leave the help a narrow column); the
+    off flag's parameter is ``NAME__off``."""
     entries: dict[str, list] = {}
     kind_of: dict[str, str] = {}
     for kind in kinds:
@@ -132,28 +180,35 @@ def _family_params(kinds: tuple[str, ...]) -> tuple[list[inspect.Parameter], dic
                 kind_of[opt.name] = kind
                 entries.setdefault(opt.name, []).append((family, opt))
     every = families.all_families()
-    params = []
+    params: list[inspect.Parameter] = []
+    pairs: dict[str, tuple[str, str]] = {}
+
+    def add(name: str, flag: str, annotation, default, helptext: str, panel: str,
+            metavar: str) -> None:
+        info = typer.Option(flag, help=helptext, rich_help_panel=panel, show_default=False,
+                            metavar=metavar)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=Annotated[annotation, info]))
+
     for name, items in entries.items():
         family, opt = items[0]
         titles = [f.title for f, _ in items]
         if len(items) == 1:
-            helptext, panel = opt.help, f"{family.title} options"
-        else:
-            helptext = "  ".join(f"{f.title}: {o.help}" for f, o in items)
+            helptext, panel = _help_of(opt), f"{family.title} options"
+        else:  # one line per family
+            helptext = "\n\n".join(f"{f.title}: {_help_of(o)}" for f, o in items)
             panel = ("Options of every model" if len(items) == len(every)
                      else f"{' and '.join(titles)} options")
-        if opt.choices:
-            helptext += f" ({'|'.join(opt.choices)})"
-        decls = [opt.cli_flag]
-        if opt.type is bool and "/" not in opt.cli_flag:
-            annotation, default = bool, False
+        if opt.type is bool:
+            on, _, off = opt.cli_flag.partition("/")
+            add(name, on, bool, False, helptext, panel, "")
+            if off:
+                pairs[name] = (on, off)
+                add(name + _OFF, off, bool, False, f"The opposite of {on}.", panel, "")
         else:
-            annotation = (opt.type if opt.type in (int, float, bool, str) else str) | None
-            default = None
-        info = typer.Option(*decls, help=helptext, rich_help_panel=panel, show_default=False)
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=Annotated[annotation, info]))
-    return params, kind_of
+            annotation = (opt.type if opt.type in (int, float, str) else str) | None
+            add(name, opt.cli_flag, annotation, None, helptext, panel, _metavar(opt))
+    return params, kind_of, pairs
 
 
 def _family_options(*kinds: str):
@@ -167,20 +222,25 @@ def _family_options(*kinds: str):
             given = {k: {} for k in kinds}
             for name, kind in command.kind_of.items():
                 value = kw.pop(name, None)
-                # an on-flag left off (default False) was not given; --off of an on/off
-                # pair (default None) was
-                if value is not None and not (value is False and command.off_by_default.get(name)):
+                if name in command.pairs:  # --on and --off, both flags
+                    off = kw.pop(name + _OFF, False)
+                    if value and off:
+                        on_flag, off_flag = command.pairs[name]
+                        raise InputError(f"give either {on_flag} or {off_flag}, not both")
+                    value = True if value else (False if off else None)
+                elif value is False:  # a flag left off was not given
+                    value = None
+                if value is not None:
                     given[kind][name] = value
             return fn(**kw, family=given)
 
         def refresh() -> None:
-            extra, command.kind_of = _family_params(kinds)
+            extra, kind_of, pairs = _family_params(kinds)
             taken = {p.name for p in own}
-            extra = [p for p in extra if p.name not in taken]
-            for p in extra:
-                command.kind_of.setdefault(p.name, "options")
-            command.kind_of = {k: v for k, v in command.kind_of.items() if k not in taken}
-            command.off_by_default = {p.name: p.default is False for p in extra}
+            extra = [p for p in extra if p.name not in taken
+                     and p.name.removesuffix(_OFF) not in taken]
+            command.kind_of = {k: v for k, v in kind_of.items() if k not in taken}
+            command.pairs = {k: v for k, v in pairs.items() if k not in taken}
             params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default,
                                         annotation=p.annotation) for p in own] + extra
             command.__signature__ = inspect.Signature(params)
@@ -354,67 +414,53 @@ def _progress(total_chunks: int, quiet: bool):
 # --------------------------------------------------------------------------- generate
 
 
-TUNING_HELP = ("Speed choices: auto (measured on this machine at the first "
-               "load, then cached), fixed (built-in, no measuring), or forced ones, "
-               "comma-separated: threads = MODEL:CODEC and codec_linears = packed|default "
-               "(Pocket TTS and Qwen3-TTS; Pocket TTS also packed1, oneDNN's layout for "
-               "one row); Pocket TTS also flow_linears = packed|packed1|default|hybrid|vocalis "
-               "(hybrid: never measured, holds the FlowLM weights twice; vocalis: our float32 "
-               "kernel), "
-               "codec_elu = exp|default, codec_pipeline = on|off, "
-               "codec_dtype = float32|bfloat16; Qwen3-TTS also model_linears = "
-               "packed|packed1|default|vocalis (float32 talker and predictor; vocalis: "
-               "our float32 kernel), codec_frames = 1|2|4 (frames per codec call: audio "
-               "leaves in chunks of that many frames after the first) and lend = on|off "
-               "(the codec's core helps the model while the codec waits); "
-               "e.g. fixed,codec_dtype=bfloat16. "
-               "Default: $VOCALIS_TUNING, else auto.")
-
-
 @app.command(context_settings=_SETTINGS)
 @_family_options("options", "load")
 def generate(
     text: Annotated[str | None, typer.Option(
-        "--text", "-t", help="Text to speak; - reads it from stdin.", show_default=False)] = None,
+        "--text", "-t", metavar="TEXT", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="Text to speak; - reads it from stdin.")] = None,
     text_file: Annotated[str | None, typer.Option(
-        "--text-file", "-f", help="Read the text from this UTF-8 file (- = stdin); its final "
-                                  "line break is not part of the text.",
-        show_default=False)] = None,
+        "--text-file", "-f", metavar="FILE", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="Read the text from this UTF-8 file (- = stdin).")] = None,
     voice: Annotated[str | None, typer.Option(
-        "--voice", "-v",
-        help="A built-in voice (`vocalis voices list`), an audio file to clone, or a saved "
-             ".safetensors voice. Default: the model's default voice.",
-        show_default=False)] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
-                                              show_default=False)] = None,
-    output: Annotated[str, typer.Option(
-        "--output", "-o", help="Audio file to write as audio is generated; its extension gives "
-                               "the format (.wav .mp3 .flac .ogg/.opus .aac .pcm/.raw); - streams "
-                               "to stdout (WAV unless --format).")] = DEFAULT_OUTPUT,
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help="wav, mp3, opus (or ogg), flac, aac (ADTS) or pcm (raw s16le mono). "
-                         "Default: from the -o extension.", show_default=False)] = None,
-    speed: Annotated[float, typer.Option(
-        help="0.25-4.0: speak faster (>1) or slower (<1), pitch kept (Rubber Band "
-             "time-stretch). 1.0 = the model's own pace.")] = 1.0,
-    seed: Annotated[int | None, typer.Option(
-        help="Random seed (integer >= 0): same seed, same audio. Default: random.",
-        show_default=False)] = None,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
-    quantize: Annotated[bool, typer.Option(
-        help="int8 linears where the model's family offers them (CPU only, float32 models; "
-             "faster, not bit-identical to float32).")] = False,
-    quantize_mode: Annotated[str | None, typer.Option(
-        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
-    exact: Annotated[bool, typer.Option(
-        help="Keep PyTorch's default CPU kernels and measure no speed choices: bit-identical "
-             "to the official package (the measured choices agree to float rounding).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+        "--voice", "-v", metavar="VOICE", rich_help_panel=TEXT_PANEL, show_default=False,
+        help=VOICE_HELP)] = None,
     normalize: Annotated[bool, typer.Option(
-        "--normalize", help=NORMALIZE_HELP)] = False,
-    tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
+        "--normalize", rich_help_panel=TEXT_PANEL, help=NORMALIZE_HELP + " Not with --exact.")]
+    = False,
+    speed: Annotated[float, typer.Option(
+        metavar="X", rich_help_panel=TEXT_PANEL,
+        help="0.25-4.0: faster (>1) or slower (<1), pitch kept.")] = 1.0,
+    seed: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="Same seed, same audio. Default: random.")] = None,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+        help="Audio file, written as audio comes; its extension gives the format; - = "
+             "stdout.")] = DEFAULT_OUTPUT,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", metavar="FORMAT", rich_help_panel=OUTPUT_PANEL, show_default=False,
+        help="wav, mp3, opus (ogg), flac, aac or pcm. Default: from the -o extension.")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", rich_help_panel=OUTPUT_PANEL, help=QUIET_HELP)] = False,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=MODEL_HELP)] = None,
+    device: Annotated[str, typer.Option(
+        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    quantize: Annotated[bool, typer.Option(
+        "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
+    quantize_mode: Annotated[str | None, typer.Option(
+        "--quantize-mode", metavar="MODE", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=QUANTIZE_MODE_HELP)] = None,
+    exact: Annotated[bool, typer.Option(
+        "--exact", rich_help_panel=MODEL_PANEL, help=EXACT_HELP)] = False,
+    tuning: Annotated[str | None, typer.Option(
+        metavar="SPEC", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=TUNING_HELP)] = None,
     family: dict | None = None,
 ) -> None:
     """Speak text into an audio file (or stdout)."""
@@ -566,11 +612,12 @@ def _interrupted(output: str, to_stdout: bool, duration_s: float) -> None:
 
 @voices_app.command("list", context_settings=_SETTINGS)
 def voices_list(
-    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+    model: Annotated[str | None, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP,
                                               show_default=False)] = None,
 ) -> None:
-    """List the built-in voices of a model (predefined voices, speakers), one per line, the
-    default marked; or say how the model takes its voice."""
+    """List the built-in voices of a model, one per line, the default marked.
+
+    Predefined voices or speakers; for a model without them, how it takes its voice."""
     _setup_logging()
     info = families.describe(model or families.default_model_id())
     if not info.voices:
@@ -596,18 +643,21 @@ def voices_list(
 @_family_options("voice")
 def voices_export(
     audio: Annotated[str, typer.Argument(
+        metavar="AUDIO", show_default=False,
         help="Audio file to clone (any format soundfile reads), a voice name or a .safetensors "
-             "voice.", show_default=False)],
-    out: Annotated[str, typer.Argument(help="The .safetensors voice file to write.",
+             "voice.")],
+    out: Annotated[str, typer.Argument(metavar="OUT", help="The .safetensors voice file to write.",
                                        show_default=False)],
-    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
+    model: Annotated[str | None, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP,
                                               show_default=False)] = None,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    device: Annotated[str, typer.Option(metavar="DEVICE", help=DEVICE_HELP)] = "cpu",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     family: dict | None = None,
 ) -> None:
-    """Turn an audio prompt into a voice file for fast reuse with --voice, in the format of
-    the model's family (interchangeable with the official package's where it has one)."""
+    """Turn an audio prompt into a voice file for fast reuse with --voice.
+
+    The file is in the format of the model's family (interchangeable with the official
+    package's where it has one)."""
     _setup_logging(quiet)
     out_path = Path(out).expanduser()
     if out_path.suffix.lower() != ".safetensors":
@@ -647,12 +697,14 @@ def models_list() -> None:
 
 @models_app.command("show", context_settings=_SETTINGS)
 def models_show(
-    model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
+    model_id: Annotated[str, typer.Argument(metavar="MODEL", help=MODEL_ARG_HELP,
+                                            show_default=False)],
     config: Annotated[bool, typer.Option(
         "--config", help="Print the model's config in its official format instead.")] = False,
 ) -> None:
-    """What a model is: its family, kind, languages, voices, sizes, pinned revision and
-    whether its files are in the cache."""
+    """What a model is: its family, kind, languages, voices and sizes.
+
+    Also its pinned revision and whether its files are in the cache."""
     _setup_logging()
     info = families.describe(model_id)
     if config:
@@ -666,7 +718,8 @@ def models_show(
 
 @models_app.command("download", context_settings=_SETTINGS)
 def models_download(
-    model_id: Annotated[str, typer.Argument(metavar="ID", help=MODEL_HELP, show_default=False)],
+    model_id: Annotated[str, typer.Argument(metavar="MODEL", help=MODEL_ARG_HELP,
+                                            show_default=False)],
     all_voices: Annotated[bool, typer.Option(
         "--all-voices", help="Also fetch every predefined voice, not only the default one "
                              "(models whose voices are files).")] = False,
@@ -690,20 +743,23 @@ def models_download(
 @_family_options("random")
 def models_random(
     config: Annotated[str, typer.Option(
+        metavar="NAME", show_default=False,
         help="Released model id to copy the shapes from (e.g. pocket-tts/english, "
-             "english_2m_2026-10, qwen3-tts/0.6b-customvoice).", show_default=False)],
-    out: Annotated[str, typer.Option(help="Folder to write the checkpoint into: new or empty "
-                                          "(see --force).", show_default=False)],
-    seed: Annotated[int, typer.Option(help="Seed of the random weights and tokenizer "
-                                           "(0 to 4294967295).")] = 0,
+             "english_2m_2026-10, qwen3-tts/0.6b-customvoice).")],
+    out: Annotated[str, typer.Option(metavar="DIR", show_default=False,
+                                     help="Folder to write the checkpoint into: new or empty "
+                                          "(see --force).")],
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the random weights and "
+                                                        "tokenizer (0 to 4294967295).")] = 0,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace the checkpoint already in --out (and everything in that "
                         "folder); other non-empty folders are always refused.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     family: dict | None = None,
 ) -> None:
-    """Write a random-weight checkpoint (official layout) for tests and offline use; prints
-    where it is, then a ready-to-run generate command."""
+    """Write a random-weight checkpoint (official layout) for tests and offline use.
+
+    Prints where it is, then a ready-to-run generate command."""
     _setup_logging(quiet)
     if not 0 <= seed <= MAX_RANDOM_SEED:
         raise InputError(f"--seed must be in [0, {MAX_RANDOM_SEED}], got {seed}")
@@ -754,65 +810,68 @@ def _log_to_file(log_file: str | None, quiet: bool) -> None:
 @app.command(context_settings=_SETTINGS)
 def batch(
     requests: Annotated[str, typer.Option(
-        "--requests", "-r", help='JSON array of requests: [{"text": ..., "voice": ..., '
-        '"options": {"seed": 42, ...}}, ...]; "voice" and "options" are optional.',
-        show_default=False)],
+        "--requests", "-r", metavar="FILE", rich_help_panel=REQUESTS_PANEL, show_default=False,
+        help='JSON array of requests: [{"text": ..., "voice": ..., "options": {...}}, ...]; '
+             'see docs/batch-and-ray.md.')],
     out_dir: Annotated[str, typer.Option(
-        "--out-dir", help="Folder for NNNN.wav (request NNNN, measured pass), NNNN.npy "
-                          "(Qwen3-TTS: its codes) and report.json (created if missing).",
-        show_default=False)],
-    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
-                                              show_default=False)] = None,
+        "--out-dir", metavar="DIR", rich_help_panel=REQUESTS_PANEL, show_default=False,
+        help="Folder for NNNN.wav per request and report.json (created if missing).")],
     batch_size: Annotated[int | None, typer.Option(
-        "--batch-size", "-b", help="Requests in flight in the engine at once (1-256). "
-                                   "Default: 16.", show_default=False)] = None,
+        "--batch-size", "-b", metavar="N", rich_help_panel=REQUESTS_PANEL, show_default=False,
+        help="Requests in flight in the engine at once (1-256). Default: 16.")] = None,
     sequential: Annotated[bool, typer.Option(
-        "--sequential", help="One request at a time (same as --batch-size 1).")] = False,
+        "--sequential", rich_help_panel=REQUESTS_PANEL,
+        help="One request at a time (= --batch-size 1).")] = False,
     mode: Annotated[str, typer.Option(
-        help="oneshot, or streaming: also time every audio event and check that each "
-             "request's events concatenate exactly to its WAV file.")] = "oneshot",
-    threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    session_options: Annotated[str | None, typer.Option(
-        "--session-options", help='JSON object: load settings ("max_batch", "max_queue", '
-        '"quantize", "tuning" and the model family\'s load options, e.g. "dtype") and default '
-        'request options of the model\'s family for every request ("temperature", '
-        '"max_frames", ...).',
-        show_default=False)] = None,
-    log_file: Annotated[str | None, typer.Option(
-        "--log-file", help="Also write the log, with timestamps, to this file.",
-        show_default=False)] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+        metavar="MODE", rich_help_panel=REQUESTS_PANEL,
+        help="oneshot, or streaming: also check that each request's audio events add up to "
+             "its WAV.")] = "oneshot",
     normalize: Annotated[bool, typer.Option(
-        "--normalize", help=NORMALIZE_HELP)] = False,
+        "--normalize", rich_help_panel=REQUESTS_PANEL, help=NORMALIZE_HELP)] = False,
+    session_options: Annotated[str | None, typer.Option(
+        "--session-options", metavar="JSON", rich_help_panel=REQUESTS_PANEL,
+        show_default=False,
+        help="JSON object of load settings and default request options (docs/batch-and-ray.md)"
+             ".")] = None,
+    log_file: Annotated[str | None, typer.Option(
+        "--log-file", metavar="FILE", show_default=False,
+        help="Also write the log, with timestamps, to this file.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=MODEL_HELP)] = None,
+    device: Annotated[str, typer.Option(
+        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     ray: Annotated[bool, typer.Option(
-        "--ray", help="Run on Ray Data instead: the requests (a JSON array, JSON Lines in a "
-                      ".jsonl file, or Parquet; each row may carry an \"id\") through an actor "
-                      "pool, one engine per actor; NNNN.wav per request and a manifest; a bad "
-                      "row is recorded and the rest run; a second run skips what is done. No "
-                      "warm-up pass and no report.json (needs pip install 'vocalis\\[ray]').")
-    ] = False,
+        "--ray", rich_help_panel=RAY_PANEL,
+        help="Run on a Ray Data actor pool: resumable, a manifest instead of report.json "
+             "(pip install 'vocalis\\[ray]').")] = False,
     ray_address: Annotated[str | None, typer.Option(
-        help="With --ray: the cluster's head, HOST:PORT, or auto. Default: $RAY_ADDRESS, else "
-             "a private local Ray instance on 127.0.0.1.", show_default=False)] = None,
-    actors: Annotated[int, typer.Option(help="With --ray: actors in the pool (one model "
-                                             "and engine each).")] = 1,
-    actor_cpus: Annotated[float, typer.Option(help="With --ray: CPUs reserved per actor.")] = 1.0,
-    actor_gpus: Annotated[float, typer.Option(help="With --ray: GPUs per actor (with --device "
-                                                   "cuda).")] = 0.0,
-    manifest: Annotated[str, typer.Option(help="With --ray: manifest format, jsonl or "
-                                               "parquet.")] = "jsonl",
+        metavar="HOST:PORT", rich_help_panel=RAY_PANEL, show_default=False,
+        help=RAY_ADDRESS_HELP)] = None,
+    actors: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=RAY_PANEL,
+        help="Actors in the pool (one model and engine each).")] = 1,
+    actor_cpus: Annotated[float, typer.Option(
+        metavar="X", rich_help_panel=RAY_PANEL, help="CPUs reserved per actor.")] = 1.0,
+    actor_gpus: Annotated[float, typer.Option(
+        metavar="X", rich_help_panel=RAY_PANEL,
+        help="GPUs per actor (with --device cuda).")] = 0.0,
+    manifest: Annotated[str, typer.Option(
+        metavar="FORMAT", rich_help_panel=RAY_PANEL,
+        help="Manifest format: jsonl or parquet.")] = "jsonl",
     ray_cpus: Annotated[int | None, typer.Option(
-        help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
-        show_default=False)] = None,
+        metavar="N", rich_help_panel=RAY_PANEL, show_default=False, help=RAY_CPUS_HELP)] = None,
 ) -> None:
-    """Run a file of requests through one engine session: warm-up pass, measured pass, WAVs
-    and a JSON report (or, with --ray, through a Ray Data actor pool: WAVs and a manifest).
+    """Run a file of requests: a warm-up pass, a measured pass, WAVs and a report.
 
+    One engine session (or, with --ray, a Ray Data actor pool: WAVs and a manifest).
     Everything is checked before anything runs (with --ray: row by row, bad rows are
-    recorded). Prints the report's (manifest's) path. Exit 0 when every request succeeded,
-    1 when some failed (the others still complete; see the report), 2 for bad input.
+    recorded). Prints the report's (manifest's) path. Exit 0 when every request
+    succeeded, 1 when some failed (the others still complete; see the report), 2 for
+    bad input. See docs/batch-and-ray.md.
     """
     _setup_logging(quiet)
     _log_to_file(log_file, quiet)
@@ -895,62 +954,67 @@ def _batch_ray(model: str, requests: str, out_dir: str, *, batch_size: int | Non
 @_family_options("options", "load")
 def bench(
     text: Annotated[list[str], typer.Option(
-        "--text", "-t", help="A benchmark text of 80+ characters; give at least two distinct "
-                             "ones.", show_default=False)],
+        "--text", "-t", metavar="TEXT", rich_help_panel=BENCH_PANEL, show_default=False,
+        help="A benchmark text of 80+ characters; give at least two distinct ones.")],
     voice: Annotated[str | None, typer.Option(
-        "--voice", "-v", help="A built-in voice, an audio file or a saved .safetensors voice "
-                              "(needed for models without a default voice and for Pocket TTS "
-                              "--against official). Qwen3-TTS Base: a reference audio file, "
-                              "cloned x-vector only unless --ref-text is given; CustomVoice: a "
-                              "speaker.", show_default=False)] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP,
-                                              show_default=False)] = None,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch (with --against, the official package also runs at this "
-             "count, beside its as-shipped run for Pocket TTS). Default: torch's choice.",
-        show_default=False)] = None,
+        "--voice", "-v", metavar="VOICE", rich_help_panel=BENCH_PANEL, show_default=False,
+        help="A built-in voice, an audio file or a .safetensors voice. Default: the model's.")]
+    = None,
     concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", help="Requests in flight at once (1-256).")] = 1,
-    frames: Annotated[int | None, typer.Option(
-        help="Ignore end of speech where the model allows it: this many frames per text chunk "
-             "(max_frames), on both sides with --against (for random-weight checkpoints).",
-        show_default=False)] = None,
+        "--concurrency", "-c", metavar="N", rich_help_panel=BENCH_PANEL,
+        help="Requests in flight at once (1-256).")] = 1,
     requests: Annotated[int | None, typer.Option(
-        "--requests", "-n", help="Requests per pass (text i mod number of texts, seed "
-                                 "SEED+i). Default: max(texts, concurrency).",
-        show_default=False)] = None,
-    seed: Annotated[int, typer.Option(help="Seed of request 0 (request i gets SEED+i).")] = 0,
-    against: Annotated[str | None, typer.Option(
-        "--against", help="official: also run the model family's official package (one "
-                          "request at a time, its own process) on the same checkpoint, texts, "
-                          "seeds and options, and print ratios. Pocket TTS: pocket-tts as "
-                          "shipped (1 thread) and at --threads (once when that is 1), ratios "
-                          "against the faster; Qwen3-TTS: qwen-tts in the interpreter "
-                          "$VOCALIS_QWEN_PYTHON, at --threads.", show_default=False)] = None,
-    quantize: Annotated[bool, typer.Option(
-        help="vocalis side: int8 linears where the model's family offers them (CPU; faster, "
-             "not bit-identical).")] = False,
-    quantize_mode: Annotated[str | None, typer.Option(
-        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
-    official_quantize: Annotated[bool, typer.Option(
-        "--official-quantize", help="With --against official: load the official model with "
-                                    "its own int8 path (pocket-tts quantize=True).")] = False,
-    session_options: Annotated[str | None, typer.Option(
-        "--session-options", help='JSON object of engine settings: {"max_batch": N, '
-                                  '"max_queue": N}. Default: max_batch = concurrency.',
-        show_default=False)] = None,
+        "--requests", "-n", metavar="N", rich_help_panel=BENCH_PANEL, show_default=False,
+        help="Requests per pass (text i mod texts, seed SEED+i). Default: max(texts, "
+             "concurrency).")] = None,
+    frames: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=BENCH_PANEL, show_default=False,
+        help="Frames per text chunk, end of speech ignored (random-weight checkpoints).")]
+    = None,
+    seed: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=BENCH_PANEL,
+        help="Seed of request 0 (request i gets SEED+i).")] = 0,
     json_out: Annotated[str | None, typer.Option(
-        "--json", help="Write the full report (schema vocalis.bench) to this JSON file.",
-        show_default=False)] = None,
+        "--json", metavar="FILE", rich_help_panel=BENCH_PANEL, show_default=False,
+        help="Write the full report (schema vocalis.bench) to this JSON file.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=MODEL_HELP)] = None,
+    device: Annotated[str, typer.Option(
+        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
+        help="CPU threads for torch (with --against, the official package's too). Default: "
+             "torch's choice.")] = None,
+    quantize: Annotated[bool, typer.Option(
+        "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
+    quantize_mode: Annotated[str | None, typer.Option(
+        "--quantize-mode", metavar="MODE", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=QUANTIZE_MODE_HELP)] = None,
+    tuning: Annotated[str | None, typer.Option(
+        metavar="SPEC", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=TUNING_HELP)] = None,
+    session_options: Annotated[str | None, typer.Option(
+        "--session-options", metavar="JSON", rich_help_panel=MODEL_PANEL, show_default=False,
+        help='Engine settings: {"max_batch": N, "max_queue": N}. Default: max_batch = '
+             'concurrency.')] = None,
+    against: Annotated[str | None, typer.Option(
+        "--against", metavar="official", rich_help_panel=OFFICIAL_PANEL, show_default=False,
+        help="Also run the family's official package on the same checkpoint, texts, seeds "
+             "and options, and print ratios (docs/performance.md).")] = None,
+    official_quantize: Annotated[bool, typer.Option(
+        "--official-quantize", rich_help_panel=OFFICIAL_PANEL,
+        help="Load the official model with its own int8 path (pocket-tts quantize=True).")]
+    = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    tuning: Annotated[str | None, typer.Option(help=TUNING_HELP, show_default=False)] = None,
     family: dict | None = None,
 ) -> None:
-    """Benchmark: one excluded pass then one measured pass; TTFA, x real time, throughput at
-    a concurrency, peak RSS; optionally against the official package. Prints the CPU, its
-    ISA flags, the thread count and the speed choices the model runs with. Every request
-    option of the model's family is a flag (e.g. --temperature, --speaker, --instruct)."""
+    """Benchmark a model: TTFA, x real time, throughput and peak RSS.
+
+    One excluded pass, then one measured pass at a concurrency; optionally against the
+    official package. Prints the CPU, its ISA flags, the thread count and the speed
+    choices the model runs with. Every request option of the model's family is a flag
+    (e.g. --temperature, --speaker, --instruct). See docs/performance.md."""
     _setup_logging(quiet)
     family = family or {}
     import json
@@ -1013,82 +1077,88 @@ def bench(
 @_family_options("load")
 def serve(
     model: Annotated[list[str] | None, typer.Option(
-        "--model", "-m", metavar="MODEL", help=MODEL_HELP + " Repeat to serve several models (each "
-                                           "request's `model` picks one; the first is the "
-                                           "default).", show_default=False)] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 for every "
-                                           "interface).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one.")] = 8000,
-    voices_dir: Annotated[str | None, typer.Option(
-        help="Folder of custom voices (created if missing). Default: "
-             "$XDG_DATA_HOME/vocalis/voices (~/.local/share/vocalis/voices).",
-        show_default=False)] = None,
-    voice: Annotated[str | None, typer.Option(
-        "--voice", "-v", help="Default voice (for `default` and OpenAI's voice names) of the "
-                              "first --model: a predefined name or speaker, an audio file or a "
-                              ".safetensors voice. Default: the model's default voice or first "
-                              "speaker (released models only).",
-        show_default=False)] = None,
-    api_key: Annotated[str | None, typer.Option(
-        envvar="VOCALIS_API_KEY", help="Require `Authorization: Bearer KEY` on /v1/* "
-                                       "(also read from $VOCALIS_API_KEY).",
-        show_default=False)] = None,
-    max_batch: Annotated[int, typer.Option(help="Requests generated together (engine rows).")]
-    = 16,
-    max_queue: Annotated[int, typer.Option(help="Requests waiting for a row; more get HTTP "
-                                                "429.")] = 256,
-    max_input_chars: Annotated[int, typer.Option(help="Longest input accepted (OpenAI: "
-                                                      "4096).")] = 4096,
-    shutdown_timeout: Annotated[float, typer.Option(
-        help="Seconds in-flight streams get to finish on SIGINT/SIGTERM before they are "
-             "cancelled.")] = 10.0,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only (no "
-                                                              "access log).")] = False,
+        "--model", "-m", metavar="MODEL", rich_help_panel=MODELS_PANEL, show_default=False,
+        help="A model id, Hub repo id or local checkpoint; repeat it to serve several "
+             "(docs/multi-model.md). Default: pocket-tts.")] = None,
     model_name: Annotated[list[str] | None, typer.Option(
-        metavar="NAME", help="Model id clients see in /v1/models and /health (1-128 characters from A-Z a-z "
-             "0-9 . _ : / -); repeat it once per --model, in the same order. Default: "
-             "pocket-tts/CONFIG or qwen3-tts/VARIANT for a released model, the checkpoint "
-             "folder's name for a local one (paths are never shown).",
-        show_default=False)] = None,
-    normalize: Annotated[bool, typer.Option(
-        "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
-        "words (English, French, German, Spanish, Italian, Portuguese, Russian, Japanese, Korean) "
-        "for requests without a `normalize` field.")] = True,
+        metavar="NAME", rich_help_panel=MODELS_PANEL, show_default=False,
+        help="The id clients see, once per --model in order. Default: the model id (a local "
+             "checkpoint: its folder's name).")] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v", metavar="VOICE", rich_help_panel=MODELS_PANEL, show_default=False,
+        help="Default voice of the first --model (also for OpenAI's voice names). Default: "
+             "the model's.")] = None,
+    voices_dir: Annotated[str | None, typer.Option(
+        metavar="DIR", rich_help_panel=MODELS_PANEL, show_default=False,
+        help=VOICES_DIR_HELP + " Created if missing.")] = None,
+    host: Annotated[str, typer.Option(
+        metavar="HOST", rich_help_panel=SERVER_PANEL,
+        help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL, help="TCP port; 0 picks a free one.")] = 8000,
+    api_key: Annotated[str | None, typer.Option(
+        envvar="VOCALIS_API_KEY", metavar="KEY", rich_help_panel=SERVER_PANEL,
+        show_default=False, show_envvar=False,
+        help="Require `Authorization: Bearer KEY` on /v1/* and /metrics (also "
+             "$VOCALIS_API_KEY).")] = None,
+    max_batch: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL,
+        help="Requests generated together (engine rows).")] = 16,
+    max_queue: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL,
+        help="Requests waiting for a row; more get HTTP 429.")] = 256,
+    max_input_chars: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL,
+        help="Longest input accepted (OpenAI: 4096).")] = 4096,
+    shutdown_timeout: Annotated[float, typer.Option(
+        metavar="SECONDS", rich_help_panel=SERVER_PANEL,
+        help="Time streams get to finish on SIGINT/SIGTERM before they are cancelled.")]
+    = 10.0,
+    no_normalize: Annotated[bool, typer.Option(
+        "--no-normalize", rich_help_panel=SERVER_PANEL,
+        help="Speak numbers, dates... as written when a request has no `normalize` field "
+             "(default: as words, docs/normalization.md).")] = False,
+    normalize: Annotated[bool, typer.Option("--normalize", hidden=True)] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Warnings and errors only (no access log).")] = False,
+    device: Annotated[str, typer.Option(
+        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     quantize: Annotated[bool, typer.Option(
-        help="Dynamic int8 linears for every --model (Pocket FlowLM; Qwen3 talker and code "
-             "predictor; CPU; faster, not bit-identical).")] = False,
+        "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
     quantize_mode: Annotated[str | None, typer.Option(
-        "--quantize-mode", help=QUANTIZE_MODE_HELP, show_default=False)] = None,
+        "--quantize-mode", metavar="MODE", rich_help_panel=MODEL_PANEL, show_default=False,
+        help=QUANTIZE_MODE_HELP)] = None,
     ray: Annotated[bool, typer.Option(
-        "--ray", help="Serve on Ray Serve: replicas that each load the model and its engine, "
-                      "behind Serve's HTTP proxy at --host/--port (needs pip install "
-                      "'vocalis\\[ray]'). --voices-dir must then be a folder every replica "
-                      "reaches (a shared filesystem on a cluster).")] = False,
+        "--ray", rich_help_panel=RAY_PANEL,
+        help="Serve on Ray Serve replicas (pip install 'vocalis\\[ray]'); see "
+             "docs/batch-and-ray.md.")] = False,
     ray_address: Annotated[str | None, typer.Option(
-        help="With --ray: the cluster's head, HOST:PORT (its GCS port, 6379 by default), or "
-             "auto for the one `ray start --head` started here. Default: $RAY_ADDRESS, else a "
-             "private local Ray instance on 127.0.0.1.", show_default=False)] = None,
+        metavar="HOST:PORT", rich_help_panel=RAY_PANEL, show_default=False,
+        help=RAY_ADDRESS_HELP)] = None,
     replicas: Annotated[int | None, typer.Option(
-        help="With --ray: number of replicas. Default: 1.", show_default=False)] = None,
+        metavar="N", rich_help_panel=RAY_PANEL, show_default=False,
+        help="Number of replicas. Default: 1.")] = None,
     autoscale: Annotated[str | None, typer.Option(
-        metavar="MIN-MAX[:TARGET]", help="With --ray, instead of --replicas: Serve autoscaling "
-        "between MIN and MAX replicas, aiming at TARGET ongoing requests per replica (Serve's "
-        "default: 2).", show_default=False)] = None,
+        metavar="MIN-MAX[:TARGET]", rich_help_panel=RAY_PANEL, show_default=False,
+        help="Instead of --replicas: MIN to MAX replicas, TARGET requests each (default 2).")]
+    = None,
     replica_cpus: Annotated[float, typer.Option(
-        help="With --ray: CPUs reserved per replica (fractions allowed).")] = 1.0,
+        metavar="X", rich_help_panel=RAY_PANEL,
+        help="CPUs reserved per replica (fractions allowed).")] = 1.0,
     replica_gpus: Annotated[float, typer.Option(
-        help="With --ray: GPUs per replica (use with --device cuda).")] = 0.0,
+        metavar="X", rich_help_panel=RAY_PANEL,
+        help="GPUs per replica (with --device cuda).")] = 0.0,
     ray_cpus: Annotated[int | None, typer.Option(
-        help="With --ray and no --ray-address: CPUs of the local Ray instance. Default: all.",
-        show_default=False)] = None,
+        metavar="N", rich_help_panel=RAY_PANEL, show_default=False, help=RAY_CPUS_HELP)] = None,
     family: dict | None = None,
 ) -> None:
-    """Serve the OpenAI speech API, voices, metrics and a web page (FastAPI + uvicorn, or
-    Ray Serve replicas with --ray)."""
+    """Serve the OpenAI speech API, voices, metrics and a web page.
+
+    FastAPI and uvicorn, or Ray Serve replicas with --ray. See docs/server.md."""
     _setup_logging(quiet)
+    normalize = not no_normalize  # --normalize: the default, still accepted
     models = model or [families.default_model_id()]
     load_options = _load_options_for(models, (family or {}).get("load", {}))
     if ray:
@@ -1164,15 +1234,16 @@ app.add_typer(text_app, name="text")
 
 @text_app.command("normalize", context_settings=_SETTINGS)
 def text_normalize(
-    text: Annotated[str, typer.Argument(help="Text to normalize; - reads it from stdin.",
-                                        show_default=False)],
+    text: Annotated[str, typer.Argument(metavar="TEXT", show_default=False,
+                                        help="Text to normalize; - reads it from stdin.")],
     language: Annotated[str, typer.Option(
-        "--language", "-l", help="en/english, fr/french, de/german, es/spanish, it/italian, "
-                                 "pt/portuguese, ru/russian, ja/japanese, ko/korean, or auto "
-                                 "(English; text in another script is left as written).")] = "en",
+        "--language", "-l", metavar="LANG",
+        help="en, fr, de, es, it, pt, ru, ja, ko (or the names: english...), or auto "
+             "(English; other scripts left as written).")] = "en",
 ) -> None:
-    """Print TEXT with numbers, dates, money, units and abbreviations written as words (what
-    `--normalize` and `vocalis serve` send to the model)."""
+    """Print TEXT with numbers, dates, money, units and abbreviations as words.
+
+    What `--normalize` and `vocalis serve` send to the model; see docs/normalization.md."""
     if text == "-":
         text = text_from_file(sys.stdin.read())  # the final line break ends the input
     typer.echo(normalize(text, language))
@@ -1184,36 +1255,47 @@ def text_normalize(
 @app.command(context_settings=_SETTINGS)
 @_family_options("load")
 def wyoming(
-    uri: Annotated[str, typer.Option(help="Where to listen: tcp://HOST:PORT (0.0.0.0 for every "
-                                          "interface) or unix://PATH.")] = "tcp://127.0.0.1:10200",
-    model: Annotated[str | None, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP,
-                                              show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", metavar="MODEL", rich_help_panel=MODELS_PANEL, show_default=False,
+        help=MODEL_HELP)] = None,
     voice: Annotated[str | None, typer.Option(
-        "--voice", "-v", help="The `default` voice: a predefined name or speaker, an audio file or "
-                              "a .safetensors voice. Default: the model's default voice or first "
-                              "speaker (released models only).", show_default=False)] = None,
+        "--voice", "-v", metavar="VOICE", rich_help_panel=MODELS_PANEL, show_default=False,
+        help="The `default` voice: a built-in voice, an audio file or a .safetensors voice. "
+             "Default: the model's.")] = None,
     voices_dir: Annotated[str | None, typer.Option(
-        help="Folder of custom voices (as `vocalis serve` stores them). Default: "
-             "$XDG_DATA_HOME/vocalis/voices.", show_default=False)] = None,
-    max_batch: Annotated[int, typer.Option(help="Requests generated together (engine rows), "
-                                                "shared by all clients.")] = 16,
-    threads: Annotated[int | None, typer.Option(
-        help="CPU threads for torch. Default: torch's choice.", show_default=False)] = None,
+        metavar="DIR", rich_help_panel=MODELS_PANEL, show_default=False,
+        help=VOICES_DIR_HELP)] = None,
+    uri: Annotated[str, typer.Option(
+        metavar="URI", rich_help_panel=SERVER_PANEL,
+        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.")]
+    = "tcp://127.0.0.1:10200",
+    max_batch: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL,
+        help="Requests generated together (engine rows), shared by all clients.")] = 16,
+    max_input_chars: Annotated[int, typer.Option(
+        metavar="N", rich_help_panel=SERVER_PANEL,
+        help="Longest text per synthesize or synthesize-chunk event.")] = 4096,
     seed: Annotated[int | None, typer.Option(
-        help="Seed of every request (reproducible audio). Default: random per request.",
-        show_default=False)] = None,
-    max_input_chars: Annotated[int, typer.Option(help="Longest text per synthesize or "
-                                                      "synthesize-chunk event.")] = 4096,
-    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    normalize: Annotated[bool, typer.Option(
-        "--normalize/--no-normalize", help="Read numbers, dates, money, units and abbreviations as "
-        "words first, in the voice's language where text normalization covers it (as `vocalis "
-        "serve` does).")] = True,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
+        metavar="N", rich_help_panel=SERVER_PANEL, show_default=False,
+        help="Seed of every request (reproducible audio). Default: random.")] = None,
+    no_normalize: Annotated[bool, typer.Option(
+        "--no-normalize", rich_help_panel=SERVER_PANEL,
+        help="Speak numbers, dates... as written (default: as words in the voice's language, "
+             "as `vocalis serve`).")] = False,
+    normalize: Annotated[bool, typer.Option("--normalize", hidden=True)] = False,
+    device: Annotated[str, typer.Option(
+        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    threads: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")]
+    = False,
     family: dict | None = None,
 ) -> None:
-    """Serve a model to Home Assistant over the Wyoming protocol (no zeroconf)."""
+    """Serve a model to Home Assistant over the Wyoming protocol (no zeroconf).
+
+    See docs/wyoming.md."""
     _setup_logging(quiet)
+    normalize = not no_normalize  # --normalize: the default, still accepted
     model = model or families.default_model_id()
     [load_options] = _load_options_for([model], (family or {}).get("load", {}))
     from vocalis.wyoming import run as run_wyoming
@@ -1233,8 +1315,8 @@ def wyoming(
     "reference",
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     add_help_option=False,
-    help="Parity harness against pocket-tts 4.0.1: export, replay, compare "
-         "(`vocalis reference --help`).",
+    help="Parity harness against the official packages: export, replay, compare "
+         "(`vocalis reference --help`; docs/faithful.md).",
 )
 def reference(ctx: typer.Context) -> None:
     # Forwards to vocalis.reference.cli:app, imported only when used (it needs the official
@@ -1248,6 +1330,7 @@ def reference(ctx: typer.Context) -> None:
                                "pip install -e '.[reference]' (pocket-tts==4.0.1)") from None
         raise HarnessError(f"the reference harness is not available in this build ({e})") from None
     command = typer.main.get_command(reference_cli.app)
+    _tidy_help(command)
     rv = command.main(args=list(ctx.args), prog_name="vocalis reference", standalone_mode=False)
     if isinstance(rv, int) and rv:
         raise typer.Exit(rv)
@@ -1295,12 +1378,33 @@ class ReaderGone(Exception):
     exit 1)."""
 
 
+def _tidy_help(command, parent=None) -> None:
+    """The help of ``command`` and its sub-commands as it should print: no type where the
+    name says it all (typer shows ``<bool>`` for a flag, ``--help`` included, unless its
+    metavar is empty, and ``<str>`` for an argument, whose name is its metavar), and each
+    paragraph of a command's help one line, for the terminal to wrap (typer keeps a
+    docstring's line breaks, which at 80 columns leaves a ragged edge)."""
+    ctx = typer.Context(command, parent=parent, info_name=command.name,
+                        **(command.context_settings or {}))
+    for param in command.get_params(ctx):  # with the help option
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+        elif param.param_type_name == "argument" and param.metavar:
+            param.display_type_rich = lambda ctx: None
+    if command.help:
+        command.help = "\n\n".join(p if p.startswith("\b") else " ".join(p.split())
+                                    for p in inspect.cleandoc(command.help).split("\n\n"))
+    for sub in getattr(command, "commands", {}).values():
+        _tidy_help(sub, ctx)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 user error, 1 other failure, 130 Ctrl-C,
     141 the reader of ``-o -`` went away)."""
     _setup_logging()
     _refresh_family_options()  # the flags of every family registered by now
     command = typer.main.get_command(app)
+    _tidy_help(command)
     try:
         rv = command.main(args=argv, prog_name="vocalis", standalone_mode=False)
     except _NoArgsIsHelp as e:

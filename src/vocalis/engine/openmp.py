@@ -22,11 +22,11 @@ intra-op thread count (``Engine._set_threads``). Two properties of PyTorch's CPU
    worker spins about 100 times instead of about 300,000 before it sleeps on a futex
    (``do_spin``, libgomp ``config/linux/wait.h``; ``gomp_throttled_spin_count_var``,
    ``env.c``), and a matrix product of one row (tens of microseconds) waits for a worker
-   to wake. Measured on a 2-core AMD EPYC (Zen 3): 15 int8 Qwen3-TTS 0.6B code-predictor
-   steps of one row on two threads took 91-111 ms in the first thread to open a
-   two-thread region, 173-238 ms in a second thread while the first one's pool lived,
-   and 99-118 ms once that pool was freed. So what computes outside the engine (loading,
-   calibration, a request's prompt or a voice built in the caller's thread) frees its
+   to wake: a thread's one-row steps run up to about twice as slow while another
+   thread's pool lives, and as fast as before once it is freed (figures:
+   docs/speed-choices.md, "Measurements behind the choices"). So what computes outside
+   the engine (loading, calibration, a request's prompt or a voice built in the caller's
+   thread) frees its
    thread's pool when done (:func:`release_thread_pool`: OpenMP 5.0's
    ``omp_pause_resource_all``, which libgomp implements for the calling thread's pool
    alone, ``gomp_pause_host`` in ``team.c``). The thread's next parallel region builds a

@@ -1,8 +1,8 @@
 """Speed choices made by measurement on the machine at hand, and cached.
 
 Which CPU kernels are fastest depends on the processor: oneDNN's packed float32 linears
-beat PyTorch's default (MKL) path on one 2-core AMD EPYC and lose to it on a 2-core Intel
-Xeon with AVX-512 (issue 10), and the best split of the threads between the model and the
+beat PyTorch's default (MKL) path on one CPU and lose to it on another of the same core
+count (docs/speed-choices.md), and the best split of the threads between the model and the
 codec differs too. So a family does not hard-code these choices: it lists the candidates,
 and :func:`resolve` decides each one by timing the candidates on the running machine
 (a short calibration the first time a model is loaded), caches the outcome, and reuses it.
@@ -307,9 +307,9 @@ def repeat(fn: Callable[[], object], n: int) -> Callable[[], None]:
 
 def default_split(total: int) -> tuple[int, int]:
     """The built-in (model threads, codec threads) split of ``total`` threads: about a
-    third for the codec, the rest for the model (Pocket's best on a 2-core AMD EPYC; for
-    Qwen3 the candidates came within noise there). Used with ``fixed`` and for ``exact``
-    models; otherwise every machine measures its own."""
+    third for the codec, the rest for the model (where it was chosen, Pocket's best split,
+    and within noise of the others for Qwen3: docs/speed-choices.md). Used with ``fixed``
+    and for ``exact`` models; otherwise every machine measures its own."""
     codec = max(1, total // 3)
     return max(1, total - codec), codec
 
@@ -331,8 +331,8 @@ def measured_splits(total: int) -> tuple[str, ...]:
     """The splits a calibration measures: the built-in one, then every ``model:codec`` with
     ``model + codec == total``. Splits that oversubscribe the budget are not measured: once
     each thread's count held (:mod:`vocalis.engine.openmp`), they only came out ahead by the
-    noise of a short timing (on a 2-core AMD EPYC an int8 Pocket calibration chose ``1:2``
-    by 8%, and that split ran 1.74x real time against 2.61x for ``1:1``)."""
+    noise of a short timing, and then ran slower than the split they beat
+    (docs/speed-choices.md)."""
     f0, c0 = default_split(total)
     rest = [(total - c, c) for c in range(1, total) if (total - c, c) != (f0, c0)]
     return tuple(f"{f}:{c}" for f, c in [(f0, c0)] + rest)
@@ -346,9 +346,9 @@ def parse_split(value: str) -> tuple[int, int]:
 
 def release_memory() -> None:
     """Give the memory freed after a calibration (scratch caches, the discarded copy of
-    each weight) back to the OS where the C library allows it (glibc ``malloc_trim``);
-    measured: about 280 MB less resident memory after calibrating the 100 M-parameter
-    Pocket model. A no-op elsewhere."""
+    each weight) back to the OS where the C library allows it (glibc ``malloc_trim``): free
+    memory that glibc would otherwise keep in the process (docs/speed-choices.md has what
+    it gave back once). A no-op elsewhere."""
     import ctypes
     import ctypes.util
     import gc

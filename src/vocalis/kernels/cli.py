@@ -21,8 +21,9 @@ from vocalis.errors import InputError
 from vocalis.kernels import native
 
 app = typer.Typer(
-    help="vocalis's C++ kernels: build them once for this machine (optional, for speed; "
-         "Qwen3-TTS --quantize-mode int8/int4 needs them), and see what is built.",
+    help="vocalis's C++ kernels: build them once per machine, see what is built.\n\n"
+         "Optional, for speed; Qwen3-TTS --quantize-mode int8/int4 needs them. See "
+         "docs/kernels.md.",
     no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 KERNEL_HELP = ("Only this kernel: float32, int8 or int4 (or vocalis_f32, vocalis_q8, "
@@ -48,13 +49,15 @@ def _sigterm_interrupts():
 
 @app.command("build")
 def build_command(
-    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", help=KERNEL_HELP,
-                                                     show_default=False)] = None,
+    kernel: Annotated[list[str] | None, typer.Option("--kernel", "-k", metavar="NAME",
+                                                     help=KERNEL_HELP, show_default=False)]
+    = None,
     force: Annotated[bool, typer.Option("--force", help="Build again where already built.")]
     = False,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, show_default=False,
-                                             help="Compilers at a time (default: one per CPU "
-                                                  "core).")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, metavar="N",
+                                             show_default=False,
+                                             help="Compilers at a time (default: one per "
+                                                  "CPU core).")] = None,
 ) -> None:
     """Build vocalis's C++ kernels for this machine (once; needs a C++ compiler).
 

@@ -34,7 +34,8 @@ class F32Linear(nn.Module):
     reads them as fast as PyTorch's, and while a Qwen3 engine's codec thread waits its core
     takes blocks of these products (``csrc/lend.h``, tuning choice ``lend``); held as
     bfloat16 tiles there are half the bytes to read. Tuning measures it against PyTorch's
-    kernels on the machine that runs it (``README.md`` "Speed choices" has the figures).
+    kernels on the machine that runs it (docs/speed-choices.md; figures in
+    docs/performance.md).
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32.
 

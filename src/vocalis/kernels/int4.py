@@ -1,11 +1,11 @@
 """4-bit weight-only linears for the CPU (Qwen3-TTS ``quantize="int4"``).
 
 A frame of the 0.6B model reads the talker's weights once and the code predictor's 15
-times (about 1.6 GB per frame in int8, ``README.md`` "What bounds it"): on a few CPU cores
-its speed is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those
-bytes. PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) measured slower
-than int8 at one row (``README.md`` "Performance"), so the product is a small C++ kernel of
-ours (``csrc/q4.cpp``, x86 with AVX2 and FMA), built once per machine by
+times (about 1.6 GB per frame in int8; docs/limitations.md): on a few CPU cores its speed
+is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those bytes.
+PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) were slower than int8 at
+one row where measured (docs/performance.md, the Qwen3-TTS notes), so the product is a
+small C++ kernel of ours (``csrc/q4.cpp``, x86 with AVX2 and FMA), built once per machine by
 ``vocalis kernels build`` (:mod:`vocalis.kernels.native`); there is no PyTorch path of ours.
 
 Format (per output channel ``n``, per block ``b`` of 32 inputs, input size padded with

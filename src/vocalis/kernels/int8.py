@@ -23,8 +23,8 @@ class Int8Linear(torch.nn.Module):
 
     Why not fbgemm's packed int8 (``quantized::linear_dynamic``, which this replaced): a
     one-row step is bound by reading the weights, and this layout reads them as one stream
-    with a software prefetch, faster at one row, at a few rows and in prompt passes as
-    measured (``README.md`` "Performance"); its products can also take the codec's idle core
+    with a software prefetch, faster at one row, at a few rows and in prompt passes
+    (figures: docs/performance.md); its products can also take the codec's idle core
     (``csrc/lend.h``).
 
     Input ``[..., K]`` float32, output ``[..., N]`` float32. Bias (if any) stays float32.

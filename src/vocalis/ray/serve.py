@@ -26,7 +26,7 @@ Requests that were on it fail: the proxy answers 500 for those that had not star
 response, and cuts the streams that had. Serve does not send a request again; clients
 retry (the ``openai`` SDKs do it by themselves for a 500: ``max_retries``, 2 by default).
 
-Two ways to run it (README, "Scale out on Ray")::
+Two ways to run it (docs/batch-and-ray.md, "Scale out on Ray")::
 
     vocalis serve --ray --replicas 2 --model pocket-tts --voices-dir /shared/voices
     serve run examples/ray-serve.yaml      # import_path: vocalis.ray.serve:build

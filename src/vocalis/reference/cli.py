@@ -43,6 +43,12 @@ app = typer.Typer(
 )
 
 
+# export's help panels
+_FIXTURE = "Fixture"
+_POCKET = "Pocket TTS"
+_QWEN3 = "Qwen3-TTS"
+
+
 def _fail(e: Exception) -> None:
     typer.echo(f"error: {e}", err=True)
     raise typer.Exit(2)
@@ -50,44 +56,59 @@ def _fail(e: Exception) -> None:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def export(
-    out: Annotated[Path, typer.Option("--out", help="Fixture directory to write.")],
-    voice: Annotated[str | None, typer.Option(help="Pocket: audio file, predefined voice name, "
-                                                   "or .safetensors voice state.")] = None,
-    model: Annotated[str, typer.Option(help="pocket-tts, pocket-tts/<config>, or a YAML "
-                                            "config path; or a Qwen3-TTS id or checkpoint "
-                                            "folder.")] = "pocket-tts",
-    text: Annotated[Optional[str], typer.Option(help="Text to speak.")] = None,
-    text_file: Annotated[Optional[Path], typer.Option(help="Read the text from this UTF-8 "
-                                                           "file.")] = None,
-    seed: Annotated[int, typer.Option(help="torch.manual_seed before generation.")] = 0,
-    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature "
-                                                              "(config default).")] = None,
-    eos_threshold: Annotated[Optional[float], typer.Option(help="EOS threshold "
-                                                                "(config default).")] = None,
-    frames_after_eos: Annotated[Optional[int], typer.Option(help="Frames generated after "
-                                                                 "EOS.")] = None,
-    noise_clamp: Annotated[Optional[float], typer.Option(help="Noise clamp.")] = None,
-    sampler_decode_steps: Annotated[Optional[int], typer.Option(help="Flow decode "
-                                                                     "steps.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Maximum tokens per text "
-                                                           "chunk (50).")] = None,
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", rich_help_panel=_FIXTURE,
+                                      help="Fixture directory to write.")],
+    model: Annotated[str, typer.Option(
+        metavar="MODEL", rich_help_panel=_FIXTURE,
+        help="pocket-tts, pocket-tts/CONFIG or a YAML config; or a Qwen3-TTS id or "
+             "checkpoint folder.")] = "pocket-tts",
+    text: Annotated[Optional[str], typer.Option(metavar="TEXT", rich_help_panel=_FIXTURE,
+                                                help="Text to speak.")] = None,
+    text_file: Annotated[Optional[Path], typer.Option(
+        metavar="FILE", rich_help_panel=_FIXTURE,
+        help="Read the text from this UTF-8 file.")] = None,
+    seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=_FIXTURE,
+                                      help="torch.manual_seed before generation.")] = 0,
+    voice: Annotated[str | None, typer.Option(
+        metavar="VOICE", rich_help_panel=_POCKET,
+        help="Audio file, predefined voice name, or .safetensors voice state.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(
+        metavar="X", rich_help_panel=_POCKET, help="Sampling temperature (config default).")]
+    = None,
+    eos_threshold: Annotated[Optional[float], typer.Option(
+        metavar="X", rich_help_panel=_POCKET, help="EOS threshold (config default).")] = None,
+    frames_after_eos: Annotated[Optional[int], typer.Option(
+        metavar="N", rich_help_panel=_POCKET, help="Frames generated after EOS.")] = None,
+    noise_clamp: Annotated[Optional[float], typer.Option(
+        metavar="X", rich_help_panel=_POCKET, help="Noise clamp.")] = None,
+    sampler_decode_steps: Annotated[Optional[int], typer.Option(
+        metavar="N", rich_help_panel=_POCKET, help="Flow decode steps.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(
+        metavar="N", rich_help_panel=_POCKET, help="Maximum tokens per text chunk (50).")]
+    = None,
     decoder_frames_per_call: Annotated[Optional[int], typer.Option(
+        metavar="N", rich_help_panel=_POCKET,
         help="Official max_decoder_frames_per_call: 0 = whatever has queued (default), "
              "1 = frame by frame.")] = None,
-    # --- Qwen3-TTS only
-    speaker: Annotated[str | None, typer.Option(help="Qwen3 CustomVoice speaker.")] = None,
-    language: Annotated[str | None, typer.Option(help="Qwen3 language (default Auto).")] = None,
-    instruct: Annotated[str | None, typer.Option(help="Qwen3 instruct (VoiceDesign: the voice "
-                                                         "description).")] = None,
-    ref_audio: Annotated[Path | None, typer.Option(help="Qwen3 Base: reference audio to "
-                                                           "clone.")] = None,
-    ref_text: Annotated[str | None, typer.Option(help="Qwen3 Base: words of the reference "
-                                                         "audio (in-context cloning).")] = None,
-    xvector_only: Annotated[bool, typer.Option(help="Qwen3 Base: clone from the speaker "
-                                                    "embedding only.")] = False,
-    greedy: Annotated[bool, typer.Option(help="Qwen3: argmax instead of sampling.")] = False,
-    max_new_tokens: Annotated[int | None, typer.Option(help="Qwen3: generation "
-                                                               "limit.")] = None,
+    speaker: Annotated[str | None, typer.Option(metavar="NAME", rich_help_panel=_QWEN3,
+                                                help="CustomVoice speaker.")] = None,
+    language: Annotated[str | None, typer.Option(metavar="LANG", rich_help_panel=_QWEN3,
+                                                 help="Language (default Auto).")] = None,
+    instruct: Annotated[str | None, typer.Option(
+        metavar="TEXT", rich_help_panel=_QWEN3,
+        help="Instruct (VoiceDesign: the voice description).")] = None,
+    ref_audio: Annotated[Path | None, typer.Option(
+        metavar="FILE", rich_help_panel=_QWEN3, help="Base: reference audio to clone.")] = None,
+    ref_text: Annotated[str | None, typer.Option(
+        metavar="TEXT", rich_help_panel=_QWEN3,
+        help="Base: words of the reference audio (in-context cloning).")] = None,
+    xvector_only: Annotated[bool, typer.Option(
+        "--xvector-only", rich_help_panel=_QWEN3,
+        help="Base: clone from the speaker embedding only.")] = False,
+    greedy: Annotated[bool, typer.Option("--greedy", rich_help_panel=_QWEN3,
+                                         help="Argmax instead of sampling.")] = False,
+    max_new_tokens: Annotated[int | None, typer.Option(metavar="N", rich_help_panel=_QWEN3,
+                                                       help="Generation limit.")] = None,
 ) -> None:
     """Run the official package once (seeded) and write a fixture."""
     try:
@@ -149,15 +170,22 @@ def _export_qwen3(model, out, text, speaker, language, instruct, ref_audio, ref_
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def replay(
-    fixture: Annotated[Path, typer.Option(help="Fixture directory (or a file in it).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="WAV to write (float32).")],
-    chunk_frames: Annotated[Optional[int], typer.Option(help="Frames per decode call.")] = None,
-    full_decoder: Annotated[bool, typer.Option(help="One decode call per text chunk.")] = False,
-    model: Annotated[Optional[str], typer.Option(help="vocalis model id (default: the "
-                                                      "fixture's).")] = None,
+    fixture: Annotated[Path, typer.Option(metavar="DIR",
+                                          help="Fixture directory (or a file in it).")],
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE",
+                                         help="WAV to write (float32; Qwen3: a folder or "
+                                              ".wav).")],
+    chunk_frames: Annotated[Optional[int], typer.Option(
+        metavar="N", help="Pocket: frames per decode call.")] = None,
+    full_decoder: Annotated[bool, typer.Option(
+        "--full-decoder", help="Pocket: one decode call per text chunk.")] = False,
+    model: Annotated[Optional[str], typer.Option(
+        metavar="MODEL", help="vocalis model id (default: the fixture's).")] = None,
 ) -> None:
-    """Pocket: decode the fixture's official latents with vocalis's Mimi decoder. Qwen3: rebuild
-    prompt, logits and codes with vocalis, decode the official codes (-o: folder or .wav)."""
+    """Replay a fixture through vocalis.
+
+    Pocket: decode the fixture's official latents with vocalis's Mimi decoder. Qwen3:
+    rebuild prompt, logits and codes with vocalis, decode the official codes."""
     try:
         if is_qwen3_fixture(fixture):
             if chunk_frames is not None or full_decoder:
@@ -184,10 +212,13 @@ def replay(
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def compare(
-    fixture: Annotated[Path, typer.Option(help="Fixture directory or reference WAV.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for comparison.json "
-                                                    "(Qwen3: report.json, summary.txt).")],
+    fixture: Annotated[Path, typer.Option(metavar="DIR",
+                                          help="Fixture directory or reference WAV.")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR",
+                                      help="Directory for comparison.json (Qwen3: "
+                                           "report.json, summary.txt).")],
     candidate: Annotated[Path | None, typer.Option(
+        metavar="FILE",
         help="Candidate WAV (Qwen3: a replay folder or WAV; omitted: replay now).")] = None,
 ) -> None:
     """Compare a candidate with the fixture's official run (exit 1 on failure)."""

@@ -1396,10 +1396,10 @@ def _rules(lang: str) -> Rules:
 
 
 def warm(languages=SUPPORTED) -> None:
-    """Build the rules of ``languages`` now (num2words import and regex compilation, about
-    150 ms for the six Latin-script languages, 220 ms for all nine, on a shared 2-core
-    machine), so that no request pays for it; ``vocalis serve`` and ``vocalis wyoming`` call
-    it at start-up."""
+    """Build the rules of ``languages`` now (the num2words import and the compilation of
+    every language's patterns, a noticeable delay for a first request; figures:
+    docs/normalization.md), so that no request pays for it; ``vocalis serve`` and
+    ``vocalis wyoming`` call it at start-up."""
     for lang in languages:
         normalize("1", lang)
 

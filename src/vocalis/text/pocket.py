@@ -187,8 +187,8 @@ def split_chunks(tok: Tokenizer, text: str, max_tokens: int, rules: TextRules) -
 #: Official parity zone: a chunk of up to ``max(PARITY_TOKENS, 2 * max_tokens)`` tokens (one
 #: sentence or clause without punctuation inside) is kept whole, as the official code does.
 #: A chunk's prompt pass runs between the other rows' steps, so this also bounds how long one
-#: request stalls the others (a 1000-token pass took 1.5 s on the 2m config and 19 s on
-#: `english` on the loaded 2-core development machine; 250 tokens take about a quarter).
+#: request stalls the others (a pass's time grows with its tokens; figures:
+#: docs/limitations.md).
 PARITY_TOKENS = 250
 #: Hard bound: no chunk ever has more tokens than this, whatever ``max_tokens`` and the text.
 MAX_CHUNK_TOKENS = 2000

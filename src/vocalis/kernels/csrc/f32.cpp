@@ -12,8 +12,8 @@
 // multiply-add over k, then the lanes, then the last K % 8 terms) that depends on K alone:
 // a row's result does not depend on the other rows of the call, on how rows are grouped, or on
 // the thread count. The point of the kernel is lend.h: while the engine's codec thread waits,
-// its core takes blocks of the output channels (one core reads about 17 GB/s on the development
-// machine, two about 27).
+// its core takes blocks of the output channels (two cores read memory faster than one; figures
+// in docs/speed-choices.md, "Engine threads").
 #include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
 #include <torch/types.h>
 #include <ATen/Parallel.h>

@@ -2,8 +2,8 @@
 //
 // The engine runs the model (talker and code predictor) on one thread and the codec on another.
 // A lone stream's codec decodes 4 frames per call and waits between calls, about half the time
-// at int8; meanwhile one thread reads the model's weights at the rate one core reaches (about
-// 17 GB/s on the development machine, against 27 GB/s for two). While the engine says the codec
+// at int8; meanwhile one thread reads the model's weights at the rate one core reaches, short of
+// what two cores read (docs/speed-choices.md, "Engine threads"). While the engine says the codec
 // waits (lend(true)), one helper thread of ours takes blocks of output tiles of the products
 // called from a one-thread caller; the caller takes blocks too, so a helper that is slow to wake
 // only means fewer blocks for it. lend(false) (the codec starts a call) stops it taking blocks

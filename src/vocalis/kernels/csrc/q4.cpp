@@ -79,8 +79,8 @@ static inline float dot_row(const uint8_t* w, const float* sw, const int8_t* a, 
   __m256 acc = _mm256_setzero_ps();
   constexpr int WB = PACKED ? 16 : 32;
   for (int64_t b = 0; b < B; b += 8) {
-    if (PACKED) {  // one row's weights are one stream: ask for them 1 KB ahead (about 10%
-      // faster at one row on a 2-core AMD EPYC, weights from memory)
+    if (PACKED) {  // one row's weights are one stream: ask for them 1 KB ahead (faster at one
+      // row when the weights come from memory; docs/performance.md)
       _mm_prefetch(reinterpret_cast<const char*>(w + b * WB + 1024), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(w + b * WB + 1024 + 64), _MM_HINT_T0);
     }

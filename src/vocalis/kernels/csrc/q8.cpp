@@ -3,9 +3,8 @@
 // Weights: int8 per output channel, s_n = max_k |w[n, k]| / 127, q = clamp(round(w / s_n), -127, 127),
 // stored in tiles of 4 output channels interleaved by blocks of 32 inputs ([N/4][K/32][4][32]
 // bytes), so that a one-row call reads the weights as one sequential stream (with a software
-// prefetch ahead): at one row the product is bound by memory reads, and this layout read
-// 1.3-1.6x faster than fbgemm's packed int8 on the development machine (a 2-core AMD EPYC; a
-// frame's 15 code-predictor steps of the 0.6B model: 1.24x).
+// prefetch ahead): at one row the product is bound by memory reads, and this layout reads them
+// faster than fbgemm's packed int8 (figures: docs/performance.md, the Qwen3-TTS notes).
 // Activations: each row quantized per call, s_m = max_k |x[m, k]| / 63, a = round(x / s_m) in
 // [-63, 63] (the precision of fbgemm's dynamic int8 with reduce_range), stored as a + 64 in
 // [1, 127] so that vpmaddubsw (unsigned by signed bytes, pair sums within int16: 2 * 127 * 127)

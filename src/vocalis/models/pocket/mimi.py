@@ -46,12 +46,12 @@ class ResBlock(nn.Module):
 class ExpELU(nn.Module):
     """ELU (alpha 1) as ``max(x, exp(min(x, 0)) - 1)``: the same function, since
     ``exp(x) - 1 >= x`` for every x with equality at 0 only (so the maximum picks ``x`` for
-    ``x > 0`` and ``exp(x) - 1`` for ``x <= 0``), in four vectorized passes that take about
-    0.6 of the time of ``torch.nn.functional.elu`` on a 2-core AMD EPYC (2.98 ms against
-    4.84 ms for ``[16, 64, 1920]`` float32 on one thread). It differs from ``F.elu`` by
-    float rounding (``exp(x) - 1`` against ``expm1(x)``: at most about 6e-8 absolute). The
-    Pocket speed choice ``codec_elu=exp`` (:mod:`vocalis.models.pocket.tuning`) puts it in
-    the SEANet decoder in place of ``nn.ELU``; exact models keep ``nn.ELU``.
+    ``x > 0`` and ``exp(x) - 1`` for ``x <= 0``), in four cheap vectorized passes, which
+    on some CPUs take less time than ``torch.nn.functional.elu`` (docs/speed-choices.md;
+    the speed choice measures it). It differs from ``F.elu`` by float rounding
+    (``exp(x) - 1`` against ``expm1(x)``: at most about 6e-8 absolute). The Pocket speed
+    choice ``codec_elu=exp`` (:mod:`vocalis.models.pocket.tuning`) puts it in the SEANet
+    decoder in place of ``nn.ELU``; exact models keep ``nn.ELU``.
 
     Shape: any; returns a new tensor of the input's shape and dtype."""
 

@@ -14,8 +14,8 @@ Choices, decided in this order:
     holds the weights twice (about 290 MB more for the FlowLM of the released configs).
     Score: the median time of one batched FlowLM step at 1 row plus at ``B = min(max_batch,
     8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
-    of one row on every thread (a request's time to first audio: on a 2-core AMD EPYC the
-    default kernels ran it at 223 ms against 110 ms packed, while stepping one row faster).
+    of one row on every thread (a request's time to first audio: the kernels that step one
+    row fastest can run the prompt pass twice as slow; docs/speed-choices.md).
 ``codec_linears`` (``packed`` | ``packed1`` | ``default``)
     The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
     positions, never a lone row); score: one codec frame
@@ -24,8 +24,8 @@ Choices, decided in this order:
     The SEANet decoder's ELUs as :class:`~vocalis.models.pocket.mimi.ExpELU`
     (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes) or
     PyTorch's ``nn.ELU``. Score: the SEANet decoder (the codec's second stage) at 1 and at
-    ``B`` rows, on the codec thread count of the default split. On a 2-core AMD EPYC the
-    ELUs took 15 of the 93 ms of that stage at 16 rows with ``nn.ELU``.
+    ``B`` rows, on the codec thread count of the default split. The ELUs are a noticeable
+    share of that stage's time with ``nn.ELU`` (docs/speed-choices.md).
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
@@ -42,8 +42,8 @@ Choices, decided in this order:
     a few frames of one row with the chosen thread split, FlowLM beside the codec.
 ``codec_dtype`` (``float32`` | ``bfloat16``), opt-in only (never measured, never cached)
     The Mimi SEANet decoder (the codec's second stage, most of its cost) in bfloat16:
-    faster at many rows on CPUs with AVX512-BF16 or AMX (measured 1.4x at 16 rows on a
-    2-core Intel Xeon with AMX, slower at 1 row), and no longer float32-exact: the audio
+    faster at many rows on CPUs with AVX512-BF16 or AMX, slower at one row (figures in
+    docs/performance.md), and no longer float32-exact: the audio
     differs from float32 by bfloat16 rounding (tests require waveform cosine > 0.999).
 
 Packed, default and our linears compute the same products, and both ELUs the same function

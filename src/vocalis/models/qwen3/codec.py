@@ -580,10 +580,9 @@ class SpeechDecoder(nn.Module):
         unfolded input, transposed convolutions, the transformer's and ConvNeXt blocks'
         linears) through float32 weights reordered once for oneDNN (``on``), or through
         PyTorch's default kernels (off, as loaded). Both compute the same products and
-        agree to float rounding; which is faster depends on the CPU (on a 2-core AMD EPYC,
-        PyTorch's default matmul of a few rows by a large weight used one thread and
-        streamed 3-7 GB/s, oneDNN 8-10 GB/s on one thread and 15-23 on two), so the
-        engine measures it
+        agree to float rounding; which is faster depends on the CPU (PyTorch's default
+        matmul of a few rows by a large weight can use one thread and stream its weight
+        slower than oneDNN's; figures: docs/speed-choices.md), so the engine measures it
         (:mod:`vocalis.models.qwen3.tuning`). The packed weights are a second copy of the
         convolution and linear weights, kept for :meth:`pack` ``(False)`` and for inputs of
         over ``SHORT_CONV`` samples (about 420 MB more at real size: 59 M convolution and

@@ -65,10 +65,10 @@ QUANTIZE_KERNELS = {"int8": ("vocalis_q8",), "int4": ("vocalis_q4", "vocalis_q8"
 def require_quantize_kernels(mode: str) -> None:
     """Load the kernels that quantize ``mode`` (``"int8"`` or ``"int4"``) runs, from their
     builds (:mod:`vocalis.kernels`; never compiled here). Both modes exist only as our
-    kernels: fbgemm's dynamic int8, which int8 ran before, computes other values (another
-    activation scale), so a fallback would make a seeded request's audio depend on whether
-    the kernels happen to be built; a load that asks for a mode whose kernel is not built
-    is refused instead.
+    kernels: fbgemm's dynamic int8 computes other values (another activation scale), so a
+    fallback to it would make a seeded request's audio depend on whether the kernels happen
+    to be built; a load that asks for a mode whose kernel is not built is refused
+    instead.
 
     Raises:
         InputError (param ``quantize``): a kernel is not built here (the message says

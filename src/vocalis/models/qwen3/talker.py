@@ -384,8 +384,8 @@ def _trace(module: nn.Module, example) -> torch.jit.ScriptModule:
     """``torch.jit.trace`` of ``module`` on the inputs ``example()`` builds (outside
     inference mode, so that the graph may write its cache inputs in place), then run twice
     as requests run it (inference mode), so that TorchScript's profiling runs and
-    optimization happen at load, not in the first request (measured: about 2 s more time
-    to first audio for the first int8 0.6B request otherwise). The graph is kept outside
+    optimization happen at load, not in the first request (whose time to first audio would
+    otherwise grow by seconds). The graph is kept outside
     the module tree by the caller, so ``state_dict`` stays the official one."""
     import warnings
 
@@ -483,8 +483,8 @@ class CodePredictor(nn.Module):
         """Record the prefill (positions 0-1, :class:`_PredictorPrefill`) and the decoder's
         one-position step (:meth:`Decoder.trace_step`, positions 2-15) as TorchScript
         graphs; the 15 small steps of a frame then run without the Python interpreter
-        between their ops (measured on a 2-core AMD EPYC, int8: 170 ms eager, about 105 ms
-        traced per frame). Bit-identical to eager (``tests/qwen3/test_qwen3_talker.py``)."""
+        between their ops, whose overhead is a large share of such small steps (figures:
+        docs/performance.md). Bit-identical to eager (``tests/qwen3/test_qwen3_talker.py``)."""
         p = self.model.codec_embedding[0].weight
 
         def example():

@@ -16,15 +16,11 @@ Choices, decided in this order:
     talker step) at one row plus one at ``B`` rows, on the model's thread count of the built-in split, four runs each (the
     median of the last three); ``vocalis``'s one-row frame with the codec's core lent when
     the budget has two threads or more, as a lone stream runs it while its codec waits.
-    No prompt pass is in the score: a request has one and a frame every 80 ms of audio.
-    With a 49-position prompt pass added, a load for one row on a 2-core AMD EPYC took
-    ``packed`` (its prompt pass about 95 ms shorter) while every frame of a lone stream got
-    about 50 ms longer.
-    On a 2-core AMD EPYC (one thread, 0.6B shapes) the 16-row layout ran products of 8
-    rows by the talker's weights at 9.6-9.8 GB/s against 6.7-7.6 with the default kernels,
-    and one row at 17-19 against 19-25 GB/s; the one-row layout was within 10% of the
-    default either way. Eight concurrent float32 requests spent about 750 ms per step in
-    the predictor and 300 ms in the talker with the default kernels.
+    No prompt pass is in the score: a request has one and a frame every 80 ms of audio, and
+    a score with a prompt pass in it chose kernels whose shorter prompt pass cost every
+    frame of a lone stream more. The 16-row layout reads the weights faster than the
+    default kernels for several rows and slower for one; the one-row layout stays close to
+    the default either way (figures: docs/speed-choices.md).
 ``codec_linears`` (``packed`` | ``default``)
     The streaming codec decoder's float32 matmuls through oneDNN-packed weights (short
     convolutions as one matmul over the unfolded input, transposed convolutions,
@@ -32,9 +28,9 @@ Choices, decided in this order:
     <vocalis.models.qwen3.codec.SpeechDecoder.pack>`) or PyTorch's default kernels.
     Score: the median time of one codec frame of one row plus one frame of ``B`` rows
     (below), each on the codec's thread count of the built-in split and on every thread
-    (the engine decodes a lone request's first frame with every thread). On a 2-core AMD
-    EPYC packing took a frame of one row from 160-175 to 130-160 ms on one thread (close
-    enough for noise to rank them either way) and from 140 to 80-110 ms on two.
+    (the engine decodes a lone request's first frame with every thread). Packing gains
+    most on two threads, where PyTorch's default matmuls of a few rows use one; on one
+    thread the two can come within noise of each other (figures: docs/performance.md).
 ``codec_frames`` (``1`` | ``2`` | ``4``)
     How many frames of a row the codec decodes in one call after the row's first frame
     (which always leaves alone: time to first audio). The engine holds a row's frames
@@ -43,10 +39,9 @@ Choices, decided in this order:
     frames per call read the codec's weights once for all of them and give its matrix
     products more rows; audio then leaves in chunks of that many frames. Score: the median
     time per frame of one row's codec call of that many frames on the codec's threads of
-    the built-in split. On a 2-core AMD EPYC (packed kernels, one thread) a frame cost 155
-    ms alone, 120 ms in calls of 2 and 92 ms in calls of 4; 8 concurrent int8 0.6B streams
-    went from 0.51-0.59x to 0.69-0.72x real time with calls of 4, while a lone stream,
-    bounded by its model thread, gained little. ``--tuning codec_frames=1`` restores audio
+    the built-in split. A frame costs less in a call of several, which raises the
+    throughput of concurrent streams; a lone stream, bound by its model thread, gains
+    little (figures: docs/speed-choices.md). ``--tuning codec_frames=1`` restores audio
     frame by frame.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the model thread (talker step and
@@ -56,42 +51,36 @@ Choices, decided in this order:
     same per row at ``B = min(max_batch, 4)`` rows when the engine can hold more than one
     (a lone stream's latency and the batched cost per row weigh the same), the shorter of
     two runs. Only splits that add up to the budget are measured: on 2 threads ``1:1`` is
-    the only one and is taken without measuring. Each measured split cost about 3 s for an
-    int8 0.6B model and 6 s in float32 on a 2-core AMD EPYC (once per machine and model,
-    cached).
+    the only one and is taken without measuring. Each measured split costs a few seconds
+    at the first load (once per machine and model, cached; docs/speed-choices.md).
 ``lend`` (``on`` | ``off``)
     Whether the codec thread lends its core to the model thread while it waits for frames.
-    A lone stream's codec decodes 4 frames per call and waits between calls (about half
-    the time at int8 on a 2-core AMD EPYC, more in float32), while one thread reads the
-    model's weights at the rate one core reaches (17 GB/s there, 27 with two).
+    A lone stream's codec decodes 4 frames per call and waits between calls (a large
+    share of the time, more in float32), while one thread reads the model's weights only
+    as fast as one core reads memory, short of what two cores read (figures:
+    docs/speed-choices.md, "Engine threads").
 
     * int8 and int4: one helper thread of ours takes blocks of output channels of the
       model thread's products (``kernels/lend.h``), taken back before each codec call;
-      results are the same bit for bit either way. On that machine 79 MB of the
-      predictor's int8 products at one row took 3.95 ms lent against 6.62 ms, and a lone
-      20-frame int8 stream 2.81 s against 3.43 s.
+      results are the same bit for bit either way (what it gains: docs/performance.md).
     * float32 with ``model_linears=vocalis``: as int8, through ``kernels/f32.cpp``.
     * float32 with PyTorch's or oneDNN's linears: a lone row's steps run on every thread
       when the codec waits as they begin
       (:meth:`Engine._model_threads <vocalis.engine.scheduler.Engine._model_threads>`);
       several rows keep the model's share. The codes are those of the model's share up to
-      float rounding of oneDNN's products on another thread count. On that machine a lone
-      20-frame float32 stream took 10.3 s against 11.2 s, the predictor 301 against 385 ms
-      per frame; oneDNN's float32 products gain less from a second core than our kernels.
+      float rounding of oneDNN's products on another thread count. oneDNN's float32
+      products gain less from a second core than our kernels (docs/speed-choices.md).
 
     Not for exact models or a budget of one thread. Score: one frame of the model at one
     row, the codec idle (as while it waits): lent, or on the model's share alone.
 
-Why it is measured: the codec costs a large share of a frame (on a 2-core AMD EPYC, one
-int8 0.6B frame of talker and predictor took about 150-230 ms on two threads and 280 ms on
-one, the codec about 180 ms per frame on one thread and 130-150 ms on two), so whether
-the model should keep every thread beside the codec, or share the cores, depends on the
-CPU, its memory and the thread budget. On that machine the candidates came within the
-run-to-run noise of each other (``1:1`` and ``2:1`` 490-510 ms by the score above) until
-the engine's thread counts began to hold (:mod:`vocalis.engine.openmp`; before, both
-threads of every split ran on the same count); since then int8 scored ``1:1`` 223 ms,
-``2:2`` 223, ``2:1`` 318 and ``1:2`` 373 at one row, and ``1:1`` clearly best (348 ms
-against 443-523) with 4 rows. Other machines decide for themselves.
+Why it is measured: the codec costs about as much per frame as the talker and predictor
+together, so whether the model should keep every thread beside the codec, or share the
+cores, depends on the CPU, its memory and the thread budget. Where the splits were first
+compared they came within the run-to-run noise of each other until the engine's thread
+counts held (:mod:`vocalis.engine.openmp`; before, both threads of every split ran on the
+same count), and one split was clearly best after (figures: docs/speed-choices.md). Other
+machines decide for themselves.
 
 The split changes only which thread runs what, and the two codec kernels compute the same
 products, so the codes are those of the built-in choices and the audio agrees with them
@@ -135,8 +124,8 @@ METHOD_VERSION = 12  # 6: the engine's thread counts hold (vocalis.engine.openmp
 # model_linears=vocalis (kernels/f32.cpp); 11: model_linears=vocalis holds bfloat16-exact
 # weights in bfloat16 and runs prompt passes too; 12: the int8 kernel's AVX-512 VNNI build
 STEPS = 1  # frames per thread-split run
-REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, a 2-core AMD EPYC
-# chose 1:2 for float32 on one day and 2:1 on the next; the splits were a few % apart)
+REPEATS = 2  # runs per thread-split score, the shortest kept (with one run, the choice between
+# splits a few % apart flipped from one day to the next)
 
 
 def fingerprint(model, max_batch: int) -> dict:
