@@ -24,14 +24,14 @@ class PackedLinear(nn.Module):
     """A float32 ``nn.Linear`` whose weight is reordered once into oneDNN's blocked layout.
 
     Same products as ``F.linear``; the summation order differs from MKL's GEMV/GEMM, so
-    results agree to float rounding (about 1e-6 relative), not bit for bit. On CPU it
-    streams the weight faster at batch 1 (memory-bound) and uses the cores better for
-    small batches (measured 1.4x and 2.5x on one core at batch 1 and 16) on some CPUs.
+    results agree to float rounding (about 1e-6 relative), not bit for bit. On some CPUs it
+    streams the weight faster at batch 1 (memory-bound) and uses the cores better for small
+    batches.
 
-    ``batch_hint``: the number of rows oneDNN lays the weight out for. On a 2-core AMD EPYC
-    (Zen 3) the layout for 16 rows ran a 1-row product at half the speed of PyTorch's
-    default kernel, and the layout for 1 row matched it while staying faster at 16 rows
-    (``[4096, 1024]`` weight, one thread); which wins is measured per machine
+    ``batch_hint``: the number of rows oneDNN lays the weight out for. The layout for 16 rows
+    can run a 1-row product much slower than PyTorch's default kernel, while the layout for
+    1 row matches it and stays faster at 16 rows (figures: docs/speed-choices.md); which wins
+    is measured per machine
     (:mod:`vocalis.models.pocket.tuning`).
 
     ``one_row_default``: also keep the original weight and compute one-row inputs with
