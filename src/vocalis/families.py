@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from vocalis.errors import InputError, ModelNotFound
 from vocalis.family import ModelFamily, ModelInfo
@@ -117,6 +118,11 @@ def family_of(model_id: str) -> ModelFamily:
     for family in all_families():
         if family.claims(mid):
             return family
+    if Path(mid).expanduser().exists():  # a checkpoint of no family known here
+        hints = "; ".join(f"{f.title}: {f.checkpoint_hint}" for f in all_families()
+                          if f.checkpoint_hint)
+        raise ModelNotFound(f"{model_id!r} is no model checkpoint vocalis knows ({hints})",
+                            param="model")
     ids = model_ids()
     raise ModelNotFound(f"unknown model {model_id!r}{did_you_mean(mid, ids)}: not a released "
                         "model id and no such checkpoint file or folder; `vocalis models list` "

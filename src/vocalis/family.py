@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocalis.errors import InputError, VoiceError
 from vocalis.audio.stretch import check_speed
+from vocalis.errors import InputError, VoiceError
 from vocalis.options import Option, OptionSchema, check_seed, check_text
 
 
@@ -158,7 +158,8 @@ class Voice:
 
         Raises VoiceError for a voice that has nothing to save (a built-in speaker)."""
         if self.family is None:
-            raise VoiceError(f"voice {self.name!r} belongs to no model family: load it with a model")
+            raise VoiceError(f"voice {self.name!r} belongs to no model family: make it with "
+                             "a loaded model (tts.voice)")
         self.family.save_voice(self, Path(path))
 
     def __repr__(self) -> str:
@@ -262,7 +263,8 @@ class ModelFamily(ABC):
 
     ``name``: the family id (``"pocket-tts"``), also the id prefix of its released models;
     ``title``: how people call it (``"Pocket TTS"``); ``url``: its upstream project
-    (attribution, with ``author``); ``checkpoint_hint``: what a local checkpoint of it looks like (messages); ``options``: its request options; ``load_options``: keywords of
+    (attribution, with ``author``); ``checkpoint_hint``: what a local checkpoint of it looks
+    like (messages); ``options``: its request options; ``load_options``: keywords of
     :func:`vocalis.load` only it takes (e.g. a compute dtype), ``random_options`` those of
     :meth:`write_random`; ``quantize_modes``: what ``quantize`` may name (first = ``True``).
     """
