@@ -131,7 +131,7 @@ def from_bench_report(rep: dict) -> dict:
         "time": date[11:19] + " UTC" if len(date) >= 19 and prov.get("date") else None,
         "created": date, "commit": prov.get("commit"),
         "commit_note": None if prov.get("commit") else "not recorded in the report",
-        "hardware": {"cpu_model": cpu.get("model"), "cpu_label": cpu.get("model") or "unknown CPU",
+        "hardware": {"cpu_model": cpu.get("model"), "cpu_label": cpu_label(cpu.get("model"), isa),
                      "isa": isa, "cores": cpu.get("logical_cpus") or host.get("cpu_count"),
                      "gpu": None if str(rep.get("device", "cpu")).startswith("cpu") else rep.get("device"),
                      "description": f"{cpu.get('model') or 'unknown CPU'} (ISA: {_isa_label(isa)}; "
@@ -187,6 +187,21 @@ def fmt_cell(fig: dict, side: str) -> str:
 
 def _escape_cell(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def cpu_label(model: str | None, isa) -> str:
+    """A CPU's name with the instruction sets that tell one machine of that name from another
+    (``lscpu`` names AMD's server CPUs of every generation ``AMD EPYC``)."""
+    flags = set(isa or ())
+    if "avx512f" in flags:
+        extra = ["AVX-512"] + [n for f, n in (("avx512_vnni", "VNNI"), ("avx512_bf16", "BF16"))
+                               if f in flags]
+    elif "avx2" in flags:
+        extra = ["AVX2"]
+    else:
+        extra = []
+    name = model or "unknown CPU"
+    return f"{name} ({', '.join(extra)})" if extra else name
 
 
 def cpu_key(run: dict) -> str:
