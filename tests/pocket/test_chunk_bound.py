@@ -19,7 +19,7 @@ import pytest
 import soundfile as sf
 
 import vocalis
-from vocalis.text.pocket import MAX_CHUNK_TOKENS, chunk_token_bound
+from vocalis.models.pocket.text import MAX_CHUNK_TOKENS, chunk_token_bound
 
 tc = pytest.importorskip("pocket_tts.models.text_chunking")
 

@@ -12,7 +12,7 @@ from vocalis.errors import InputError
 from vocalis.models.pocket import registry
 from vocalis.models.pocket.model import _Tokenizer
 from vocalis.models.pocket.tokenizer_files import write_sentencepiece_model, write_tokenizers_json
-from vocalis.text.pocket import TextRules, prepare, split_chunks
+from vocalis.models.pocket.text import TextRules, prepare, split_chunks
 
 tc = pytest.importorskip("pocket_tts.models.text_chunking")
 from pocket_tts.modules.text_conditioner import JsonTokenizer, SentencePieceTokenizer  # noqa: E402

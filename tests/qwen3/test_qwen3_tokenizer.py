@@ -11,7 +11,7 @@ from tests.qwen3.qwen_official import run_official
 from vocalis.errors import CheckpointError
 from vocalis.models.qwen3 import registry
 from vocalis.models.qwen3.random_checkpoint import write_tokenizer_files
-from vocalis.text.qwen3 import (FIXED_SPLIT_REGEX, QWEN2_SPLIT_REGEX, Qwen3TextTokenizer, assistant_text,
+from vocalis.models.qwen3.text import (FIXED_SPLIT_REGEX, QWEN2_SPLIT_REGEX, Qwen3TextTokenizer, assistant_text,
                                 instruct_text, official_split_regex, ref_text)
 
 SAMPLES = [

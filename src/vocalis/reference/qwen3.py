@@ -45,7 +45,7 @@ from vocalis.models.qwen3.talker import load_talker
 from vocalis.reference.compare import metrics, read_float_wav
 from vocalis.reference.export import _write_float_wav
 from vocalis.reference.replay import Fixture, fixture_dir
-from vocalis.text.qwen3 import Qwen3TextTokenizer, assistant_text, instruct_text, ref_text
+from vocalis.models.qwen3.text import Qwen3TextTokenizer, assistant_text, instruct_text, ref_text
 
 SCHEMA = "vocalis.reference.qwen3"
 REPLAY_SCHEMA = "vocalis.reference.qwen3.replay"

@@ -36,7 +36,7 @@ from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
 from vocalis.models.pocket.options import MAX_FRAMES  # noqa: F401  (re-exported)
 from vocalis.models.pocket.voice import VoiceState
-from vocalis.text.pocket import (
+from vocalis.models.pocket.text import (
     TextRules,
     check_speakable,
     check_unicode,
@@ -253,7 +253,7 @@ class PocketTTSModel:
         """Split and prepare text: ``[(prepared chunk text, token ids, frames_after_eos_guess)]``.
 
         Every chunk has at most ``chunk_token_bound(max_tokens)`` tokens (250 for the
-        default 50; see :func:`vocalis.text.pocket.split_chunks`). Characters the tokenizer
+        default 50; see :func:`vocalis.models.pocket.text.split_chunks`). Characters the tokenizer
         does not know (emoji, most symbols) are logged as a warning.
 
         Raises:

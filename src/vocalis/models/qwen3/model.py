@@ -30,7 +30,7 @@ from vocalis.models.qwen3.config import Qwen3TTSConfig, load_config
 from vocalis.models.qwen3.prompt import supported_languages
 from vocalis.models.qwen3.talker import Talker, load_talker
 from vocalis.models.qwen3.voice import load_speaker_encoder
-from vocalis.text.qwen3 import (
+from vocalis.models.qwen3.text import (
     Qwen3TextTokenizer,
     assistant_text,
     instruct_text,

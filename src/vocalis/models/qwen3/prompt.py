@@ -28,8 +28,8 @@ import torch
 from vocalis.errors import InputError
 from vocalis.models.qwen3.talker import Talker
 # the official prompt texts (qwen_tts/inference/qwen3_tts_model.py:269-276), one definition
-from vocalis.text.qwen3 import assistant_text, instruct_text  # noqa: F401
-from vocalis.text.qwen3 import ref_text as ref_text_template  # noqa: F401
+from vocalis.models.qwen3.text import assistant_text, instruct_text  # noqa: F401
+from vocalis.models.qwen3.text import ref_text as ref_text_template  # noqa: F401
 
 
 @dataclass

@@ -30,7 +30,7 @@ from vocalis.models.qwen3.random_codec import (
     write_random_speech_tokenizer,
 )
 from vocalis.models.qwen3.random_talker import write_random_talker
-from vocalis.text.qwen3 import QWEN2_SPLIT_REGEX
+from vocalis.models.qwen3.text import QWEN2_SPLIT_REGEX
 
 BASE_VOCAB_SIZE = 151643
 # Added tokens from id 151643 on: Qwen3's chat tokens, then the TTS ones. The ids the TTS code

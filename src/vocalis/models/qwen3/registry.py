@@ -67,7 +67,7 @@ GENERATION_CONFIG = {"do_sample": True, "repetition_penalty": 1.05, "temperature
                      "subtalker_top_k": 50, "subtalker_top_p": 1.0, "max_new_tokens": 8192}
 
 # transformers writes its version into config.json; 4.57.3 is in the window where the official
-# processor (fix_mistral_regex=True) swaps the pre-tokenizer regex (see vocalis.text.qwen3).
+# processor (fix_mistral_regex=True) swaps the pre-tokenizer regex (see vocalis.models.qwen3.text).
 TRANSFORMERS_VERSION = "4.57.3"
 
 # (hidden, intermediate, layers, heads, kv heads, head_dim, text_hidden, mrope sections)
