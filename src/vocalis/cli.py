@@ -70,7 +70,7 @@ app.add_typer(voices_app, name="voices")
 app.add_typer(models_app, name="models")
 app.add_typer(kernels_app, name="kernels")
 
-# ``--help`` fits 80 columns (tests/test_cli.py checks every command): one or two lines of
+# ``--help`` fits 80 columns (tests/cli/test_cli.py checks every command): one or two lines of
 # help per option, options grouped in panels, placeholders that say what a value is; the
 # details are in docs/cli.md and the pages it links to.
 TEXT_PANEL = "Text and voice"

@@ -1,4 +1,4 @@
-"""The subprocess harness that drives the official qwen-tts package (tests/qwen_official)."""
+"""The subprocess harness that drives the official qwen-tts package (tests/qwen3/qwen_official)."""
 
 from __future__ import annotations
 
