@@ -131,9 +131,9 @@ def test_a_vocalis_bench_report_becomes_a_table_and_a_plot_point(tmp_path):
     (tmp_path / "pocket-2027-01-15-test-cpu.json").write_text(json.dumps(report))
     (run,) = hook.load_runs(tmp_path)
     assert run["date"] == "2027-01-15" and run["commit"] == "abc1234"
-    assert run["hardware"]["cpu_label"] == "Test CPU 9000" and run["threads"] == 8
+    assert run["hardware"]["cpu_label"] == "Test CPU 9000 (AVX-512)" and run["threads"] == 8
     md = hook.render_tables([run])
-    assert "### Pocket TTS on Test CPU 9000" in md and "vocalis bench --model ckpt -c 16" in md
+    assert "### Pocket TTS on Test CPU 9000 (AVX-512)" in md and "vocalis bench --model ckpt -c 16" in md
     assert "| 16 concurrent, fp32: aggregate x real time | 6.5 | 2.1 (as-shipped) | 3.1x |" in md
     (series,) = [s for s in hook.plot_series([run])["pocket-tts"] if s["side"] == "vocalis"]
     assert series["points"] == [(16, (6.5, 6.5, 6.5))]
