@@ -9,6 +9,13 @@ The kernels (:data:`KERNELS`), each registered as ``torch.ops.<name>``:
   ``quantize="int8"``, and the prompt passes of ``"int4"``;
 * ``vocalis_q4`` (``csrc/q4.cpp``, :mod:`vocalis.kernels.int4`): Qwen3-TTS ``quantize="int4"``.
 
+Each ``.cpp`` is the torch op (checks, outputs, threads: ``csrc/lend.h``) over a torch-free
+core (``csrc/f32_core.h``, ``q8_core.h``, ``q4_core.h``) written once for every instruction
+set (``csrc/simd.h``: x86 AVX2 and AVX-512 VNNI, ARM NEON with and without the dot-product
+instructions, portable C++) with the same results bit for bit on each;
+``csrc/selftest.cpp`` runs the cores without PyTorch (``tests/families/test_kernels_arm.py``
+runs it for x86 natively and for ARM under qemu).
+
 Building (:func:`build`; ``vocalis kernels build``) compiles each kernel with the C++
 compiler (``$CXX``, else ``c++``, ``g++`` or ``clang++``) against the installed PyTorch's
 headers and libraries, for the best instruction-set variant this CPU runs
@@ -77,17 +84,18 @@ class Kernel:
     mode: str
     source: str
     used_by: str
-    variants: tuple[cpu.Variant, ...] = (cpu.AVX2,)
+    variants: tuple[cpu.Variant, ...]
 
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS) and flow_linears=vocalis "
-           "(Pocket TTS)"),
+           "(Pocket TTS)", (cpu.AVX2, cpu.NEON)),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
-           (cpu.AVX512_VNNI, cpu.AVX2)),
-    Kernel("vocalis_q4", "int4", "q4.cpp", "Qwen3-TTS quantize='int4'"),
+           (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),
+    Kernel("vocalis_q4", "int4", "q4.cpp", "Qwen3-TTS quantize='int4'",
+           (cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),
 )}
 
 
@@ -163,8 +171,7 @@ def _cannot_run(k: Kernel) -> str | None:
     """None when this CPU can run ``k``, else a clause saying why not."""
     if cpu.choose(k.variants) is not None:
         return None
-    needs = " or ".join(v.needs for v in k.variants)
-    return f"runs on {needs}, and this CPU is {cpu.describe()}"
+    return f"runs on {cpu.needs(k.variants)}, and this CPU is {cpu.describe()}"
 
 
 def unsupported(name: str) -> str | None:

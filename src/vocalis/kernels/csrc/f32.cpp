@@ -15,8 +15,6 @@
 
 namespace {
 
-using f32_core::R;
-
 // y [..., N] float32 for x [..., K] float32, allocated; M = rows.
 torch::Tensor output(const torch::Tensor& xs, int64_t N) {
   std::vector<int64_t> shape(xs.sizes().begin(), xs.sizes().end());
@@ -53,6 +51,7 @@ std::tuple<torch::Tensor, torch::Tensor> pack_bf16(torch::Tensor w) {
               "pack_bf16: w must be bfloat16 [N, K]");
   auto wc = w.contiguous();
   const int64_t N = wc.size(0), K = wc.size(1), T = f32_core::tiles(N);
+  constexpr int64_t R = f32_core::R;
   auto tiles = torch::empty({T, K / 8, R, 8}, torch::kBFloat16);
   auto tail = torch::empty({T, R, K % 8}, torch::kBFloat16);
   if (N > 0)
@@ -67,7 +66,7 @@ std::tuple<torch::Tensor, torch::Tensor> pack_bf16(torch::Tensor w) {
 torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "bf16_linear: x must be float32");
   auto xs = x.contiguous();
-  const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8;
+  const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8, R = f32_core::R;
   TORCH_CHECK(tiles.scalar_type() == torch::kBFloat16 && tiles.is_contiguous() &&
                   tiles.sizes() == torch::IntArrayRef({T, K8, R, 8}),
               "bf16_linear: tiles do not match x [..., K] and N (pack_bf16)");

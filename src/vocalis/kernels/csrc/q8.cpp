@@ -11,9 +11,6 @@
 #include "lend.h"
 #include "q8_core.h"
 
-using q8_core::KB;
-using q8_core::R;
-
 // x [..., K] float32, w [ceil(N/4), 4*Kp] int8 (tiles, see pack), scales [N] float32, sums [N] int32
 // -> y [..., N] float32.
 torch::Tensor q8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scales, torch::Tensor sums) {
@@ -25,7 +22,7 @@ torch::Tensor q8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scales, 
               "q8_linear: scales must be float32 [N] and sums int32 [N]");
   auto xs = x.contiguous();
   const int64_t K = xs.size(-1), M = K > 0 ? xs.numel() / K : 0, N = scales.size(0);
-  const int64_t T = w.size(0), Kp = w.size(1) / R;
+  const int64_t T = w.size(0), Kp = w.size(1) / q8_core::R, KB = q8_core::KB;
   TORCH_CHECK(T == q8_core::tiles(N) && Kp % KB == 0 && Kp >= K && Kp - K < KB,
               "q8_linear: x [..., K] does not match w [N/4, 4*Kp] and scales [N]");
   // the caller's quantized rows and their scales, kept per thread between calls (a frame
@@ -57,7 +54,7 @@ std::vector<torch::Tensor> q8_pack(torch::Tensor w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kFloat32, "q8_pack: w must be float32 [N, K]");
   auto ws = w.contiguous();
   const int64_t N = ws.size(0), K = ws.size(1), Kp = q8_core::padded(K), T = q8_core::tiles(N);
-  auto tiles = torch::zeros({T, R * Kp}, torch::kInt8);
+  auto tiles = torch::zeros({T, q8_core::R * Kp}, torch::kInt8);
   auto scales = torch::empty({N}, torch::kFloat32);
   auto sums = torch::empty({N}, torch::kInt32);
   const float* Wp = ws.data_ptr<float>();
