@@ -161,8 +161,8 @@ def write_cases(path: Path) -> int:
                  exact.numpy().tobytes(), bound.numpy().tobytes(), n=n)
             exact, bound = _bound(x, wb.float())
             y = ops_f.bf16_linear(x, *ops_f.pack_bf16(wb), n)
-            case(2, f"bfloat16 weights {m}x{k} @ {n}x{k}", x, wb.view(torch.int16).numpy().tobytes(),
-                 _f32(y), exact.numpy().tobytes(), bound.numpy().tobytes(), n=n)
+            case(2, f"bfloat16 weights {m}x{k} @ {n}x{k}", x,
+                 wb.view(torch.int16).numpy().tobytes(), _f32(y), exact.numpy().tobytes(), bound.numpy().tobytes(), n=n)
 
     def int8(name: str, x: torch.Tensor, w: torch.Tensor) -> None:
         tiles, scales, sums = ops_8.pack(w)
@@ -187,7 +187,8 @@ def write_cases(path: Path) -> int:
             int4(f"int4 {m}x{k} @ {n}x{k}", torch.randn(m, k, generator=g) * 2, w)
     # ties: steps of exactly 1 (the largest value 63 or 127 per row, 7 or 127 per block)
     for m in (1, 5):
-        int8(f"int8 ties {m}x100 @ 9x100", _halves(g, m, 100, 63, 100), _halves(g, 9, 100, 127, 100))
+        int8(f"int8 ties {m}x100 @ 9x100", _halves(g, m, 100, 63, 100),
+             _halves(g, 9, 100, 127, 100))
         int4(f"int4 ties {m}x300 @ 9x300", _halves(g, m, 300, 127, 32), _halves(g, 9, 300, 7, 32))
     path.write_bytes(b"VOCKT001" + struct.pack("<I", len(out)) + b"".join(out))
     return len(out)
