@@ -52,9 +52,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from vocalis.errors import InputError
 from vocalis.hub import vocalis_cache_dir
@@ -131,7 +131,7 @@ def cache_origin() -> str:
     return "the default; set VOCALIS_CACHE to move it"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sources_digest(k: Kernel) -> str:
     """sha256 of the kernel's source and every shared header (read once per process)."""
     digest = hashlib.sha256()
@@ -313,8 +313,8 @@ def compiler() -> list[str] | None:
 def compiler_version(argv: list[str]) -> str:
     """The first line of ``<compiler> --version``, or ``argv[0]`` when it says nothing."""
     try:
-        out = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run([*argv, "--version"], check=False, capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
         return _first_line(out.stdout) if out.returncode == 0 and out.stdout.strip() else argv[0]
     except (OSError, subprocess.SubprocessError):
         return argv[0]
@@ -561,7 +561,7 @@ def _compile(todo, argv: list[str], version: str, jobs: int, force: bool,
                 tmp = Path(tempfile.mkdtemp(prefix=f".building-{k.name}-", dir=path.parent.parent))
                 temps.append(tmp)
                 cmd = command(argv, k, variant, tmp / f"{k.name}.so")
-                out = open(tmp / "compile.log", "wb")
+                out = open(tmp / "compile.log", "wb")  # noqa: SIM115 (closed as its job ends)
                 job = _Job(k, variant, path, tmp, cmd, out)
                 try:
                     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -696,7 +696,7 @@ def status() -> Status:
                   kernels)
 
 
-__all__ = ["BUILD_COMMAND", "KERNELS", "Built", "BuildInterrupted", "Kernel", "KernelStatus",
-           "Status", "build", "build_key", "cache_dir", "command", "compiler", "find", "kernel",
-           "hint", "library", "load", "loaded", "missing", "offer", "require", "status",
+__all__ = ["BUILD_COMMAND", "KERNELS", "BuildInterrupted", "Built", "Kernel", "KernelStatus",
+           "Status", "build", "build_key", "cache_dir", "command", "compiler", "find", "hint",
+           "kernel", "library", "load", "loaded", "missing", "offer", "require", "status",
            "unsupported"]
