@@ -16,8 +16,10 @@ a library loaded into this process stays loaded):
 * bad input of ``vocalis kernels build`` (no compiler, a read-only cache, a compiler killed,
   Ctrl-C or SIGTERM half-way): exit 2, one line naming the cause and the fix, nothing
   loadable left behind;
-* the instruction-set variant follows the CPU's features, and the int8 kernel's AVX-512 VNNI
-  build gives its AVX2 build's results bit for bit.
+* the instruction-set variant follows the CPU's features (x86, and 64-bit ARM: a machine told
+  it is one builds and reports the NEON variants), and the int8 kernel's AVX-512 VNNI build
+  gives its AVX2 build's results bit for bit (every instruction set, ARM's under emulation:
+  ``tests/families/test_kernels_arm.py``).
 """
 
 from __future__ import annotations
@@ -129,15 +131,69 @@ def test_the_variant_follows_the_cpu_features():
     avx2 = frozenset({"avx2", "fma", "sse4_2"})
     vnni = avx2 | {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}
     q8 = native.KERNELS["vocalis_q8"].variants
-    assert q8 == (cpu.AVX512_VNNI, cpu.AVX2)  # best first
+    assert q8 == (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)  # best first
     assert cpu.choose(q8, "x86_64", vnni) is cpu.AVX512_VNNI
     assert cpu.choose(q8, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX2  # no VNNI
     assert cpu.choose((cpu.AVX2,), "x86_64", avx2) is cpu.AVX2
     assert cpu.choose((cpu.AVX2,), "x86_64", frozenset({"avx2"})) is None  # no FMA
-    assert cpu.choose(q8, "aarch64", vnni | {"asimd"}) is None
+    assert cpu.choose(q8, "aarch64", vnni | {"asimd"}) is cpu.NEON  # x86 names mean nothing
+    assert cpu.choose(q8, "x86_64", frozenset({"asimd", "asimddp"})) is None
     assert cpu.AVX2.flags == ("-O3", "-mavx2", "-mfma", "-fopenmp")  # the measured build
-    for k in native.KERNELS.values():  # every kernel has the AVX2 build, the last resort
-        assert k.variants[-1] is cpu.AVX2
+    neon = frozenset({"fp", "asimd", "evtstrm", "crc32"})  # a Cortex-A72's (Raspberry Pi 4)
+    dot = neon | {"asimdhp", "asimddp", "asimdrdm"}  # a Neoverse N1's (Graviton 2)
+    for k in native.KERNELS.values():  # every kernel has the AVX2 build and the NEON build,
+        # the least each machine type runs
+        assert [v for v in k.variants if v.machines == cpu.X86][-1] is cpu.AVX2
+        assert [v for v in k.variants if v.machines == cpu.ARM64][-1] is cpu.NEON
+        assert cpu.choose(k.variants, "aarch64", neon) is cpu.NEON
+        assert cpu.choose(k.variants, "arm64", neon) is cpu.NEON
+        best = cpu.NEON_DOTPROD if cpu.NEON_DOTPROD in k.variants else cpu.NEON
+        assert cpu.choose(k.variants, "aarch64", dot) is best
+        assert cpu.choose(k.variants, "aarch64", frozenset({"fp"})) is None  # no NEON reported
+        assert cpu.choose(k.variants, "riscv64", dot | avx2) is None
+    assert cpu.choose(native.KERNELS["vocalis_f32"].variants, "aarch64", dot) is cpu.NEON
+    assert cpu.choose(native.KERNELS["vocalis_q4"].variants, "aarch64", dot) is cpu.NEON_DOTPROD
+    assert "-march=armv8.2-a+dotprod" in cpu.NEON_DOTPROD.flags
+    assert "-march=armv8-a" in cpu.NEON.flags
+
+
+@pytest.mark.parametrize("features,variants", [
+    ("fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid asimdrdm lrcpc dcpop asimddp",
+     {"float32": "neon", "int8": "neon-dotprod", "int4": "neon-dotprod"}),
+    ("fp asimd evtstrm crc32 cpuid", {"float32": "neon", "int8": "neon", "int4": "neon"}),
+], ids=["graviton2", "cortex-a72"])
+def test_on_an_arm_machine_build_and_status_name_the_neon_variants(tmp_path, monkeypatch,
+                                                                   features, variants):
+    """What ``vocalis kernels status`` and ``build`` do on a 64-bit ARM Linux machine (this
+    one told it is one: ``platform.machine()`` and ``/proc/cpuinfo``'s Features): every
+    kernel is offered, each in the variant its CPU runs, built with that variant's -march
+    (the compiler command, not run here: tests/families/test_kernels_arm.py compiles it)."""
+    monkeypatch.setenv("VOCALIS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu, "machine", lambda: "aarch64")
+    monkeypatch.setattr(cpu, "features", lambda: frozenset(features.split()))
+    status = native.status()
+    assert status.cpu == f"aarch64 ({'asimd asimddp' if 'asimddp' in features else 'asimd'})"
+    assert {k.mode: (k.state, k.variant) for k in status.kernels} == {
+        mode: ("missing", v) for mode, v in variants.items()}
+    for s in status.kernels:
+        k = native.KERNELS[s.name]
+        assert native.unsupported(s.name) is None
+        assert s.path.parent.name.startswith(f"{k.name}-{s.variant}-")
+        v = cpu.choose(k.variants)
+        march = "-march=armv8.2-a+dotprod" if s.variant == "neon-dotprod" else "-march=armv8-a"
+        cmd = native.command(["g++"], k, v, tmp_path / "out.so")
+        assert march in cmd and "-ffp-contract=off" in cmd and "-mavx2" not in cmd
+        assert native.build_key(k, v)["machine"] == "aarch64"
+
+
+def test_a_cpu_without_a_variant_is_told_what_the_kernels_run_on(monkeypatch):
+    monkeypatch.setattr(cpu, "machine", lambda: "riscv64")
+    monkeypatch.setattr(cpu, "features", lambda: frozenset({"rv64imafdc"}))
+    assert native.unsupported("int8") == (
+        "vocalis's int8 kernel runs on an x86-64 CPU with AVX2 and FMA or a 64-bit ARM CPU "
+        "(AArch64, NEON), and this CPU is riscv64 (no AVX2, AVX-512 or NEON)")
+    assert {k.mode: k.state for k in native.status().kernels} == {
+        "float32": "unsupported", "int8": "unsupported", "int4": "unsupported"}
 
 
 INT8_OUTPUTS = r"""

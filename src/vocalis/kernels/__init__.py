@@ -13,8 +13,17 @@ they are not built runs PyTorch's kernels, except for what needs them
 which CPU, where, and what is missing and why.
 """
 
-from vocalis.kernels.native import (KERNELS, Built, BuildInterrupted, KernelStatus, Status, build,
-                                    cache_dir, load, status)
+from vocalis.kernels.native import (
+    KERNELS,
+    BuildInterrupted,
+    Built,
+    KernelStatus,
+    Status,
+    build,
+    cache_dir,
+    load,
+    status,
+)
 
-__all__ = ["KERNELS", "Built", "BuildInterrupted", "KernelStatus", "Status", "build", "cache_dir",
+__all__ = ["KERNELS", "BuildInterrupted", "Built", "KernelStatus", "Status", "build", "cache_dir",
            "load", "status"]

@@ -6,6 +6,11 @@ first call (SIGILL), so a kernel is built and loaded only in a variant whose fea
 CPU reports. Features are read from ``/proc/cpuinfo`` (Linux: the ``flags`` line on x86,
 ``Features`` on ARM), else from PyTorch's own detection
 (``torch.backends.cpu.get_cpu_capability()``).
+
+The variants: x86-64 with AVX2 and FMA (every kernel), with AVX-512 VNNI (the int8 kernel);
+64-bit ARM (AArch64) with NEON (every kernel), with the dot-product instructions (the int8
+and int4 kernels). Every variant of a kernel computes the same results bit for bit (the
+kernels' cores, ``csrc/*_core.h``, sum in one order on every instruction set).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pathlib import Path
 SHOWN = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
          "avx512_bf16", "amx_tile", "asimd", "asimddp", "i8mm", "sve")
 X86 = ("x86_64", "amd64")
+#: ``platform.machine()`` of 64-bit ARM: Linux says ``aarch64``, macOS ``arm64``
+ARM64 = ("aarch64", "arm64")
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,21 @@ AVX512_VNNI = Variant("avx512vnni", X86, ("avx2", "fma", "avx512f", "avx512vl", 
                       ("-O3", "-mavx2", "-mfma", "-mavx512vl", "-mavx512vnni",
                        "-mprefer-vector-width=256", "-fopenmp"),
                       "an x86-64 CPU with AVX-512 VNNI")
+#: 64-bit ARM (AArch64: NEON is part of every one): ARMv8.0 code, for CPUs without the
+#: dot-product instructions (Cortex-A72: Raspberry Pi 4, AWS Graviton 1). ``-ffp-contract=off``:
+#: no multiply and add fused unless the source says so (``std::fma``, ``vfmaq_f32``), so that
+#: float32 results never depend on the compiler's choices (the cores hold no expression it
+#: could fuse today; the x86 flags, measured as they are, leave it at GCC's default).
+NEON = Variant("neon", ARM64, ("asimd",),
+               ("-O3", "-march=armv8-a", "-ffp-contract=off", "-fopenmp"),
+               "a 64-bit ARM CPU (AArch64, NEON)")
+#: AArch64 with the int8 dot-product instructions (sdot: ARMv8.2 and later; ``asimddp`` in
+#: ``/proc/cpuinfo``: AWS Graviton 2 and later, Ampere Altra, Apple M1 and later, Raspberry Pi
+#: 5): the int8 and int4 kernels sum 4 byte products per lane in one instruction, the same
+#: exact int32 sums
+NEON_DOTPROD = Variant("neon-dotprod", ARM64, ("asimd", "asimddp"),
+                       ("-O3", "-march=armv8.2-a+dotprod", "-ffp-contract=off", "-fopenmp"),
+                       "a 64-bit ARM CPU with the dot-product instructions (asimddp)")
 
 
 def machine() -> str:
@@ -102,5 +124,14 @@ def describe() -> str:
     return f"{machine()} ({' '.join(shown) or 'no AVX2, AVX-512 or NEON'})"
 
 
-__all__ = ["AVX2", "AVX512_VNNI", "SHOWN", "Variant", "choose", "describe", "features", "machine",
-           "supports"]
+def needs(variants: tuple[Variant, ...]) -> str:
+    """What a CPU needs to run one of ``variants``, in words: the least of each machine type
+    (the last variant of each, as they are listed best first)."""
+    least: dict[tuple[str, ...], str] = {}
+    for v in variants:
+        least[v.machines] = v.needs
+    return " or ".join(least.values())
+
+
+__all__ = ["ARM64", "AVX2", "AVX512_VNNI", "NEON", "NEON_DOTPROD", "SHOWN", "Variant", "choose",
+           "describe", "features", "machine", "needs", "supports"]

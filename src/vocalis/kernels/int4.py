@@ -5,8 +5,10 @@ times (about 1.6 GB per frame in int8; docs/limitations.md): on a few CPU cores 
 is the memory's. Weights of 4 bits (plus one float32 scale per 32) halve those bytes.
 PyTorch's own CPU int4 kernels (``_weight_int4pack_mm_for_cpu``) were slower than int8 at
 one row where measured (docs/performance.md, the Qwen3-TTS notes), so the product is a
-small C++ kernel of ours (``csrc/q4.cpp``, x86 with AVX2 and FMA), built once per machine by
-``vocalis kernels build`` (:mod:`vocalis.kernels.native`); there is no PyTorch path of ours.
+small C++ kernel of ours (``csrc/q4.cpp`` over ``csrc/q4_core.h``: x86 with AVX2 and FMA, ARM
+NEON with or without the dot-product instructions, the same results on each), built once per
+machine by ``vocalis kernels build`` (:mod:`vocalis.kernels.native`); there is no PyTorch
+path of ours.
 
 Format (per output channel ``n``, per block ``b`` of 32 inputs, input size padded with
 zero weights to a multiple of 256):
@@ -53,7 +55,7 @@ def pack(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Int4Linear(torch.nn.Module):
-    """4-bit replacement of a float32 ``nn.Linear`` (CPU, AVX2; see the module docstring).
+    """4-bit replacement of a float32 ``nn.Linear`` (CPU; see the module docstring).
 
     ``prompt``: an :class:`~vocalis.kernels.int8.Int8Linear` of the same weights for
     calls of several positions per row (``x [B, T, K]`` with ``T > 1``: the talker's prompt

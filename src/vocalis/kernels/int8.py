@@ -10,8 +10,9 @@ from vocalis.kernels import native
 
 class Int8Linear(torch.nn.Module):
     """Int8 replacement of a float32 ``nn.Linear`` for the CPU (``Qwen3Model.quantize``),
-    computed by our AVX2 kernel ``torch.ops.vocalis_q8`` (``csrc/q8.cpp``, built by
-    ``vocalis kernels build``: :mod:`vocalis.kernels.native`).
+    computed by our kernel ``torch.ops.vocalis_q8`` (x86 AVX2 or AVX-512 VNNI, ARM NEON with
+    or without the dot-product instructions, the same results on each: ``csrc/q8.cpp`` over
+    ``csrc/q8_core.h``, built by ``vocalis kernels build``: :mod:`vocalis.kernels.native`).
 
     Weights: symmetric int8 per output channel, ``q_nk = round(w_nk / s_n)`` with
     ``s_n = max_k |w_nk| / 127``, stored in tiles of 4 channels read as one stream.

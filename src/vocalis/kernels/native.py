@@ -9,6 +9,13 @@ The kernels (:data:`KERNELS`), each registered as ``torch.ops.<name>``:
   ``quantize="int8"``, and the prompt passes of ``"int4"``;
 * ``vocalis_q4`` (``csrc/q4.cpp``, :mod:`vocalis.kernels.int4`): Qwen3-TTS ``quantize="int4"``.
 
+Each ``.cpp`` is the torch op (checks, outputs, threads: ``csrc/lend.h``) over a torch-free
+core (``csrc/f32_core.h``, ``q8_core.h``, ``q4_core.h``) written once for every instruction
+set (``csrc/simd.h``: x86 AVX2 and AVX-512 VNNI, ARM NEON with and without the dot-product
+instructions, portable C++) with the same results bit for bit on each;
+``csrc/selftest.cpp`` runs the cores without PyTorch (``tests/families/test_kernels_arm.py``
+runs it for x86 natively and for ARM under qemu).
+
 Building (:func:`build`; ``vocalis kernels build``) compiles each kernel with the C++
 compiler (``$CXX``, else ``c++``, ``g++`` or ``clang++``) against the installed PyTorch's
 headers and libraries, for the best instruction-set variant this CPU runs
@@ -45,9 +52,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from vocalis.errors import InputError
 from vocalis.hub import vocalis_cache_dir
@@ -77,17 +84,18 @@ class Kernel:
     mode: str
     source: str
     used_by: str
-    variants: tuple[cpu.Variant, ...] = (cpu.AVX2,)
+    variants: tuple[cpu.Variant, ...]
 
 
 KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS) and flow_linears=vocalis "
-           "(Pocket TTS)"),
+           "(Pocket TTS)", (cpu.AVX2, cpu.NEON)),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
-           (cpu.AVX512_VNNI, cpu.AVX2)),
-    Kernel("vocalis_q4", "int4", "q4.cpp", "Qwen3-TTS quantize='int4'"),
+           (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),
+    Kernel("vocalis_q4", "int4", "q4.cpp", "Qwen3-TTS quantize='int4'",
+           (cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),
 )}
 
 
@@ -123,7 +131,7 @@ def cache_origin() -> str:
     return "the default; set VOCALIS_CACHE to move it"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sources_digest(k: Kernel) -> str:
     """sha256 of the kernel's source and every shared header (read once per process)."""
     digest = hashlib.sha256()
@@ -163,8 +171,7 @@ def _cannot_run(k: Kernel) -> str | None:
     """None when this CPU can run ``k``, else a clause saying why not."""
     if cpu.choose(k.variants) is not None:
         return None
-    needs = " or ".join(v.needs for v in k.variants)
-    return f"runs on {needs}, and this CPU is {cpu.describe()}"
+    return f"runs on {cpu.needs(k.variants)}, and this CPU is {cpu.describe()}"
 
 
 def unsupported(name: str) -> str | None:
@@ -306,8 +313,8 @@ def compiler() -> list[str] | None:
 def compiler_version(argv: list[str]) -> str:
     """The first line of ``<compiler> --version``, or ``argv[0]`` when it says nothing."""
     try:
-        out = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run([*argv, "--version"], check=False, capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
         return _first_line(out.stdout) if out.returncode == 0 and out.stdout.strip() else argv[0]
     except (OSError, subprocess.SubprocessError):
         return argv[0]
@@ -554,7 +561,7 @@ def _compile(todo, argv: list[str], version: str, jobs: int, force: bool,
                 tmp = Path(tempfile.mkdtemp(prefix=f".building-{k.name}-", dir=path.parent.parent))
                 temps.append(tmp)
                 cmd = command(argv, k, variant, tmp / f"{k.name}.so")
-                out = open(tmp / "compile.log", "wb")
+                out = open(tmp / "compile.log", "wb")  # noqa: SIM115 (closed as its job ends)
                 job = _Job(k, variant, path, tmp, cmd, out)
                 try:
                     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -689,7 +696,7 @@ def status() -> Status:
                   kernels)
 
 
-__all__ = ["BUILD_COMMAND", "KERNELS", "Built", "BuildInterrupted", "Kernel", "KernelStatus",
-           "Status", "build", "build_key", "cache_dir", "command", "compiler", "find", "kernel",
-           "hint", "library", "load", "loaded", "missing", "offer", "require", "status",
+__all__ = ["BUILD_COMMAND", "KERNELS", "BuildInterrupted", "Built", "Kernel", "KernelStatus",
+           "Status", "build", "build_key", "cache_dir", "command", "compiler", "find", "hint",
+           "kernel", "library", "load", "loaded", "missing", "offer", "require", "status",
            "unsupported"]

@@ -17,7 +17,6 @@
 // do not depend on lending (the tests compare them bit for bit).
 #pragma once
 #include <ATen/Parallel.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +26,8 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include "simd.h"  // vocalis_simd::relax: the spin-wait pause of this instruction set
 
 namespace vocalis_lend {
 
@@ -67,7 +68,7 @@ inline void helper_main() {
     for (int i = 0;; ++i) {
       if (s.lent.load() && s.seq.load() != done) { fresh = true; break; }
       if (!s.lent.load() || ((i & 63) == 63 && std::chrono::steady_clock::now() > until)) break;
-      _mm_pause();
+      vocalis_simd::relax();
     }
     if (!fresh) {
       std::unique_lock<std::mutex> lk(s.mu);
@@ -130,7 +131,7 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
   int64_t c;
   while ((c = j.next.fetch_add(grain)) < n) f(c, std::min(c + grain, n));
   s.job.store(nullptr);
-  while (s.users.load() != 0) _mm_pause();
+  while (s.users.load() != 0) vocalis_simd::relax();
 }
 
 }  // namespace vocalis_lend

@@ -1,0 +1,305 @@
+// vocalis: the kernels' arithmetic checked without PyTorch, on any instruction set.
+//
+// Built from the same cores as the torch ops (f32_core.h, q8_core.h, q4_core.h), with the flags
+// of a build variant (vocalis/kernels/cpu.py): natively on x86 (AVX2, AVX-512 VNNI, or
+// -DVOCALIS_FORCE_SCALAR), or cross-compiled for AArch64 (NEON, NEON + dot product) and run
+// under qemu. tests/families/test_kernels_arm.py writes the cases, with the outputs of the torch
+// ops of the machine that wrote them and, for float32, the float64 product and its error bound:
+//
+//   selftest CASES    runs every case; prints one line per case and a verdict; exit 0 when
+//                     every check held, 1 when one failed, 2 for a file it cannot read
+//   selftest --isa    prints the instruction set each kernel was compiled for
+//
+// Checks: int8 and int4 products (and their packed weights) equal the reference bit for bit;
+// float32 products (float32 and bfloat16-held weights) equal it bit for bit too (one summation
+// order on every instruction set: simd.h) and stay within the float32 dot-product error bound
+// of the float64 product; on the same build, every row alone equals it in the batch, the
+// bfloat16-held weights give their float32 values' results, and a product split into blocks of
+// tiles (as threads split it) equals it in one block.
+//
+// The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
+// weights, 3 int8, 4 int4), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
+// [N, K] (f32; for kind 2 u16 bfloat16 bits), for kind 3 the expected pack (i8 tiles
+// [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
+// [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N].
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "f32_core.h"
+#include "q4_core.h"
+#include "q8_core.h"
+
+namespace {
+
+struct Reader {
+  FILE* f;
+  bool ok = true;
+  template <typename T>
+  std::vector<T> read(int64_t n) {
+    std::vector<T> v(n > 0 ? n : 0);
+    if (n > 0 && std::fread(v.data(), sizeof(T), n, f) != size_t(n)) ok = false;
+    return v;
+  }
+  template <typename T>
+  T one() {
+    T v{};
+    if (std::fread(&v, sizeof v, 1, f) != 1) ok = false;
+    return v;
+  }
+};
+
+// Bit-for-bit equality of two arrays; else a message naming the first difference.
+template <typename T>
+bool same(const std::vector<T>& got, const std::vector<T>& want, const char* what,
+          std::string& why) {
+  if (got.size() == want.size() && (got.empty() || std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0))
+    return true;
+  if (got.size() != want.size()) {
+    why = std::string(what) + ": " + std::to_string(got.size()) + " values, expected " +
+          std::to_string(want.size());
+    return false;
+  }
+  size_t i = 0;
+  while (std::memcmp(&got[i], &want[i], sizeof(T)) == 0) ++i;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s differs at %zu: %.9g, expected %.9g", what, i, double(got[i]),
+                double(want[i]));
+  why = buf;
+  return false;
+}
+
+// |y - exact| <= bound everywhere; else a message naming the first value outside.
+bool within(const std::vector<float>& y, const std::vector<double>& exact,
+            const std::vector<double>& bound, std::string& why) {
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!(std::fabs(double(y[i]) - exact[i]) <= bound[i])) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "value %zu: %.9g is %.3g from the float64 product, bound %.3g",
+                    i, double(y[i]), std::fabs(double(y[i]) - exact[i]), bound[i]);
+      why = buf;
+      return false;
+    }
+  return true;
+}
+
+// Rows of y [M, N] computed one row at a time by f(row x, row y).
+template <typename F>
+std::vector<float> rows_alone(const std::vector<float>& x, int64_t M, int64_t N, int64_t K, F f) {
+  std::vector<float> y(M * N);
+  for (int64_t m = 0; m < M; ++m) f(x.data() + m * K, y.data() + m * N);
+  return y;
+}
+
+// ---------------------------------------------------------------- float32
+
+std::vector<float> f32_run(const float* X, const float* W, int64_t M, int64_t N, int64_t K,
+                           bool split) {
+  std::vector<float> y(M * N);
+  const int64_t T = f32_core::tiles(N), h = split ? T / 2 : T;
+  f32_core::linear(X, W, y.data(), M, N, K, 0, h);
+  f32_core::linear(X, W, y.data(), M, N, K, h, T);
+  return y;
+}
+
+std::vector<float> bf16_run(const float* X, const std::vector<uint16_t>& tl,
+                            const std::vector<uint16_t>& tt, int64_t M, int64_t N, int64_t K,
+                            bool split) {
+  std::vector<float> y(M * N);
+  const int64_t T = f32_core::tiles(N), h = split ? T / 2 : T;
+  f32_core::bf16_linear(X, tl.data(), tt.data(), y.data(), M, N, K, 0, h);
+  f32_core::bf16_linear(X, tl.data(), tt.data(), y.data(), M, N, K, h, T);
+  return y;
+}
+
+bool check_float(int kind, Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
+  auto x = in.read<float>(M * K);
+  std::vector<float> w;
+  std::vector<uint16_t> wb;
+  if (kind == 1) {
+    w = in.read<float>(N * K);
+  } else {
+    wb = in.read<uint16_t>(N * K);
+    w.resize(N * K);
+    for (int64_t i = 0; i < N * K; ++i) w[i] = vocalis_simd::widen(wb[i]);
+  }
+  auto ref = in.read<float>(M * N);
+  auto exact = in.read<double>(M * N);
+  auto bound = in.read<double>(M * N);
+  if (!in.ok) return false;
+  std::vector<float> y = f32_run(x.data(), w.data(), M, N, K, false);
+  std::vector<float> alone = rows_alone(x, M, N, K, [&](const float* xr, float* yr) {
+    auto r = f32_run(xr, w.data(), 1, N, K, false);
+    std::memcpy(yr, r.data(), N * sizeof(float));
+  });
+  if (!same(alone, y, "a row alone vs in the batch", why)) return false;
+  if (!same(f32_run(x.data(), w.data(), M, N, K, true), y, "split in blocks of tiles", why)) return false;
+  if (kind == 2) {
+    std::vector<uint16_t> tl(f32_core::bf16_tiles_size(N, K)), tt(f32_core::bf16_tail_size(N, K));
+    f32_core::pack_bf16(wb.data(), N, K, tl.data(), tt.data());
+    auto yb = bf16_run(x.data(), tl, tt, M, N, K, false);
+    if (!same(yb, y, "bfloat16-held weights vs their float32 values", why)) return false;
+    if (!same(bf16_run(x.data(), tl, tt, M, N, K, true), y, "bfloat16 split in blocks", why)) return false;
+  }
+  if (!within(y, exact, bound, why)) return false;
+  return same(y, ref, "the reference's outputs", why);
+}
+
+// ---------------------------------------------------------------- int8
+
+std::vector<float> q8_run(const float* X, const std::vector<int8_t>& P, const std::vector<float>& S,
+                          const std::vector<int32_t>& Z, int64_t M, int64_t N, int64_t K,
+                          bool split) {
+  const int64_t Kp = q8_core::padded(K), T = q8_core::tiles(N), h = split ? T / 2 : T;
+  std::vector<uint8_t> A(std::max<int64_t>(M, 1) * Kp);
+  std::vector<float> SX(M), y(M * N);
+  for (int64_t m = 0; m < M; ++m) SX[m] = q8_core::quantize_row(X + m * K, K, Kp, A.data() + m * Kp);
+  q8_core::linear(A.data(), SX.data(), P.data(), S.data(), Z.data(), y.data(), M, N, Kp, 0, h);
+  q8_core::linear(A.data(), SX.data(), P.data(), S.data(), Z.data(), y.data(), M, N, Kp, h, T);
+  return y;
+}
+
+bool check_q8(Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
+  const int64_t Kp = q8_core::padded(K), T = q8_core::tiles(N);
+  auto x = in.read<float>(M * K);
+  auto w = in.read<float>(N * K);
+  auto ref_p = in.read<int8_t>(T * q8_core::R * Kp);
+  auto ref_s = in.read<float>(N);
+  auto ref_z = in.read<int32_t>(N);
+  auto ref = in.read<float>(M * N);
+  if (!in.ok) return false;
+  std::vector<int8_t> P(T * q8_core::R * Kp, 0);
+  std::vector<float> S(N);
+  std::vector<int32_t> Z(N);
+  q8_core::pack(w.data(), K, P.data(), S.data(), Z.data(), 0, N / 2);  // in two blocks, as threads
+  q8_core::pack(w.data(), K, P.data(), S.data(), Z.data(), N / 2, N);
+  if (!same(P, ref_p, "packed int8 weights", why) || !same(S, ref_s, "weight scales", why) ||
+      !same(Z, ref_z, "weight sums", why))
+    return false;
+  auto y = q8_run(x.data(), P, S, Z, M, N, K, false);
+  auto alone = rows_alone(x, M, N, K, [&](const float* xr, float* yr) {
+    auto r = q8_run(xr, P, S, Z, 1, N, K, false);
+    std::memcpy(yr, r.data(), N * sizeof(float));
+  });
+  if (!same(alone, y, "a row alone vs in the batch", why)) return false;
+  if (!same(q8_run(x.data(), P, S, Z, M, N, K, true), y, "split in blocks of tiles", why)) return false;
+  return same(y, ref, "the reference's outputs", why);
+}
+
+// ---------------------------------------------------------------- int4
+
+// As the torch op: one row through linear_row, several through linear_rows (tiles of NT
+// channels unpacked once), or (force_rows) several through linear_rows even for one row.
+std::vector<float> q4_run(const float* X, const std::vector<uint8_t>& P, const std::vector<float>& S,
+                          int64_t M, int64_t N, int64_t K, bool split, bool force_rows = false) {
+  const int64_t Kp = q4_core::padded(K), B = Kp / 32;
+  std::vector<int8_t> Q(M * Kp);
+  std::vector<float> D(M * B), y(M * N);
+  std::vector<int32_t> C(M * B);
+  q4_core::quantize_rows(X, M, K, Kp, Q.data(), D.data(), C.data());
+  if (M == 1 && !force_rows) {
+    const int64_t h = split ? N / 2 : N;
+    q4_core::linear_row(P.data(), S.data(), Q.data(), D.data(), C.data(), y.data(), Kp, 0, h);
+    q4_core::linear_row(P.data(), S.data(), Q.data(), D.data(), C.data(), y.data(), Kp, h, N);
+  } else {
+    const int64_t T = (N + q4_core::NT - 1) / q4_core::NT, h = split ? T / 2 : T;
+    q4_core::linear_rows(P.data(), S.data(), Q.data(), D.data(), C.data(), y.data(), M, N, Kp, 0, h);
+    q4_core::linear_rows(P.data(), S.data(), Q.data(), D.data(), C.data(), y.data(), M, N, Kp, h, T);
+  }
+  return y;
+}
+
+bool check_q4(Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
+  const int64_t Kp = q4_core::padded(K), B = Kp / 32;
+  auto x = in.read<float>(M * K);
+  auto w = in.read<float>(N * K);
+  auto ref_p = in.read<uint8_t>(N * Kp / 2);
+  auto ref_s = in.read<float>(N * B);
+  auto ref = in.read<float>(M * N);
+  if (!in.ok) return false;
+  std::vector<uint8_t> P(N * Kp / 2);
+  std::vector<float> S(N * B);
+  q4_core::pack(w.data(), K, P.data(), S.data(), 0, N / 2);
+  q4_core::pack(w.data(), K, P.data(), S.data(), N / 2, N);
+  if (!same(P, ref_p, "packed int4 weights", why) || !same(S, ref_s, "weight scales", why))
+    return false;
+  auto y = q4_run(x.data(), P, S, M, N, K, false);
+  auto alone = rows_alone(x, M, N, K, [&](const float* xr, float* yr) {
+    auto r = q4_run(xr, P, S, 1, N, K, false);
+    std::memcpy(yr, r.data(), N * sizeof(float));
+  });
+  if (!same(alone, y, "a row alone (one-row path) vs in the batch", why)) return false;
+  auto rows = rows_alone(x, M, N, K, [&](const float* xr, float* yr) {
+    auto r = q4_run(xr, P, S, 1, N, K, false, true);
+    std::memcpy(yr, r.data(), N * sizeof(float));
+  });
+  if (!same(rows, y, "a row alone (several-row path) vs in the batch", why)) return false;
+  if (!same(q4_run(x.data(), P, S, M, N, K, true), y, "split in blocks", why)) return false;
+  return same(y, ref, "the reference's outputs", why);
+}
+
+void print_isa() {
+  std::printf("isa float32=%s int8=%s int4=%s\n", f32_core::isa(), q8_core::isa(), q4_core::isa());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it is printed, even if a case crashes
+  if (argc == 2 && std::strcmp(argv[1], "--isa") == 0) {
+    print_isa();
+    return 0;
+  }
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: selftest CASES | selftest --isa\n");
+    return 2;
+  }
+  FILE* f = std::fopen(argv[1], "rb");
+  if (!f) {
+    std::fprintf(stderr, "selftest: cannot open %s\n", argv[1]);
+    return 2;
+  }
+  Reader in{f};
+  char magic[8];
+  if (std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, "VOCKT001", 8) != 0) {
+    std::fprintf(stderr, "selftest: %s is not a cases file (VOCKT001)\n", argv[1]);
+    return 2;
+  }
+  print_isa();
+  const uint32_t cases = in.one<uint32_t>();
+  int failed = 0;
+  for (uint32_t i = 0; i < cases && in.ok; ++i) {
+    const uint32_t kind = in.one<uint32_t>();
+    const uint32_t len = in.one<uint32_t>();
+    std::string name(len, '?');
+    if (len && std::fread(&name[0], 1, len, f) != len) in.ok = false;
+    const int64_t M = in.one<int64_t>(), N = in.one<int64_t>(), K = in.one<int64_t>();
+    if (!in.ok || M < 1 || N < 1 || K < 1 || M * K > (1 << 26) || N * K > (1 << 26)) {
+      in.ok = false;
+      break;
+    }
+    std::string why;
+    bool ok = false;
+    switch (kind) {
+      case 1:
+      case 2: ok = check_float(int(kind), in, M, N, K, why); break;
+      case 3: ok = check_q8(in, M, N, K, why); break;
+      case 4: ok = check_q4(in, M, N, K, why); break;
+      default: in.ok = false;
+    }
+    if (!in.ok) break;
+    std::printf("%s %s (M=%lld N=%lld K=%lld)%s%s\n", ok ? "ok  " : "FAIL", name.c_str(),
+                (long long)M, (long long)N, (long long)K, ok ? "" : ": ", why.c_str());
+    failed += !ok;
+  }
+  std::fclose(f);
+  if (!in.ok) {
+    std::fprintf(stderr, "selftest: %s is truncated or malformed\n", argv[1]);
+    return 2;
+  }
+  std::printf("%s: %u cases, %d failed\n", failed ? "FAILED" : "PASSED", cases, failed);
+  return failed ? 1 : 0;
+}
