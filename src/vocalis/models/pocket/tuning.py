@@ -5,7 +5,7 @@ Choices, decided in this order:
 ``flow_linears`` (``packed`` | ``packed1`` | ``hybrid`` | ``default`` | ``vocalis``)
     The FlowLM's float32 linears as oneDNN-packed weights
     (:class:`~vocalis.models.packed.PackedLinear`) laid out for 16 rows (``packed``) or for
-    one row (``packed1``), PyTorch's default kernels, or our AVX2 kernel (``vocalis``:
+    one row (``packed1``), PyTorch's default kernels, or our float32 kernel (``vocalis``:
     :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
     build``; it holds weights that are bfloat16 values, as in the released bundles, in
     bfloat16 and widens them exactly as it reads them: the float32 products in half the

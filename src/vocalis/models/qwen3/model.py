@@ -162,7 +162,7 @@ class Qwen3Model:
 
         ``mode``: ``"int8"`` (:class:`~vocalis.kernels.int8.Int8Linear`, weights per output
         channel) or ``"int4"`` (:class:`~vocalis.kernels.int4.Int4Linear`, weights in blocks
-        of 32 with a float32 scale each). Both run C++ kernels of ours for x86 with AVX2,
+        of 32 with a float32 scale each). Both run C++ kernels of ours (x86 AVX2/AVX-512, ARM NEON),
         built once per machine by ``vocalis kernels build`` (:mod:`vocalis.kernels`; there is
         no PyTorch path of ours for either: :func:`require_quantize_kernels`). With int4 the
         talker's linears also keep an int8 copy for its prompt pass (several positions per

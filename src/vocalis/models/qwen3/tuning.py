@@ -7,7 +7,7 @@ Choices, decided in this order:
     its decoder layers, codec head and text projection, and the predictor's layers and
     heads) as oneDNN-packed weights laid out for 16 rows (``packed``) or for one row
     (``packed1``; :class:`~vocalis.models.packed.PackedLinear`), PyTorch's default
-    kernels, or our AVX2 kernel (``vocalis``:
+    kernels, or our float32 kernel (``vocalis``:
     :class:`~vocalis.kernels.f32.F32Linear`, offered where it is built, by ``vocalis kernels
     build``; weights that are bfloat16 values, as in the official checkpoints, are held in
     bfloat16 and widened exactly as read; its products can run partly on the codec's core
