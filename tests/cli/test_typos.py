@@ -34,3 +34,20 @@ def test_typos_get_the_closest_name(args, want, qwen, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and want in err[0], err
     assert not (tmp_path / "never.wav").exists()
+
+
+def test_a_text_files_final_line_break_is_not_spoken(qwen, tmp_path):
+    """`--text-file` with "Hi there" and a line break speaks what `--text "Hi there"` does
+    (same seed: the same samples); Qwen3-TTS used to speak the line break too."""
+    import soundfile as sf
+
+    f = tmp_path / "t.txt"
+    f.write_text("Hi there\n", encoding="utf-8")
+    common = ["generate", "--model", str(qwen), "--speaker", "ryan", "--seed", "3", "--max-frames", "30"]
+    assert cli.main([*common, "--text-file", str(f), "-o", str(tmp_path / "a.wav")]) == 0
+    assert cli.main([*common, "--text", "Hi there", "-o", str(tmp_path / "b.wav")]) == 0
+    a, _ = sf.read(str(tmp_path / "a.wav"), dtype="int16")
+    b, _ = sf.read(str(tmp_path / "b.wav"), dtype="int16")
+    assert a.shape == b.shape and (a == b).all()
+    f.write_text("Hi there\n\n", encoding="utf-8")  # only the last line break goes
+    assert cli.main([*common, "--text-file", str(f), "-o", str(tmp_path / "c.wav")]) == 0
