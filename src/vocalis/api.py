@@ -30,7 +30,7 @@ from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request
 from vocalis.errors import InputError, ModelNotFound
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Voice
-from vocalis.options import QUANTIZE_MODES, OptionSchema, new_seed, quantize_mode
+from vocalis.options import QUANTIZE_MODES, OptionSchema, check_threads, new_seed, quantize_mode
 from vocalis.text.normalize import normalize as normalize_text
 from vocalis.text.normalize import supports
 
@@ -358,9 +358,7 @@ def check_load(model_id: str | None = None, device: str = "cpu", threads: int | 
     for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}", param=name)
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise InputError(f"threads must be an integer >= 1, got {threads!r}", param="threads")
+    check_threads(threads)
     info = families.describe(model_id if model_id is not None else families.default_model_id())
     family = info.family
     if mode is not None and mode not in family.quantize_modes:

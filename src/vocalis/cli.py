@@ -42,7 +42,7 @@ from vocalis.audio.encode import FORMATS, SUFFIXES, make_encoder
 from vocalis.engine.types import AudioChunk, Failed
 from vocalis.errors import HarnessError, InputError, VocalisError
 from vocalis.kernels.cli import app as kernels_app
-from vocalis.options import QUANTIZE_MODES, check_text, text_from_file
+from vocalis.options import QUANTIZE_MODES, check_text, check_threads, text_from_file
 from vocalis.options import quantize_mode as mode_of
 from vocalis.text.files import read_utf8
 from vocalis.text.normalize import normalize
@@ -133,8 +133,16 @@ _KINDS = {"options": "options", "voice": "options", "load": "load_options",
           "random": "random_options"}
 
 
+def _threads_flag(value: int | None) -> int | None:
+    """``--threads``, checked as the flags are read (before torch is imported)."""
+    return check_threads(value)
+
+
 def _flag_of(name: str) -> str:
-    """The flag a family option name is given with, for messages (``--ref-text``)."""
+    """The flag a family option name is given with, for messages (``--ref-text``); a name
+    given as a flag already (``--text``) is that flag."""
+    if str(name).startswith("-"):
+        return str(name)
     for family in families.all_families():
         for kind in ("options", "load_options", "random_options"):
             schema = getattr(family, kind)
@@ -450,6 +458,7 @@ def generate(
     device: Annotated[str, typer.Option(
         metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
     threads: Annotated[int | None, typer.Option(
+        callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     quantize: Annotated[bool, typer.Option(
         "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
@@ -554,10 +563,14 @@ def generate(
         except OSError as e:
             write_error = write_error or e
         finally:
-            writer.close()
-            if file is not None:
-                file.close()
-            tts.close()
+            try:  # closing flushes what is buffered: a full disk can show only now
+                writer.close()
+                if file is not None:
+                    file.close()
+            except OSError as e:
+                write_error = write_error or e
+            finally:
+                tts.close()
     if write_error is not None:
         raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
     duration_s = n_samples / tts.sample_rate
@@ -843,6 +856,7 @@ def batch(
     device: Annotated[str, typer.Option(
         metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
     threads: Annotated[int | None, typer.Option(
+        callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     ray: Annotated[bool, typer.Option(
         "--ray", rich_help_panel=RAY_PANEL,
@@ -983,6 +997,7 @@ def bench(
     device: Annotated[str, typer.Option(
         metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
     threads: Annotated[int | None, typer.Option(
+        callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
         help="CPU threads for torch (with --against, the official package's too). Default: "
              "torch's choice.")] = None,
@@ -1124,6 +1139,7 @@ def serve(
     device: Annotated[str, typer.Option(
         metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
     threads: Annotated[int | None, typer.Option(
+        callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     quantize: Annotated[bool, typer.Option(
         "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
@@ -1286,6 +1302,7 @@ def wyoming(
     device: Annotated[str, typer.Option(
         metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
     threads: Annotated[int | None, typer.Option(
+        callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")]
     = False,

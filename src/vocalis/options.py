@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -101,6 +102,33 @@ def check_seed(seed) -> int | None:
 def new_seed() -> int:
     """A random seed for a request that gave none (:data:`RANDOM_SEED_BITS` bits)."""
     return secrets.randbits(RANDOM_SEED_BITS)
+
+
+# ------------------------------------------------------------------------------ threads
+
+#: CPU threads per CPU the machine reports, at most: more only adds switching (and
+#: thousands of threads can exhaust the process's limits or crash the thread pool)
+THREADS_PER_CPU = 4
+
+
+def max_threads() -> int:
+    """The largest ``threads`` accepted: :data:`THREADS_PER_CPU` × ``os.cpu_count()``."""
+    return THREADS_PER_CPU * (os.cpu_count() or 1)
+
+
+def check_threads(threads) -> int | None:
+    """``threads`` (CPU threads for torch) as an ``int`` in [1, :func:`max_threads`], or None
+    (torch's choice).
+
+    Raises InputError (``param="threads"``) for anything else."""
+    if threads is None:
+        return None
+    top = max_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= top:
+        raise InputError(f"threads must be an integer in [1, {top}] ({THREADS_PER_CPU} per CPU "
+                         f"of this machine's {os.cpu_count() or 1}), got {threads!r}",
+                         param="threads")
+    return threads
 
 
 # ------------------------------------------------------------------------------ quantize

@@ -354,3 +354,40 @@ def test_relative_paths_resolve_from_the_yaml_folder(ckpt, tmp_path, monkeypatch
     (copy / "model.safetensors").unlink()
     with pytest.raises(ModelNotFound, match=f"not found: {copy / 'model.safetensors'}"):
         vocalis.load(str(copy))
+
+
+# --------------------------------------------------------------------------- machine limits
+
+
+@pytest.mark.parametrize("command", [["generate", "--text", "hi"], ["serve"], ["wyoming"],
+                                     ["bench", "--text", "hi"], ["batch", "requests.txt"]])
+def test_threads_beyond_the_machine_are_refused_before_loading(command):
+    # thousands of torch threads exhaust the process (a segfault at 100000): every command
+    # refuses more than 4 per CPU as the flags are read, in one line
+    too_many = 4 * (os.cpu_count() or 1) + 1
+    proc = cli(*command, "--threads", str(too_many), timeout=60)
+    line = one_error_line(proc)
+    assert f"got {too_many}" in line and "--threads" in line and "[1, " in line
+
+
+@pytest.mark.parametrize("threads", [0, 4 * (os.cpu_count() or 1) + 1, 2.5, True])
+def test_api_threads_out_of_range(threads):
+    with pytest.raises(InputError, match="threads must be an integer") as e:
+        vocalis.load("pocket-tts", threads=threads)
+    assert e.value.param == "threads"
+
+
+def test_empty_text_names_its_flag_once():
+    line = one_error_line(cli("generate", "--text", "", "-o", "x.wav", timeout=60))
+    assert line.count("--text") == 1 and "----" not in line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_a_full_disk_is_one_line_not_a_traceback(ckpt):
+    # /dev/full takes the open and fails every write with ENOSPC, as a full disk does
+    proc = cli("generate", "--text", "Hello there.", "-m", str(ckpt), "--voice",
+               str(ckpt / "voice.wav"), "--format", "wav", "-o", "/dev/full")
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    line = one_error_line(proc)
+    assert "cannot write /dev/full" in line and "No space left" in line
