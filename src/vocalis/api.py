@@ -344,6 +344,12 @@ class TTS:
         self.close()
 
 
+#: exact runs PyTorch's own float32 kernels: quantized weights would not be the official
+#: package's arithmetic (nothing is quantized silently instead)
+EXACT_AND_QUANTIZE = ("exact and quantize together: exact runs the official package's float32 "
+                      "arithmetic, quantize changes it; give one of them")
+
+
 def check_load(model_id: str | None = None, device: str = "cpu", threads: int | None = None,
                max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
                **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
@@ -395,10 +401,13 @@ def load(model_id: str | None = None, device: str = "cpu", threads: int | None =
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
         InputError: bad device, thread count, quantize mode (one the family does not offer, or
-        whose kernel is not built: ``vocalis kernels build``), load option, or tuning.
+        whose kernel is not built: ``vocalis kernels build``; or with ``exact``), load option,
+        or tuning.
     """
     info, settings, opts = check_load(model_id, device, threads, max_batch, max_queue, quantize,
                                       **load_options)
+    if exact and settings.quantize is not None:
+        raise InputError(EXACT_AND_QUANTIZE, param="quantize")
     if threads is not None:
         set_threads(threads)
     settings = LoadSettings(settings.device, threads, max_batch, settings.quantize, exact, tuning)

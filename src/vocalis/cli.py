@@ -98,7 +98,7 @@ QUANTIZE_HELP = ("int8 weights where the model's family offers them (CPU; faster
 QUANTIZE_MODE_HELP = ("int8 (= --quantize) or int4 where the family offers it (Qwen3-TTS: "
                       "needs `vocalis kernels build`).")
 EXACT_HELP = ("PyTorch's default kernels, no speed choices: bit-identical to the official "
-              "package.")
+              "package. Not with --quantize.")
 VOICES_DIR_HELP = "Folder of custom voices. Default: $XDG_DATA_HOME/vocalis/voices."
 RAY_ADDRESS_HELP = ("The cluster's head (its GCS port), or auto. Default: $RAY_ADDRESS, "
                     "else a private local Ray.")
@@ -484,6 +484,9 @@ def generate(
     text, seed, speed, options = info.check_request(text, voice, seed, speed, options)
     load_options = _load_options(info, family.get("load", {}))
     mode = _quantize(quantize, quantize_mode)
+    if exact and mode:
+        raise InputError("--exact and --quantize together: --exact runs the official package's "
+                         "float32 arithmetic, --quantize changes it; give one of them")
     # torch and the model code are imported only now, after the checks that need neither
     from vocalis import api
 

@@ -391,3 +391,12 @@ def test_a_full_disk_is_one_line_not_a_traceback(ckpt):
     assert "Traceback" not in err
     line = one_error_line(proc)
     assert "cannot write /dev/full" in line and "No space left" in line
+
+
+def test_exact_and_quantize_are_refused_together():
+    # exact promises the official float32 arithmetic; quantized weights cannot keep it
+    line = one_error_line(cli("generate", "--text", "hi", "--exact", "--quantize", timeout=60))
+    assert "--exact and --quantize" in line
+    with pytest.raises(InputError, match="exact and quantize") as e:
+        vocalis.load("pocket-tts", exact=True, quantize=True)
+    assert e.value.param == "quantize"

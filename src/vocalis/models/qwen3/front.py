@@ -149,9 +149,8 @@ class Qwen3TTSFamily(ModelFamily):
         if quantize and dtype != "float32":
             raise InputError("quantize starts from float32 weights: drop quantize or use dtype "
                              "float32", param="quantize")
-        if quantize and not settings.exact:
+        if quantize:  # (never with exact: vocalis.load refuses the pair)
             check_quantized_spec(threads, settings.tuning)
-        if quantize:
             require_quantize_kernels(quantize)  # InputError before any weight is read
         path, release = checkpoint.resolve_checkpoint(info.model_id)
         model = load_model(path, info.name, dtype=dtype, device=dev)
