@@ -400,3 +400,22 @@ def test_exact_and_quantize_are_refused_together():
     with pytest.raises(InputError, match="exact and quantize") as e:
         vocalis.load("pocket-tts", exact=True, quantize=True)
     assert e.value.param == "quantize"
+
+
+def test_speed_without_rubber_band_is_refused_before_loading(tmp_path, monkeypatch):
+    # pylibrb (the [speed] extra) hidden: a module of that name that fails to import
+    (tmp_path / "pylibrb.py").write_text("raise ImportError('not installed here')\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=f"{tmp_path}{os.pathsep}"
+               + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "vocalis.cli", "generate", "--text", "hi",
+                           "--speed", "1.5", "-o", str(tmp_path / "x.wav")],
+                          capture_output=True, env=env, timeout=60)
+    line = one_error_line(proc)
+    assert "Rubber Band" in line and "vocalis[speed]" in line and "--speed" in line
+    from vocalis.audio.stretch import check_speed
+
+    monkeypatch.setitem(sys.modules, "pylibrb", None)  # import fails
+    assert check_speed(1.0) == 1.0  # the model's own pace needs no stretcher
+    with pytest.raises(InputError, match="Rubber Band") as e:
+        check_speed(1.5)
+    assert e.value.param == "speed"

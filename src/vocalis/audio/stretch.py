@@ -31,8 +31,22 @@ SPEED_RANGE = OptionRange("speed", MIN_SPEED, MAX_SPEED)
 
 def check_speed(speed) -> float:
     """``speed`` as a float in [0.25, 4.0] (OpenAI's range; 1.0 = the model's own pace,
-    2.0 = twice as fast); raises :class:`InputError` (``param="speed"``)."""
-    return check_option(SPEED_RANGE, speed)
+    2.0 = twice as fast); raises :class:`InputError` (``param="speed"``), also for a speed
+    other than 1.0 where Rubber Band is not installed (before any model work)."""
+    speed = check_option(SPEED_RANGE, speed)
+    if speed != 1.0:
+        _rubber_band()
+    return speed
+
+
+def _rubber_band():
+    """The ``pylibrb`` module; InputError (``param="speed"``) naming the extra to install."""
+    try:
+        import pylibrb
+    except ImportError:
+        raise InputError("speed other than 1.0 needs Rubber Band: pip install pylibrb "
+                         "(or pip install 'vocalis[speed]')", param="speed") from None
+    return pylibrb
 
 
 class Stretcher:
@@ -53,11 +67,8 @@ class Stretcher:
     def __init__(self, speed: float, sample_rate: int):
         self.speed = check_speed(speed)
         self.sample_rate = int(sample_rate)
-        try:
-            from pylibrb import Option, RubberBandStretcher
-        except ImportError:
-            raise InputError("speed other than 1.0 needs Rubber Band: pip install pylibrb "
-                             "(or pip install 'vocalis[speed]')") from None
+        rb = _rubber_band()
+        Option, RubberBandStretcher = rb.Option, rb.RubberBandStretcher
         opts = Option.PROCESS_REALTIME | Option.ENGINE_FINER | Option.FORMANT_PRESERVED
         self._rb = RubberBandStretcher(int(sample_rate), 1, opts,
                                        initial_time_ratio=1.0 / self.speed)
