@@ -6,6 +6,7 @@ Tiny random checkpoints written by vocalis's own writers in the official layout.
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -106,6 +107,19 @@ def test_instructions_map_to_instruct_or_are_reported_ignored(served):
     status, headers, _ = cv.request("POST", "/v1/audio/speech", {**body, "model": cv_model, "voice": "ryan"})
     assert status == 200 and headers["x-vocalis-instructions"].startswith("ignored:")
     assert "(Qwen3-TTS 0.6B CustomVoice) has no instruction control" in headers["x-vocalis-instructions"]
+    # the family's own name for the field (instruct) is the same field: noted, not dropped silently
+    status, headers, _ = cv.request("POST", "/v1/audio/speech", {
+        **body, "model": cv_model, "voice": "ryan", "instructions": None, "instruct": "Whisper."})
+    assert status == 200 and headers["x-vocalis-instructions"].startswith("ignored:")
+    # both names, differing: which one was meant is not guessed
+    status, _, data = server.request("POST", "/v1/audio/speech", {**body, "instruct": "Shout."})
+    assert status == 400 and b"instructions and instruct differ" in data
+    assert json.loads(data)["error"]["param"] == "instruct"
+    status, _, data = server.request("POST", "/v1/audio/speech", {
+        **body, "instructions": None, "instruct": "A calm, low voice."})
+    assert status == 200
+    got, _ = sf.read(io.BytesIO(data), dtype="float32")
+    assert np.abs(got - ref).max() < 1e-4
 
 
 def test_bad_requests_name_what_the_model_takes(served):

@@ -578,12 +578,21 @@ def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
     ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
     instruction option on models that use it; other models ignore it, and the note says so."""
     options = body.options()
-    if not body.instructions:
-        return options, None
     info = tts.info
-    if info.instructions and info.instructions_option:
-        options[info.instructions_option] = body.instructions
+    # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
+    alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
+    given = options.get(alias) if alias else None
+    if body.instructions and given is not None and given != body.instructions:
+        raise APIError(400, f"instructions and {alias} differ: give one of them",
+                       param=alias, code="invalid_value")
+    instructions = body.instructions or given
+    if not instructions:
         return options, None
+    if info.instructions and info.instructions_option:
+        options.pop(alias, None)
+        options[info.instructions_option] = instructions
+        return options, None
+    options.pop(alias, None)  # the model takes none: dropped, and the note says so
     return options, f"ignored: {info.name} ({info.title}) has no instruction control"
 
 
