@@ -119,6 +119,7 @@ class TTS:
         self.max_queue = max_queue
         self._lock = threading.Lock()
         self._engine: Engine | None = None
+        self._closed = False
 
     # ---------------------------------------------------------------- facts
 
@@ -204,6 +205,9 @@ class TTS:
     def engine(self) -> Engine:
         """The continuous-batching engine (started on first use)."""
         with self._lock:
+            if self._closed:
+                raise InputError("this model was closed (its with block ended, or close() "
+                                 "was called): load it again with vocalis.load")
             if self._engine is None:
                 self._engine = Engine(self.engine_family, self.max_batch, self.max_queue,
                                       self.threads)
@@ -333,7 +337,10 @@ class TTS:
 
     def close(self) -> None:
         """Cancel running requests and stop the engine threads (also done when this object
-        is garbage-collected or the interpreter exits). Idempotent."""
+        is garbage-collected or the interpreter exits). Idempotent. Afterwards no request
+        is taken (InputError)."""
+        with self._lock:
+            self._closed = True
         if self._engine is not None:
             self._engine.close()
 

@@ -201,3 +201,18 @@ def test_concurrent_calls_from_threads(small):
         a, b = results[i].astype(np.float64), solo[i].astype(np.float64)
         assert a.shape == b.shape
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.9999
+
+
+@pytest.mark.parametrize("used_inside", [False, True])
+def test_a_closed_model_takes_no_request(small, used_inside):
+    # after its with block, a model neither answers nor starts engine threads again
+    d, _ = small
+    with vocalis.load(str(d)) as tts:
+        if used_inside:
+            tts.synthesize("Hi.", voice=str(d / "voice.wav"), seed=1, max_frames=2)
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(InputError, match="closed.*load it again"):
+        tts.synthesize("Hi.", voice=str(d / "voice.wav"), seed=1, max_frames=2)
+    started = {t.name for t in threading.enumerate()} - before
+    assert not any(name.startswith("vocalis") for name in started), started
+    tts.close()  # idempotent
