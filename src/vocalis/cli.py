@@ -389,7 +389,11 @@ def _check_output(output: str, fmt: str | None) -> str:
             raise InputError("refusing to write audio bytes to a terminal: redirect stdout "
                              "(-o - > out.wav, -o - | player) or use -o FILE")
         return fmt or "wav"
+    if not output.strip():
+        raise InputError("-o is empty: give a file name such as out.wav, or - for stdout")
     path = Path(output).expanduser()
+    if path.is_dir():
+        raise InputError(f"output {path} is a directory: give a file name such as {path}/out.wav")
     by_suffix = SUFFIXES.get(path.suffix.lower())
     if fmt is None and by_suffix is None:
         raise InputError(f"cannot tell the audio format of {path.name!r} from its extension: "
@@ -397,8 +401,6 @@ def _check_output(output: str, fmt: str | None) -> str:
     if fmt is not None and by_suffix is not None and fmt != by_suffix:
         raise InputError(f"--format {fmt} does not match the extension of {path.name!r} "
                          f"({by_suffix}): change one of them")
-    if path.is_dir():
-        raise InputError(f"output {path} is a directory: give a file name such as {path}/out.wav")
     if not path.parent.is_dir():
         raise InputError(f"output folder does not exist: {path.parent}")
     return fmt or by_suffix

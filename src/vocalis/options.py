@@ -344,12 +344,17 @@ class OptionSchema:
 
 
 def did_you_mean(word: str, choices: Iterable[str], spell=None) -> str:
-    """``" (did you mean X?)"`` for the closest of ``choices`` to ``word`` (case-insensitive,
-    :func:`difflib.get_close_matches`), else ``""``."""
+    """``" (did you mean X?)"`` for the shortest choice ``word`` begins, else the closest of
+    ``choices`` to ``word`` (case-insensitive, :func:`difflib.get_close_matches`), else
+    ``""``."""
     spell = spell or (lambda n: n)
     choices = list(choices)
     lowered = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    # a word that begins choices means the shortest of them (english_2m: english_2m_2026-10,
+    # not english_2m_refl_2026-10), even where another is closer letter for letter (english)
+    starts = sorted((c for c in lowered if c.startswith(word.lower())), key=len) \
+        if len(word) >= 3 else []
+    close = starts[:1] or difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
     return f" (did you mean {spell(lowered[close[0]])}?)" if close else ""
 
 

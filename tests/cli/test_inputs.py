@@ -419,3 +419,10 @@ def test_speed_without_rubber_band_is_refused_before_loading(tmp_path, monkeypat
     with pytest.raises(InputError, match="Rubber Band") as e:
         check_speed(1.5)
     assert e.value.param == "speed"
+
+
+@pytest.mark.parametrize("output,want", [("", "-o is empty"), ("{tmp}", "is a directory")])
+def test_output_that_is_no_file_is_named(tmp_path, output, want):
+    line = one_error_line(cli("generate", "--text", "hi", "-o",
+                              output.replace("{tmp}", str(tmp_path)), timeout=60))
+    assert want in line

@@ -23,6 +23,9 @@ def qwen(tmp_path_factory):
     (["generate", "--model", "{qwen}", "--speaker", "rian", "--text", "Hi."], "did you mean ryan?"),
     (["generate", "--model", "{qwen}", "--language", "englsh", "--text", "Hi."],
      "did you mean english?"),
+    # a config's beginning means the shortest config that begins so
+    (["generate", "--model", "pocket-tts/english_2m", "--text", "Hi."],
+     "did you mean pocket-tts/english_2m_2026-10?"),
     (["models", "random", "--config", "english_2m_2026_10", "--out", "{tmp}/x"],
      "did you mean pocket-tts/english_2m_2026-10?"),
 ])
@@ -51,3 +54,14 @@ def test_a_text_files_final_line_break_is_not_spoken(qwen, tmp_path):
     assert a.shape == b.shape and (a == b).all()
     f.write_text("Hi there\n\n", encoding="utf-8")  # only the last line break goes
     assert cli.main([*common, "--text-file", str(f), "-o", str(tmp_path / "c.wav")]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--ref-audio", "--voice"])
+def test_a_missing_reference_names_the_flag_that_gave_it(flag, tmp_path, capsys):
+    base = write_random_checkpoint("qwen3-tts/0.6b-base", tmp_path / "base", seed=1, tiny=True)
+    args = ["generate", "--model", str(base), "--text", "Hi.", flag, str(tmp_path / "nope.wav"),
+            "--ref-text", "Some words.", "-o", str(tmp_path / "never.wav")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "reference audio not found" in err[0], err
+    assert err[0].endswith(f"({flag})"), err

@@ -213,8 +213,9 @@ class Qwen3TTSFamily(ModelFamily):
             if ref_audio is not None and voice is not None:
                 raise InputError("give the reference once: voice and ref_audio are both set",
                                  param="ref_audio")
+            given_as = "ref_audio" if ref_audio is not None else "voice"
             self._reference(info, ref_audio if ref_audio is not None else voice, ref_text,
-                            xvector_only)
+                            xvector_only, given_as)
         return options
 
     @staticmethod
@@ -232,9 +233,11 @@ class Qwen3TTSFamily(ModelFamily):
         return src.lower()
 
     @staticmethod
-    def _reference(info: ModelInfo, src, ref_text, xvector_only: bool) -> None:
+    def _reference(info: ModelInfo, src, ref_text, xvector_only: bool,
+                   given_as: str = "voice") -> None:
         """Checks of a Base request's reference (a Voice, a saved prompt, audio) that need no
-        weights."""
+        weights; ``given_as``: the parameter that carried it (``voice`` or ``ref_audio``),
+        named by the errors."""
         if src is None:
             raise VoiceError(f"{info.name} (Base) clones a voice: give reference audio "
                              "(ref_audio=, --ref-audio) with ref_text or xvector_only, or a saved "
@@ -249,17 +252,17 @@ class Qwen3TTSFamily(ModelFamily):
             text = str(src)
             if not text.strip():
                 raise VoiceError("the reference is empty: give an audio file or a .safetensors "
-                                 "voice-clone prompt", param="voice")
+                                 "voice-clone prompt", param=given_as)
             path = Path(text).expanduser()
             if path.suffix.lower() == ".safetensors":
                 if ref_text is not None or xvector_only:
                     raise InputError("ref_text and xvector_only apply to reference audio, not to "
                                      "a saved prompt", param="ref_text")
                 if "://" not in text and not path.is_file():
-                    raise VoiceError(f"voice-clone prompt not found: {path}", param="voice")
+                    raise VoiceError(f"voice-clone prompt not found: {path}", param=given_as)
                 return
             if "://" not in text and not path.is_file():
-                raise VoiceError(f"reference audio not found: {path}", param="voice")
+                raise VoiceError(f"reference audio not found: {path}", param=given_as)
             if "://" not in text:
                 check_audio_file(path)
         if xvector_only and ref_text is not None:
