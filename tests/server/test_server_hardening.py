@@ -359,6 +359,31 @@ def test_non_finite_options_name_their_field(server, field, literal):
     assert_envelope(r.status_code, r.content, 400, field)
 
 
+@pytest.mark.parametrize("raw", [b'{"model": "tts-1", "input": "Hi \xff", "voice": "alloy"}',
+                                 b"[" * 100_000 + b"]" * 100_000],
+                         ids=["not-utf8", "nested-100000-deep"])
+def test_a_body_that_is_no_json_text_is_named(server, raw):
+    # json.loads fails with UnicodeDecodeError / RecursionError here, not a JSON syntax error
+    r = httpx.post(server.url + "/v1/audio/speech", content=raw, timeout=30,
+                   headers={"Content-Type": "application/json"})
+    err = assert_envelope(r.status_code, r.content, 400, None, "invalid_json")
+    assert "UTF-8" in err["message"]
+
+
+def test_a_misspelled_required_field_is_pointed_at(server):
+    r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
+                   json={"model": "tts-1", "input": "Hi.", "vocie": "alloy"})
+    err = assert_envelope(r.status_code, r.content, 400, "voice", "missing_required_parameter")
+    assert "the request has 'vocie': did you mean 'voice'?" in err["message"]
+
+
+def test_nothing_speakable_names_the_input(server):
+    r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
+                   json={"model": "tts-1", "input": "\U0001f642\U0001f642", "voice": "alloy"})
+    err = assert_envelope(r.status_code, r.content, 400, "input")
+    assert "nothing the model can speak" in err["message"]
+
+
 def _wav_of_exactly(n_bytes: int, rate: int = 384_000) -> bytes:
     """A valid 16-bit stereo WAV of exactly ``n_bytes`` (a high rate keeps the voice short:
     10 MiB are 6.8 s)."""

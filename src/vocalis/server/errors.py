@@ -10,6 +10,7 @@ validation errors become 400 envelopes naming the offending field in ``param``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from collections.abc import Callable
@@ -110,6 +111,11 @@ def _validation_error(exc: RequestValidationError) -> APIError:
                              '"voice": "alloy"}', code="missing_body")
     elif kind == "missing":
         msg = f"missing required parameter {param!r}"
+        body = getattr(exc, "body", None)
+        near = difflib.get_close_matches(param, [k for k in body if isinstance(k, str)], n=1,
+                                         cutoff=0.6) if isinstance(body, dict) else []
+        if near:  # {"vocie": "alba"}: the field is there, misspelled
+            msg += f" (the request has {near[0]!r}: did you mean {param!r}?)"
     elif param:
         msg = f"{param}: {first.get('msg', 'invalid value')}"
         if "input" in first and kind not in ("string_too_long",):
@@ -125,6 +131,10 @@ def _validation_error(exc: RequestValidationError) -> APIError:
         msg += f" (and {len(errors) - 1} more problem(s))"
     return APIError(400, msg, param=param, code=_PYDANTIC_CODES.get(kind, kind))
 
+
+#: FastAPI's detail when decoding or parsing the body raised something other than a
+#: JSONDecodeError (UnicodeDecodeError, RecursionError)
+_FASTAPI_PARSE_ERROR = "There was an error parsing the body"
 
 _UNION_TAGS = {"str", "int", "float", "bool", "VoiceRef"}
 
@@ -158,6 +168,12 @@ def install(app: FastAPI, redact: Callable[[str], str] = str) -> None:
             message = f"no route {request.method} {request.url.path}: see /openapi.json for the API"
         elif status == 405:
             message = f"method {request.method} not allowed on {request.url.path}"
+        elif status == 400 and exc.detail == _FASTAPI_PARSE_ERROR:
+            # json.loads failed beyond a JSON syntax error: bytes that are not UTF-8, or
+            # nesting deeper than the parser's recursion limit
+            return error_response(400, "request body could not be read as JSON: send UTF-8 "
+                                       "text holding a JSON object (not nested thousands deep)",
+                                  code="invalid_json")
         else:
             message = str(exc.detail)
         return error_response(status, redact(message), code=_HTTP_CODES.get(status),

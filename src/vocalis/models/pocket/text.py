@@ -72,7 +72,7 @@ def prepare(text: str, rules: TextRules) -> tuple[str, int]:
         text = " ".join(text.translate(str.maketrans(rules.replace_characters)).split())
         text = _STRAY_AFTER_END.sub(r"\1", text)
     if text == "":
-        raise InputError("text is empty: give some words to speak")
+        raise InputError("text is empty: give some words to speak", param="input")
     text = text.replace("\n", " ").replace("\r", " ").replace("  ", " ")
     if rules.remove_semicolons:
         text = text.replace(";", ",")
@@ -291,7 +291,7 @@ def check_speakable(tok: Tokenizer, text: str) -> None:
     if not any(any(c.isalnum() for c in tok.decode([i])) for i in known):
         raise InputError(f"text has nothing the model can speak: {text[:40]!r} holds no letter "
                          "or digit the model knows (only emoji, symbols, punctuation or control "
-                         "characters): write the words out")
+                         "characters): write the words out", param="input")
     if unknown & set(ids):
         chars = sorted({c for c in set(text) if not c.isspace() and unknown & set(tok.encode(c))})
         log.warning("%d kind(s) of character are not in the model's vocabulary and are spoken "
