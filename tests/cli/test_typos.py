@@ -65,3 +65,13 @@ def test_a_missing_reference_names_the_flag_that_gave_it(flag, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "reference audio not found" in err[0], err
     assert err[0].endswith(f"({flag})"), err
+
+
+def test_greedy_with_sampling_options_is_refused(qwen, tmp_path, capsys):
+    # greedy takes the argmax: a temperature beside it would be ignored without a word
+    args = ["generate", "--model", str(qwen), "--text", "Hi.", "--greedy", "--temperature",
+            "0.5", "-o", str(tmp_path / "never.wav")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "greedy and temperature together" in err[0], err
+    assert err[0].endswith("(--temperature)") and not (tmp_path / "never.wav").exists()

@@ -83,8 +83,9 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
 
     if max_input_chars < 1:
         raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")
-    if shutdown_timeout < 0:
-        raise InputError(f"--shutdown-timeout must be >= 0, got {shutdown_timeout}")
+    if not 0 <= shutdown_timeout <= 24 * 3600:  # NaN fails both
+        raise InputError(f"--shutdown-timeout must be a number of seconds in [0, 86400], got "
+                         f"{shutdown_timeout}")
     models = [model] if isinstance(model, str) else list(model)
     names = [model_name] if isinstance(model_name, str) or model_name is None else list(model_name)
     if not models:

@@ -69,6 +69,11 @@ _INSTRUCT = {
 }
 
 
+#: the options that shape sampling, which ``greedy`` (argmax on both samplers) replaces
+_SAMPLING = ("temperature", "top_k", "top_p", "do_sample", "subtalker_temperature",
+             "subtalker_top_k", "subtalker_top_p", "subtalker_dosample")
+
+
 def takes_instruct(kind: str, size: str) -> bool:
     """VoiceDesign and 1.7B CustomVoice; 0.6B CustomVoice ignores it (official
     ``qwen3_tts_model.py:799-800``); Base has no instruct."""
@@ -181,6 +186,12 @@ class Qwen3TTSFamily(ModelFamily):
         if language is not None and language.lower() not in info.languages:
             raise InputError(f"unknown language {language!r}{did_you_mean(language, info.languages)};"
                              f" {name} takes: {', '.join(info.languages)}", param="language")
+        if options.get("greedy"):
+            sampling = [k for k in _SAMPLING if options.get(k) is not None]
+            if sampling:  # argmax takes none of them: refused rather than ignored
+                raise InputError(f"greedy and {', '.join(sampling)} together: greedy takes the "
+                                 "most likely code, sampling options do not apply; give one",
+                                 param=sampling[0])
         if instruct is not None and not instruct.strip():
             raise InputError("instruct is empty: describe the voice or style, or leave it out",
                              param="instruct")
