@@ -688,7 +688,10 @@ def _parse(cls, event: Event):
                            "send plain text", "unsupported-format")
     try:
         parsed = cls.from_event(event)
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
+    except KeyError as e:  # a required field is absent (synthesize without "text")
+        raise WyomingError(f"malformed {event.type[:40]} event: it has no {e.args[0]!r} field"
+                           [:300], "invalid-event") from None
+    except (TypeError, AttributeError, ValueError) as e:
         raise WyomingError(f"malformed {event.type[:40]} event: {type(e).__name__} {e}"[:300],
                            "invalid-event") from None
     # wyoming 1.10.2: SynthesizeVoice.from_dict reads "language" only when there is no "name";

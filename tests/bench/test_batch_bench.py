@@ -248,6 +248,22 @@ def test_batch_bad_request_files(ckpt, tmp_path, content, index, needle):
     assert not out.exists()  # nothing ran, nothing written
 
 
+def test_batch_json_lines_without_ray_says_which_runner_reads_them(ckpt, tmp_path):
+    reqs = write_requests(tmp_path / "r.jsonl", '{"text": "hi"}\n{"text": "there"}\n')
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir",
+               str(tmp_path / "out"))
+    lines = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "read by `vocalis batch --ray`" in lines[0] and "add --ray" in lines[0]
+    # an error inside the file names the file's field, not a command line flag
+    reqs = write_requests(tmp_path / "v.json", '[{"text": "hi", "voice": "nope.wav"}]')
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir",
+               str(tmp_path / "out"))
+    line = proc.stderr.decode().strip()
+    assert proc.returncode == 2 and "request 0: voice file not found" in line
+    assert not line.endswith("(--voice)"), line
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--batch-size", "0"], "batch size"),
     (["--batch-size", "100000"], "batch size"),

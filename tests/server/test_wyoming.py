@@ -327,6 +327,7 @@ def test_bad_input_gets_error_events_and_the_connection_stays_usable(pocket):
                                         "invalid-event", "unsupported-format", "bad-request",
                                         "no-stream", "no-stream"]
     assert "nobody" in errors[0].text and "default" in errors[0].text
+    assert errors[3].text == "malformed synthesize event: it has no 'text' field"
     assert pong.type == "pong" and pong.data.get("text") == "hi"
     assert types[-1] == "audio-stop"
     close(pcm, api(tts, TEXT, voice, max_frames=FRAMES))

@@ -80,8 +80,10 @@ def anchor(path: str, base: Path | None) -> str:
 
 
 def _where(where: str, e: VocalisError) -> VocalisError:
-    """``e`` with ``where: `` in front of its message (same type and param)."""
-    return type(e)(f"{where}: {e}", param=e.param)
+    """``e`` with ``where: `` in front of its message, same type, no ``param``: the field at
+    fault is one of the requests file's, which the message names (not a command line flag,
+    which a CLI would add)."""
+    return type(e)(f"{where}: {e}")
 
 
 def check_options(options: dict, info: ModelInfo, where: str,
@@ -196,10 +198,14 @@ def read_requests(path: str | Path, info: ModelInfo | None = None,
     """Read and check a requests file (see the module doc) for the model ``info``.
 
     Raises:
-        InputError: missing/unreadable file, not UTF-8, not JSON, or a bad request
-        (VoiceError for a bad voice).
+        InputError: missing/unreadable file, not UTF-8, not JSON, a JSON Lines or Parquet
+        file (those are ``--ray``'s), or a bad request (VoiceError for a bad voice).
     """
     p = Path(path).expanduser()
+    if p.suffix.lower() in (".jsonl", ".ndjson", ".parquet"):
+        raise InputError(f"requests file {p}: {p.suffix} files are read by `vocalis batch --ray` "
+                         "(Ray Data, resumable); without --ray give a .json file holding an "
+                         'array like [{"text": ...}], or add --ray')
     raw = read_utf8(p, "requests file")
     try:
         data = json.loads(raw)
