@@ -90,7 +90,7 @@ from vocalis.errors import InputError, VocalisError
 from vocalis.options import check_seed
 from vocalis.server.app import served_model_name
 from vocalis.server.errors import APIError
-from vocalis.server.run import default_voices_dir
+from vocalis.server.run import voices_folder
 from vocalis.server.voices import VoiceStore
 from vocalis.text.normalize import abbreviations_before_names
 from vocalis.text.normalize import warm as warm_normalization
@@ -718,14 +718,10 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
     """
     server_from_uri(uri)  # a bad URI fails before the model loads
     seed = check_seed(seed)
+    vdir = voices_folder(voices_dir)
     tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,
                        **(load_options or {}))
     try:
-        vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
-        try:
-            vdir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
         state = WyomingTTS(tts, vdir, default_voice=voice, seed=seed,
                            max_input_chars=max_input_chars, normalize=normalize)
 

@@ -195,8 +195,16 @@ def test_cli_refuses_mismatched_or_clashing_names(checkpoints, tmp_path):
     r = _serve("--model", ckpt, "--model", ckpt, "--port", "0", "--voices-dir", str(tmp_path))
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()  # refused before loading: no load log before it
-    assert len(lines) == 1 and "two models would be served as" in lines[0], r.stderr
+    assert len(lines) == 1 and f"--model {ckpt!r} is given twice" in lines[0], r.stderr
     assert "--model-name" in lines[0]
+    r = _serve("--model", ckpt, "--model", ckpt, "--model-name", "x", "--model-name", "x",
+               "--port", "0", "--voices-dir", str(tmp_path))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "two models would be served as 'x'" in lines[0]
+    # a file where the voices' folder should be is refused before any model loads
+    r = _serve("--model", ckpt, "--port", "0", "--voices-dir", ckpt + "/voice.wav")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "is a file, not a folder" in lines[0]
 
 
 def test_a_shared_voice_folder_warns_only_about_voices_this_model_should_use(multi, checkpoints,

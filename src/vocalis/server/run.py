@@ -21,6 +21,22 @@ def default_voices_dir() -> Path:
     return Path(base) / "vocalis" / "voices"
 
 
+def voices_folder(voices_dir: str | os.PathLike[str] | None) -> Path:
+    """The custom voices' folder (``--voices-dir``, else :func:`default_voices_dir`),
+    created if missing: checked before any model loads.
+
+    Raises: InputError (a file in its place, no permission...)."""
+    vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
+    if vdir.exists() and not vdir.is_dir():
+        raise InputError(f"--voices-dir {vdir} is a file, not a folder: give a folder (it is "
+                         "created if missing)")
+    try:
+        vdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
+    return vdir
+
+
 def _bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -49,10 +65,14 @@ def _same_model_twice(models: list[str], names: list) -> None:
         return "path:" + str(p.resolve()) if p.exists() else "id:" + str(m).strip()
 
     keys = [key(i, m) for i, m in enumerate(models)]
-    for k in keys:
+    for i, k in enumerate(keys):
         if keys.count(k) > 1:
-            raise InputError(f"two models would be served as {shown(k.split(':', 1)[1])}: give "
-                             "each its own --model-name (in the order of --model)")
+            kind, what = k.split(":", 1)
+            if kind == "name":
+                raise InputError(f"two models would be served as {shown(what)}: give each its "
+                                 "own --model-name (in the order of --model)")
+            raise InputError(f"--model {shown(models[i], 300)} is given twice: serve it once, "
+                             "or give each its own --model-name (in the order of --model)")
 
 
 def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
@@ -98,6 +118,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
             raise InputError(f"--model-name {shown(name)} is not a valid name: use "
                              f"{MODEL_NAME_GRAMMAR}")
     _same_model_twice(models, names)
+    vdir = voices_folder(voices_dir)
     sock = _bind(host, port)
     loaded = []
     try:
@@ -106,11 +127,6 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         for m, opts in zip(models, per_model):
             loaded.append(vocalis.load(m, device=device, threads=threads, max_batch=max_batch,
                                        max_queue=max_queue, quantize=quantize, **opts))
-        vdir = Path(voices_dir).expanduser() if voices_dir else default_voices_dir()
-        try:
-            vdir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"cannot create --voices-dir {vdir}: {e.strerror or e}") from None
         app = create_app(loaded, voices_dir=vdir, default_voice=voice, api_key=api_key,
                          max_input_chars=max_input_chars, close_engine=True,
                          model_name=names, normalize=normalize)
