@@ -59,8 +59,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import signal
+import socket
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -382,9 +384,35 @@ class WyomingTTS:
         try:
             await server.start(self.handler)
         except OSError as e:
-            raise InputError(f"cannot listen on {uri}: {e.strerror or e} (is another server "
-                             "running there? pick another port)") from None
+            raise _cannot_listen(uri, e) from None
         return server
+
+
+def _cannot_listen(uri: str, e: OSError) -> InputError:
+    why = e.strerror or (os.strerror(e.errno) if e.errno else str(e))
+    return InputError(f"cannot listen on {uri}: {why} (is another server running there? pick "
+                      "another port)")
+
+
+def check_listenable(uri: str) -> None:
+    """Bind (and release) ``uri``'s TCP address once, so that a busy port fails before the
+    model loads, in one line. A Unix socket path is left to :meth:`WyomingTTS.start`.
+
+    Raises: InputError (a bad URI, an unknown host, an address in use or not allowed)."""
+    server = server_from_uri(uri)
+    host, port = getattr(server, "host", None), getattr(server, "port", None)
+    if host is None or not port:
+        return
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise InputError(f"cannot listen on {uri}: unknown host {host!r} ({e.strerror})") from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            raise _cannot_listen(uri, e) from None
 
 
 def server_from_uri(uri: str) -> AsyncServer:
@@ -716,7 +744,7 @@ def run(model: str, uri: str = DEFAULT_URI, *, voice: str | None = None,
         InputError: a bad URI, seed or limit, or an address that cannot be listened on;
         the errors of :func:`vocalis.load` and :class:`WyomingTTS`.
     """
-    server_from_uri(uri)  # a bad URI fails before the model loads
+    check_listenable(uri)  # a bad URI or a busy port fails before the model loads
     seed = check_seed(seed)
     vdir = voices_folder(voices_dir)
     tts = vocalis.load(model, device=device, threads=threads, max_batch=max_batch,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -562,3 +563,20 @@ def test_cli_bad_uri_exits_2_with_one_line():
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: bad --uri") and "tcp://" in lines[0]
+
+
+def test_cli_busy_port_exits_2_before_loading(checkpoints):
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    ckpt = checkpoints.get(SMALL)
+    with socket.socket() as held:  # another program listens there
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "vocalis", "wyoming", "--uri",
+                            f"tcp://127.0.0.1:{port}", "--model", str(ckpt), "--voice",
+                            str(ckpt / "voice.wav")], check=False, capture_output=True,
+                           text=True, env=env, timeout=120)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()  # one line: nothing was loaded (no voices log)
+    assert lines == [f"error: cannot listen on tcp://127.0.0.1:{port}: Address already in use "
+                     "(is another server running there? pick another port)"], lines
