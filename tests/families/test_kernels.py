@@ -171,6 +171,9 @@ def test_on_an_arm_machine_build_and_status_name_the_neon_variants(tmp_path, mon
     monkeypatch.setenv("VOCALIS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(cpu, "machine", lambda: "aarch64")
     monkeypatch.setattr(cpu, "features", lambda: frozenset(features.split()))
+    # that machine has loaded nothing (earlier tests may have loaded this one's x86 builds)
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(native, "_broken", {})
     status = native.status()
     assert status.cpu == f"aarch64 ({'asimd asimddp' if 'asimddp' in features else 'asimd'})"
     assert {k.mode: (k.state, k.variant) for k in status.kernels} == {
