@@ -138,6 +138,17 @@ def _threads_flag(value: int | None) -> int | None:
     return check_threads(value)
 
 
+#: the model flags most commands share, declared once
+ModelFlag = Annotated[str | None, typer.Option(
+    "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
+    help=MODEL_HELP)]
+DeviceFlag = Annotated[str, typer.Option(
+    metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)]
+ThreadsFlag = Annotated[int | None, typer.Option(
+    callback=_threads_flag, metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
+    help=THREADS_HELP)]
+
+
 def _flag_of(name: str) -> str:
     """The flag a family option name is given with, for messages (``--ref-text``); a name
     given as a flag already (``--text``) is that flag."""
@@ -454,14 +465,9 @@ def generate(
         help="wav, mp3, opus (ogg), flac, aac or pcm. Default: from the -o extension.")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", rich_help_panel=OUTPUT_PANEL, help=QUIET_HELP)] = False,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
-        help=MODEL_HELP)] = None,
-    device: Annotated[str, typer.Option(
-        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        callback=_threads_flag,
-        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    model: ModelFlag = None,
+    device: DeviceFlag = "cpu",
+    threads: ThreadsFlag = None,
     quantize: Annotated[bool, typer.Option(
         "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
     quantize_mode: Annotated[str | None, typer.Option(
@@ -855,14 +861,9 @@ def batch(
         "--log-file", metavar="FILE", show_default=False,
         help="Also write the log, with timestamps, to this file.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
-        help=MODEL_HELP)] = None,
-    device: Annotated[str, typer.Option(
-        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        callback=_threads_flag,
-        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    model: ModelFlag = None,
+    device: DeviceFlag = "cpu",
+    threads: ThreadsFlag = None,
     ray: Annotated[bool, typer.Option(
         "--ray", rich_help_panel=RAY_PANEL,
         help="Run on a Ray Data actor pool: resumable, a manifest instead of report.json "
@@ -996,11 +997,8 @@ def bench(
     json_out: Annotated[str | None, typer.Option(
         "--json", metavar="FILE", rich_help_panel=BENCH_PANEL, show_default=False,
         help="Write the full report (schema vocalis.bench) to this JSON file.")] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
-        help=MODEL_HELP)] = None,
-    device: Annotated[str, typer.Option(
-        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
+    model: ModelFlag = None,
+    device: DeviceFlag = "cpu",
     threads: Annotated[int | None, typer.Option(
         callback=_threads_flag,
         metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
@@ -1141,11 +1139,8 @@ def serve(
     normalize: Annotated[bool, typer.Option("--normalize", hidden=True)] = False,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Warnings and errors only (no access log).")] = False,
-    device: Annotated[str, typer.Option(
-        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        callback=_threads_flag,
-        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    device: DeviceFlag = "cpu",
+    threads: ThreadsFlag = None,
     quantize: Annotated[bool, typer.Option(
         "--quantize", rich_help_panel=MODEL_PANEL, help=QUANTIZE_HELP)] = False,
     quantize_mode: Annotated[str | None, typer.Option(
@@ -1304,11 +1299,8 @@ def wyoming(
         help="Speak numbers, dates... as written (default: as words in the voice's language, "
              "as `vocalis serve`).")] = False,
     normalize: Annotated[bool, typer.Option("--normalize", hidden=True)] = False,
-    device: Annotated[str, typer.Option(
-        metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)] = "cpu",
-    threads: Annotated[int | None, typer.Option(
-        callback=_threads_flag,
-        metavar="N", rich_help_panel=MODEL_PANEL, show_default=False, help=THREADS_HELP)] = None,
+    device: DeviceFlag = "cpu",
+    threads: ThreadsFlag = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")]
     = False,
     family: dict | None = None,

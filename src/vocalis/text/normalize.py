@@ -1066,7 +1066,6 @@ class _Normalizer(Rules):
         return f"{sign}{self._num(g[1])} {PERCENT[L]}"
 
     def unit(self, s, g, m):
-        L = self.lang
         neg, amount, u, dot = g
         body = s[:-1] if dot else s
         if u in ("m", "l", "g", "mi", "V", "W", "ft") and body[len(body) - len(u) - 1:][0:1] != " " \
