@@ -239,7 +239,8 @@ def test_dropped_model_stops_its_engine_threads(checkpoints):
 def test_requests_arriving_together_share_one_prompt_pass(tts, tmp_path):
     """Eight requests queued in the same instant (different text lengths and voices, so the
     batched prompt pass pads rows of different lengths at different positions) are prefilled
-    in one pass, and each equals its solo run."""
+    in one pass when the engine admits every free row at once (``admit_group`` 0; groups:
+    tests/engine/test_burst.py), and each equals its solo run."""
     import soundfile as sf
 
     from conftest import synthetic_voice
@@ -253,9 +254,14 @@ def test_requests_arriving_together_share_one_prompt_pass(tts, tmp_path):
     while engine.status()["active_rows"]:
         time.sleep(0.01)
     passes = engine.prompt_passes
-    with engine._cond:  # hold the scheduler so that all eight are admitted in one step
-        reqs = [tts.submit(t, voice=voices[i % 2], seed=300 + i) for i, t in enumerate(texts)]
-    outs = [collect(r)[0] for r in reqs]
+    group, engine.admit_group = engine.admit_group, 0  # every free row in one step
+    try:
+        with engine._cond:  # hold the scheduler so that all eight are admitted in one step
+            reqs = [tts.submit(t, voice=voices[i % 2], seed=300 + i)
+                    for i, t in enumerate(texts)]
+        outs = [collect(r)[0] for r in reqs]
+    finally:
+        engine.admit_group = group
     new = engine.prompt_passes - passes
     assert list(engine.prompt_rows)[-new] == 8  # the first pass served all eight
     assert max(r.stats.queued_ms for r in reqs) - min(r.stats.queued_ms for r in reqs) < 50

@@ -1,4 +1,5 @@
-"""A lone prompt pass also runs the chunk's first FlowLM step (one weight read for both).
+"""A prompt pass also runs each row's first FlowLM step of the chunk (one weight read for
+both), for one row or a group of rows of different lengths.
 
 The reference is the separate 1-row step (``PocketBatch.step`` with the BOS input), the
 path the official package takes and that ``test_parity`` checks against it; the fused
@@ -40,7 +41,7 @@ def test_fused_first_step_equals_the_separate_step(loaded):
     with torch.inference_mode():
         fused, ids = prompt(tts)
         (end,) = fused.prefill([0], [voice.state], [ids], first_step=True)
-        cond = fused.take_ready([0], [end], 1)
+        cond = fused.take_ready([0], [end])[0][None]
         sep, _ = prompt(tts)
         assert sep.prefill([0], [voice.state], [ids]) == [end]
         want = sep.step(1, torch.zeros(1, latent), torch.ones(1, dtype=torch.bool),
@@ -59,25 +60,43 @@ def test_a_ready_step_serves_only_its_row_and_position(loaded):
     with torch.inference_mode():
         batch, ids = prompt(tts)
         (end,) = batch.prefill([1], [voice.state], [ids], first_step=True)
-        assert batch.take_ready([1], [0, end + 1], 2) is None  # another position
+        assert batch.take_ready([1], [0, end + 1]) == {}  # another position
         assert not batch.ready  # and it is gone: the step recomputes the row
         batch.prefill([1], [voice.state], [ids], first_step=True)
-        assert batch.take_ready([0, 1], [end, end], 2) is None  # row 0 was not prefilled
+        assert list(batch.take_ready([0, 1], [end, end])) == [1]  # row 0 was not prefilled
         batch.prefill([1], [voice.state], [ids], first_step=True)
         batch.prefill([1, 2], [voice.state] * 2, [ids, ids])  # a later shared pass
-        assert batch.take_ready([1], [0, end], 2) is None
+        assert batch.take_ready([1], [0, end]) == {}
         batch.prefill([1], [voice.state], [ids], first_step=True)
         batch.clear_row(1)  # a failed request
-        assert batch.take_ready([1], [0, end], 2) is None
-        batch.prefill([2], [voice.state], [ids], first_step=True)
-        cond = batch.take_ready([2], [0, 0, end], 3)
-        assert cond.shape[0] == 3 and cond[:2].abs().sum() == 0 and cond[2].abs().sum() > 0
-        with pytest.raises(ValueError, match="one row"):
-            batch.prefill([0, 1], [voice.state] * 2, [ids, ids], first_step=True)
+        assert batch.take_ready([1], [0, end]) == {}
+
+
+def test_a_group_prompt_pass_gives_each_row_its_separate_first_step(loaded):
+    """Rows of different lengths in one fused pass: each row's BOS right after its own
+    tokens, as the separate step of that row alone computes it (condition and cache)."""
+    tts, voice = loaded
+    latent = tts.model.flow_lm.latent_dim
+    chunks = [tts.model.chunk_text(t)[0][1] for t in (TEXT, "Hi.", "A somewhat longer "
+                                                      "sentence than the first one, to pad.")]
+    with torch.inference_mode():
+        fused = PocketBatch(tts.model, 4)
+        ends = fused.prefill([0, 2, 3], [voice.state] * 3, chunks, first_step=True)
+        ready = fused.take_ready([0, 2, 3], {0: ends[0], 2: ends[1], 3: ends[2]})
+        assert sorted(ready) == [0, 2, 3]
+        for (row, end), ids in zip(zip((0, 2, 3), ends), chunks):
+            sep = PocketBatch(tts.model, 4)
+            assert sep.prefill([0], [voice.state], [ids]) == [end]
+            want = sep.step(1, torch.zeros(1, latent), torch.ones(1, dtype=torch.bool),
+                            torch.tensor([end]), end)
+            torch.testing.assert_close(ready[row][None], want, rtol=1e-4, atol=1e-4)
+            for a, b in zip(fused.flow_kv, sep.flow_kv):  # the BOS keys and values too
+                torch.testing.assert_close(a[:, row, :end + 1], b[:, 0, :end + 1],
+                                           rtol=1e-4, atol=1e-4)
 
 
 def test_lone_requests_fuse_and_exact_models_do_not(checkpoints, loaded):
-    """Through the engine: a lone request's prompt pass carries its first step unless the
+    """Through the engine: a request's prompt pass carries its first step unless the
     model is exact (bit-identical to the official package, which runs them apart); both
     speak the same to float rounding."""
     tts, voice = loaded

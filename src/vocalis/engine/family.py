@@ -86,6 +86,11 @@ class EngineFamily(ABC):
     stages on two threads at few rows (else both on one thread); ``codec_frames``: frames
     per codec call of a row after its first (a codec that decodes several frames more
     cheaply per frame; its audio then leaves in groups of that many frames);
+    ``admit_group``: at most this many queued requests join the batch per step (0: all that
+    fit), so that of many arriving at once the first get their audio before everyone's
+    prompt pass and first frame are done; ``holds_rows``: :meth:`step` given None for an
+    active row leaves it untouched (its caches, positions and draws), so the engine may
+    hold running rows back for one step while a burst's later groups get their first frame;
     ``lends_openmp_threads``: a lone row's model step may use every thread while the codec
     waits (products on PyTorch's threads). :meth:`lend_codec_threads` is None or a callable
     ``(on: bool)`` telling the family's own kernels that the codec's core is free (on) or
@@ -96,6 +101,8 @@ class EngineFamily(ABC):
     frame_samples: int
     codec_pipeline: bool = True
     codec_frames: int = 1
+    admit_group: int = 0
+    holds_rows: bool = False
     lends_openmp_threads: bool = False
     lend_codec_threads: Callable[[bool], None] | None = None
 

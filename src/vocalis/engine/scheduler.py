@@ -73,6 +73,9 @@ class Engine:
         # frames per codec call of each row after its first (families whose codec decodes
         # several frames in one call more cheaply per frame; see _gather)
         self.codec_frames = max(1, int(family.codec_frames))
+        # requests admitted per step at most (0: every free row): a burst is admitted in
+        # groups, the first group's audio not waiting for the others' prompt passes
+        self.admit_group = max(0, int(getattr(family, "admit_group", 0)))
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)
@@ -167,18 +170,35 @@ class Engine:
                 self._retire_cancelled(finishes)
                 self._prefill(finishes)
                 stepped = False
+                # A burst (more requests than one group arriving together) is admitted a
+                # group per step, and each step serves only the group just admitted (its
+                # first frames), holding back the rows that are still at their first frame
+                # (the burst's earlier groups) until the last group has its first frame
+                # (families whose step can leave rows untouched). Rows further on are never
+                # held: a busy engine admitting from a backlog holds nobody back.
+                only = None
+                if admitted and self.admit_group and self.family.holds_rows:
+                    rows = {j.row for j in admitted}
+                    if all(j.frames <= 1 for r, j in self._active.items() if r not in rows):
+                        only = rows
                 if self._active:
                     if not burst:
                         self.threads.model_step(len(self._active))
                     try:
-                        self._step(decode_items, finishes)
+                        self._step(decode_items, finishes, only)
                         stepped = True
                     except Exception as e:  # a failure of the whole step: fail its rows
                         self._fail_active(e, finishes)
                 done = None
                 if decode_items or finishes:
                     self._decoding = True
-                    done = threading.Event() if burst and len(admitted) == 1 else None
+                    # requests still queued behind those admitted now (a burst admitted
+                    # in groups): their first frames go out before the next group's prompt
+                    # pass competes with their decoding
+                    backlog = only is not None or (bool(admitted) and bool(self._queue)
+                                                   and self.admit_group > 0)
+                    done = threading.Event() if (burst and len(admitted) == 1) or backlog \
+                        else None
                     if done is not None:  # a lone first frame: the codec thread decodes it
                         # on every thread while this one waits; this thread's pool goes
                         # first, so that only one pool lives (vocalis.engine.openmp)
@@ -220,6 +240,8 @@ class Engine:
     def _take_admissions(self) -> list[Job]:
         out = []
         free = [r for r in range(self.max_batch) if r not in self._active]
+        if self.admit_group:
+            free = free[:self.admit_group]
         while self._queue and free:
             job = self._queue.popleft()
             job.row = free.pop(0)
@@ -314,10 +336,12 @@ class Engine:
         self.prompt_passes += 1
         self.prompt_rows.append(len(jobs))
 
-    def _step(self, decode_items: list, finishes: list) -> None:
-        n = max(self._active) + 1
+    def _step(self, decode_items: list, finishes: list, only: set[int] | None = None) -> None:
+        """One model step of the active rows (of the rows ``only``, if given)."""
+        n = max(self._active) + 1 if only is None else max(only) + 1
         jobs = [self._active.get(r) for r in range(n)]
-        jobs = [j if j is not None and not j.pending else None for j in jobs]
+        jobs = [j if j is not None and not j.pending and (only is None or j.row in only)
+                else None for j in jobs]
         outs = self.family.step(self.batch, jobs)
         self.steps += 1
         for job, out in zip(jobs, outs):

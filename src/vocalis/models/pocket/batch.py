@@ -87,10 +87,11 @@ class PocketBatch(EngineBatch):
         """Put each row's voice then its text chunk into the cache; returns each row's next
         position.
 
-        ``first_step`` (one row only): also run the chunk's first FlowLM step (the BOS
-        latent at the next position) as one more position of the same pass, so that the
-        weights are read once for both; :meth:`take_ready` then hands its condition to
-        the step. The official package runs it as a separate 1-row pass: the condition
+        ``first_step``: also run each row's first FlowLM step of the chunk (the BOS latent
+        at the position after its last token) as one more position of the same pass, so
+        that the weights are read once for both; :meth:`take_ready` then hands its
+        condition to the step. A shorter row's BOS follows its own last token, its padding
+        after the BOS. The official package runs it as a separate 1-row pass: the condition
         agrees to float rounding (the products are summed in another order), not bit for
         bit, so exact models do not use it.
 
@@ -104,8 +105,6 @@ class PocketBatch(EngineBatch):
             rows: cache rows; voices: their voice states (KV ``[2, 1, P, Hkv, D]`` per layer);
             token_ids: their chunks' token ids (non-empty).
         """
-        if first_step and len(rows) != 1:
-            raise ValueError("first_step is for a prompt pass of one row")
         fm = self.model.flow_lm
         dev = self.model.device
         lengths = [len(ids) for ids in token_ids]
@@ -124,23 +123,23 @@ class PocketBatch(EngineBatch):
         where = slice(rows[0], rows[0] + 1) if len(rows) == 1 else torch.tensor(rows, device=dev)
         x = fm.conditioner(tokens)
         if first_step:  # the step's input, as in step(): BOS through the input projection
-            x = torch.cat([x, fm.input_linear(fm.bos_emb[None, None, :].to(x.dtype))], dim=1)
+            bos = fm.input_linear(fm.bos_emb[None, None, :].to(x.dtype))[0]  # [1, d]
+            x = torch.cat([x, x.new_zeros(x.shape[0], 1, x.shape[2])], dim=1)
+            for i, n in enumerate(lengths):  # right after the row's own tokens
+                x[i, n + 1:] = x[i, n:-1].clone()  # its padding moves one on
+                x[i, n] = bos[0]
         h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts))
         if first_step:
-            self.ready[rows[0]] = (starts[0] + t, self._condition(h[:, -1:])[0])
+            for i, (row, n) in enumerate(zip(rows, lengths)):
+                self.ready[row] = (starts[i] + n, self._condition(h[i:i + 1, n:n + 1])[0])
         return [p + n for p, n in zip(starts, lengths)]
 
-    def take_ready(self, rows: list[int], pos: list[int], n: int) -> torch.Tensor | None:
-        """The conditions ``[n, cond]`` of a step of rows ``[0, n)`` whose live ``rows`` all
-        had it computed by their prompt pass at these positions (``pos[r]``), else None
-        (the step runs, and recomputes those rows). Either way their entries are used up."""
-        got = [self.ready.pop(r, None) for r in rows]
-        if not rows or any(g is None or g[0] != pos[r] for g, r in zip(got, rows)):
-            return None
-        cond = got[0][1].new_zeros(n, got[0][1].shape[-1])
-        for (_, c), r in zip(got, rows):
-            cond[r] = c
-        return cond
+    def take_ready(self, rows: list[int], pos: list[int]) -> dict[int, torch.Tensor]:
+        """The conditions ``[cond]`` that the prompt passes of ``rows`` computed for a step
+        at these positions (``pos[r]``), by row; the step computes the others. Every entry
+        of ``rows`` is used up either way."""
+        got = {r: self.ready.pop(r, None) for r in rows}
+        return {r: g[1] for r, g in got.items() if g is not None and g[0] == pos[r]}
 
     def _condition(self, h: torch.Tensor) -> torch.Tensor:
         """Transformer output ``[n, 1, d]`` -> condition ``[n, cond]`` float32."""
@@ -187,11 +186,19 @@ class PocketBatch(EngineBatch):
         Returns:
             condition ``[n, cond]`` float32, input of the EOS and sampler heads.
         """
+        return self.step_rows(list(range(n)), latents, bos, pos, pos_max)
+
+    def step_rows(self, rows: list[int], latents: torch.Tensor, bos: torch.Tensor,
+                  pos: torch.Tensor, pos_max: int) -> torch.Tensor:
+        """:meth:`step` for the rows ``rows`` only (inputs ``[len(rows), ...]`` in that
+        order); every other row's cache is left untouched. Returns ``[len(rows), cond]``."""
         fm = self.model.flow_lm
-        for r in range(n):
+        for r in rows:
             self.high[r] = max(self.high[r], pos_max + 1)
+        where = slice(0, len(rows)) if rows == list(range(len(rows))) else \
+            torch.tensor(rows, dtype=torch.long, device=latents.device)
         x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
-        h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, slice(0, n),
+        h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, where,
                                                pos, pos_max)
         return self._condition(h)
 
