@@ -3,6 +3,7 @@
 
     python scripts/load_test.py --url http://127.0.0.1:8000 --concurrency 1,4,16
     python scripts/load_test.py --url http://127.0.0.1:8001 --api pocket   # pocket-tts serve
+    python scripts/load_test.py --concurrency 16 --burst --requests-per-client 3
 
 ``--api openai`` (vocalis and other OpenAI-compatible servers) posts JSON to
 ``/v1/audio/speech`` with ``response_format=wav`` and a per-request ``seed``;
@@ -83,9 +84,18 @@ class WavReader:
         return 0
 
 
-def one_request(args, index: int) -> Result:
+def one_request(args, index: int, barrier: threading.Barrier | None = None) -> Result:
+    """One request; with ``barrier``, connected first and sent when every client of the
+    burst is connected (their requests leave together)."""
     u = urllib.parse.urlsplit(args.url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=args.timeout)
+    if barrier is not None:
+        try:
+            conn.connect()
+            barrier.wait(args.timeout)
+        except (OSError, threading.BrokenBarrierError) as e:
+            conn.close()
+            return Result(False, error=f"{type(e).__name__}: {e}")
     if args.api == "openai":
         body = {"model": args.model, "input": args.text, "voice": args.voice,
                 "response_format": "wav"}
@@ -144,7 +154,18 @@ def run_level(args, clients: int) -> dict:
     results: list[Result] = []
     deadline = time.perf_counter() + args.max_seconds
 
+    barrier = threading.Barrier(clients) if args.burst else None
+
     def worker():
+        if barrier is not None:  # rounds of one request per client, released together
+            for k in range(args.requests_per_client):
+                with lock:
+                    i = state["next"]
+                    state["next"] += 1
+                r = one_request(args, 1000 * clients + i, barrier)
+                with lock:
+                    results.append(r)
+            return
         while True:
             with lock:
                 i = state["next"]
@@ -199,6 +220,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="write the JSON report here")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the unmeasured warm-up request (the server is warm already)")
+    p.add_argument("--burst", action="store_true",
+                   help="each level: rounds in which every client sends one request at the "
+                        "same moment (connected first, released together); TTFA is also "
+                        "given as multiples of a lone request's (the median of 5, measured "
+                        "first)")
     args = p.parse_args(argv)
     if args.seed is not None and args.seed < 0:
         args.seed = None
@@ -214,10 +240,20 @@ def main(argv=None) -> int:
         warm = one_request(args, 0)
         if not warm.ok:
             sys.exit(f"error: warm-up request failed: {warm.status} {warm.error}")
-    report = {"url": args.url, "api": args.api, "text": args.text,
+    report = {"url": args.url, "api": args.api, "text": args.text, "burst": args.burst,
               "requests_per_client": args.requests_per_client, "levels": []}
+    lone = None
+    if args.burst:
+        alone = [one_request(args, i) for i in range(1, 6)]
+        lone = percentile([r.ttfa_ms for r in alone if r.ok and r.ttfa_ms is not None], 0.5)
+        if lone is None:
+            sys.exit("error: the lone requests failed: " + "; ".join(
+                f"{r.status} {r.error}"[:200] for r in alone if not r.ok))
+        report["lone_ttfa_ms"] = lone
+        print(f"lone request: TTFA {lone:.0f} ms (median of 5)")
     print(f"{'clients':>7} {'reqs':>5} {'err':>4} {'TTFA p50':>9} {'TTFA p95':>9} "
-          f"{'audio s':>8} {'wall s':>7} {'x real time':>11}")
+          f"{'audio s':>8} {'wall s':>7} {'x real time':>11}"
+          + (f" {'p50/lone':>8} {'p95/lone':>8}" if lone else ""))
     for c in levels:
         r = run_level(args, c)
         report["levels"].append(r)
@@ -227,7 +263,9 @@ def main(argv=None) -> int:
 
         print(f"{c:>7} {r['requests']:>5} {r['errors']:>4} {ms(r['ttfa_ms_p50']):>9} "
               f"{ms(r['ttfa_ms_p95']):>9} {r['audio_s']:>8.1f} {r['wall_s']:>7.1f} "
-              f"{(r['aggregate_x_real_time'] or 0):>11.2f}", flush=True)
+              f"{(r['aggregate_x_real_time'] or 0):>11.2f}"
+              + (f" {(r['ttfa_ms_p50'] or 0) / lone:>8.1f} {(r['ttfa_ms_p95'] or 0) / lone:>8.1f}"
+                 if lone else ""), flush=True)
         for e in r["error_samples"]:
             print(f"        error: {e}")
     if args.out:
