@@ -124,20 +124,23 @@ def from_bench_report(rep: dict) -> dict:
     date = prov.get("date") or rep.get("created") or ""
     isa = cpu.get("isa")
     model = rep.get("config") or rep.get("model")
+    device = str(rep.get("device", "cpu"))
+    # a GPU run is cited by its GPU (reports before host.gpu existed name only the device)
+    gpu = None if device.startswith("cpu") else (host.get("gpu") or f"GPU ({device}, name not recorded)")
     return {
         "id": None, "title": f"{FAMILY_NAMES.get(rep.get('family'), rep.get('family'))}, "
-                             f"{cpu.get('model') or 'unknown CPU'}, {prec}, concurrency {conc}",
+                             f"{gpu or cpu.get('model') or 'unknown CPU'}, {prec}, concurrency {conc}",
         "source": "vocalis bench --json report", "date": date[:10],
         "time": date[11:19] + " UTC" if len(date) >= 19 and prov.get("date") else None,
         "created": date, "commit": prov.get("commit"),
         "commit_note": None if prov.get("commit") else "not recorded in the report",
         "hardware": {"cpu_model": cpu.get("model"), "cpu_label": cpu_label(cpu.get("model"), isa),
                      "isa": isa, "cores": cpu.get("logical_cpus") or host.get("cpu_count"),
-                     "gpu": None if str(rep.get("device", "cpu")).startswith("cpu") else rep.get("device"),
+                     "gpu": gpu,
                      "description": f"{cpu.get('model') or 'unknown CPU'} (ISA: {_isa_label(isa)}; "
                                     f"torch {cpu.get('capability', '?')}), "
                                     f"{cpu.get('logical_cpus') or host.get('cpu_count')} logical CPUs, "
-                                    f"device {rep.get('device', 'cpu')}"},
+                                    f"device {device}" + (f" ({gpu})" if gpu else "")},
         "threads": rep.get("torch_threads"), "torch": host.get("torch"),
         "family": rep.get("family"), "model": f"`{model}`",
         "official": (f"{'pocket-tts' if rep.get('family') == 'pocket-tts' else 'qwen-tts'} "
@@ -205,7 +208,10 @@ def cpu_label(model: str | None, isa) -> str:
 
 
 def cpu_key(run: dict) -> str:
+    """The machine a run is filed under: its GPU when it ran on one, else its CPU."""
     hw = run["hardware"]
+    if hw.get("gpu"):
+        return hw["gpu"]
     return hw.get("cpu_label") or hw.get("cpu_model") or "unknown CPU"
 
 

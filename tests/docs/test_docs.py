@@ -138,6 +138,18 @@ def test_a_vocalis_bench_report_becomes_a_table_and_a_plot_point(tmp_path):
     (series,) = [s for s in hook.plot_series([run])["pocket-tts"] if s["side"] == "vocalis"]
     assert series["points"] == [(16, (6.5, 6.5, 6.5))]
 
+    # a GPU run is filed under its GPU, not under its host's CPU
+    gpu = {**report, "device": "cuda", "official": None, "ratios": {},
+           "host": {**report["host"], "gpu": "Test GPU 100"}}
+    (tmp_path / "pocket-2027-01-15-test-cpu.json").write_text(json.dumps(gpu))
+    (run,) = hook.load_runs(tmp_path)
+    assert hook.cpu_key(run) == "Test GPU 100" and "Test GPU 100" in run["title"]
+    assert "### Pocket TTS on Test GPU 100" in hook.render_tables([run])
+    older = {**gpu, "host": report["host"]}  # a report from before host.gpu
+    (tmp_path / "pocket-2027-01-15-test-cpu.json").write_text(json.dumps(older))
+    (run,) = hook.load_runs(tmp_path)
+    assert hook.cpu_key(run) == "GPU (cuda, name not recorded)"
+
 
 def test_readme_is_short_and_starts_with_the_setup():
     text = (REPO / "README.md").read_text()

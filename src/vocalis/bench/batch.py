@@ -40,7 +40,7 @@ import torch
 
 from vocalis import api, families
 from vocalis.audio import float_to_int16, write_wav
-from vocalis.bench import memory
+from vocalis.bench import memory, report_meta
 from vocalis.bench.requests import BatchRequest, check_options, read_requests
 from vocalis.bench.session import (
     Job,
@@ -435,7 +435,7 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": {"platform": platform.platform(), "python": platform.python_version(),
-                 "torch": torch.__version__},
+                 "torch": torch.__version__, "gpu": report_meta.gpu_name(device)},
         "model": model, "config": tts.info.name, "family": tts.family.name, "device": device,
         "threads": threads, "torch_threads": torch.get_num_threads(), "mode": mode,
         "batch_size": in_flight, "in_flight": at_once, "sequential": sequential,

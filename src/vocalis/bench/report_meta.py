@@ -63,3 +63,14 @@ def provenance() -> dict:
     return {"commit": commit, "commit_dirty": dirty, "vocalis_version": __version__,
             "command": command_line(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def gpu_name(device: str) -> str | None:
+    """The GPU's name (``torch.cuda.get_device_name``, e.g. "NVIDIA H200") when ``device`` is
+    a CUDA device, else None: a GPU run is cited by its GPU, not by the host's CPU."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(dev)

@@ -131,7 +131,7 @@ class Qwen3Batch(EngineBatch):
         if row < self.cache.k.shape[1]:
             self.cache.k[:, row].zero_()
             self.cache.v[:, row].zero_()
-        self.codec.reset(torch.tensor([row]))
+        self.codec.reset(torch.tensor([row], device=self.cache.k.device))
 
     def oversized(self) -> bool:
         """More than one row, or more than KEEP_CACHE_POSITIONS positions: worth giving back
@@ -162,13 +162,13 @@ class Qwen3Batch(EngineBatch):
         dec = self.model.decoder
         starts = [i for i, f in enumerate(first) if f]
         if starts:
-            self.codec.reset(torch.tensor([rows[i] for i in starts]))
+            self.codec.reset(torch.tensor([rows[i] for i in starts], device=frames.device))
             for i in starts:
                 prefix = getattr(first[i], "prefix", None)
                 if prefix is not None and prefix.shape[0]:
-                    dec.stream(self.codec, prefix.T[None].to(frames.device), rows=torch.tensor([rows[i]]))
+                    dec.stream(self.codec, prefix.T[None].to(frames.device), rows=torch.tensor([rows[i]], device=frames.device))
         codes = frames[:, :, None] if frames.dim() == 2 else frames.transpose(1, 2)
-        return dec.stream(self.codec, codes, rows=torch.tensor(rows))
+        return dec.stream(self.codec, codes, rows=torch.tensor(rows, device=frames.device))
 
 
 def lending_kernels(model: Qwen3Model) -> list:

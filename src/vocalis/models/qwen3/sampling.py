@@ -124,6 +124,8 @@ def choose(scores: torch.Tensor, p: SamplingParams, generator: torch.Generator |
     ``s >= k-th largest`` (ties kept, ``logits_process.py:575-579``), top-p as
     ``logits_process.py:516-527``; then ``torch.multinomial(softmax(s), 1)`` drawing from
     ``generator`` (``generation/utils.py:2825-2827``; the official draws from the global RNG).
+    A generator on another device than ``scores`` (the engine's per-request generators are
+    CPU ones) draws there, so a seed gives the same draws on a GPU as on the CPU.
     """
     if not p.do_sample:
         return torch.argmax(scores, dim=-1)
@@ -138,4 +140,7 @@ def choose(scores: torch.Tensor, p: SamplingParams, generator: torch.Generator |
         remove[..., -1:] = 0
         scores = scores.masked_fill(remove.scatter(1, idx, remove), -float("inf"))
     probs = torch.nn.functional.softmax(scores, dim=-1)
+    if generator is not None and generator.device != probs.device:
+        return torch.multinomial(probs.to(generator.device), num_samples=1,
+                                 generator=generator).squeeze(1).to(probs.device)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)

@@ -128,7 +128,8 @@ def rope_tables(theta: float, head_dim: int, positions: torch.Tensor, dtype: tor
     ``inv_freq = 1 / theta^(arange(0, D, 2) / D)`` (transformers ``_compute_default_rope_parameters``),
     ``freqs = inv_freq ⊗ pos`` in fp32, duplicated to D, then cast to the activation dtype
     (``modeling:546-558`` and ``581-593``: bf16 models use bf16 cos/sin)."""
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64,
+                                        device=positions.device).float() / head_dim))
     freqs = (inv[:, None] @ positions.to(torch.float32)[None, :]).transpose(0, 1)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
