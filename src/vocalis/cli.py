@@ -143,9 +143,9 @@ ModelFlag = Annotated[str | None, typer.Option(
     "--model", "-m", metavar="MODEL", rich_help_panel=MODEL_PANEL, show_default=False,
     help=MODEL_HELP)]
 DeviceFlag = Annotated[str, typer.Option(
-    metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)]
+    "--device", metavar="DEVICE", rich_help_panel=MODEL_PANEL, help=DEVICE_HELP)]
 ThreadsFlag = Annotated[int | None, typer.Option(
-    callback=_threads_flag, metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
+    "--threads", callback=_threads_flag, metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
     help=THREADS_HELP)]
 
 
@@ -674,7 +674,7 @@ def voices_export(
                                        show_default=False)],
     model: Annotated[str | None, typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP,
                                               show_default=False)] = None,
-    device: Annotated[str, typer.Option(metavar="DEVICE", help=DEVICE_HELP)] = "cpu",
+    device: Annotated[str, typer.Option("--device", metavar="DEVICE", help=DEVICE_HELP)] = "cpu",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     family: dict | None = None,
 ) -> None:
@@ -847,7 +847,7 @@ def batch(
         "--sequential", rich_help_panel=REQUESTS_PANEL,
         help="One request at a time (= --batch-size 1).")] = False,
     mode: Annotated[str, typer.Option(
-        metavar="MODE", rich_help_panel=REQUESTS_PANEL,
+        "--mode", metavar="MODE", rich_help_panel=REQUESTS_PANEL,
         help="oneshot, or streaming: also check that each request's audio events add up to "
              "its WAV.")] = "oneshot",
     normalize: Annotated[bool, typer.Option(
@@ -1110,7 +1110,7 @@ def serve(
         metavar="DIR", rich_help_panel=MODELS_PANEL, show_default=False,
         help=VOICES_DIR_HELP + " Created if missing.")] = None,
     host: Annotated[str, typer.Option(
-        metavar="HOST", rich_help_panel=SERVER_PANEL,
+        "--host", metavar="HOST", rich_help_panel=SERVER_PANEL,
         help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(
         metavar="N", rich_help_panel=SERVER_PANEL, help="TCP port; 0 picks a free one.")] = 8000,
@@ -1282,7 +1282,7 @@ def wyoming(
         metavar="DIR", rich_help_panel=MODELS_PANEL, show_default=False,
         help=VOICES_DIR_HELP)] = None,
     uri: Annotated[str, typer.Option(
-        metavar="URI", rich_help_panel=SERVER_PANEL,
+        "--uri", metavar="URI", rich_help_panel=SERVER_PANEL,
         help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.")]
     = "tcp://127.0.0.1:10200",
     max_batch: Annotated[int, typer.Option(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 
 import vocalis

@@ -59,10 +59,10 @@ def export(
     out: Annotated[Path, typer.Option("--out", metavar="DIR", rich_help_panel=_FIXTURE,
                                       help="Fixture directory to write.")],
     model: Annotated[str, typer.Option(
-        metavar="MODEL", rich_help_panel=_FIXTURE,
+        "--model", metavar="MODEL", rich_help_panel=_FIXTURE,
         help="pocket-tts, pocket-tts/CONFIG or a YAML config; or a Qwen3-TTS id or "
              "checkpoint folder.")] = "pocket-tts",
-    text: Annotated[Optional[str], typer.Option(metavar="TEXT", rich_help_panel=_FIXTURE,
+    text: Annotated[Optional[str], typer.Option("--text", metavar="TEXT", rich_help_panel=_FIXTURE,
                                                 help="Text to speak.")] = None,
     text_file: Annotated[Optional[Path], typer.Option(
         metavar="FILE", rich_help_panel=_FIXTURE,
@@ -70,7 +70,7 @@ def export(
     seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=_FIXTURE,
                                       help="torch.manual_seed before generation.")] = 0,
     voice: Annotated[str | None, typer.Option(
-        metavar="VOICE", rich_help_panel=_POCKET,
+        "--voice", metavar="VOICE", rich_help_panel=_POCKET,
         help="Audio file, predefined voice name, or .safetensors voice state.")] = None,
     temperature: Annotated[Optional[float], typer.Option(
         metavar="X", rich_help_panel=_POCKET, help="Sampling temperature (config default).")]
@@ -180,7 +180,7 @@ def replay(
     full_decoder: Annotated[bool, typer.Option(
         "--full-decoder", help="Pocket: one decode call per text chunk.")] = False,
     model: Annotated[Optional[str], typer.Option(
-        metavar="MODEL", help="vocalis model id (default: the fixture's).")] = None,
+        "--model", metavar="MODEL", help="vocalis model id (default: the fixture's).")] = None,
 ) -> None:
     """Replay a fixture through vocalis.
 
