@@ -75,7 +75,7 @@ class Engine:
         self.codec_frames = max(1, int(family.codec_frames))
         # requests admitted per step at most (0: every free row): a burst is admitted in
         # groups, the first group's audio not waiting for the others' prompt passes
-        self.admit_group = max(0, int(getattr(family, "admit_group", 0)))
+        self.admit_group = max(0, int(family.admit_group))
         self.max_batch = max_batch
         self.max_queue = max_queue
         self.batch = family.new_batch(max_batch)
