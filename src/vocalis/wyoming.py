@@ -19,7 +19,7 @@ classes. Events answered:
   ``synthesize-stopped``. The plain ``synthesize`` a client sends inside a stream (for
   backwards compatibility, as the protocol asks) is ignored. A full stop ends a sentence
   only once the next character has arrived and does not continue it (see
-  :func:`split_sentences`: ``Dr. Smith``, ``e.g. bread``, ``am 3. Mai`` stay whole).
+  :func:`vocalis.text.sentences.split_sentences`: ``Dr. Smith``, ``e.g. bread``, ``am 3. Mai`` stay whole).
 * ``ping`` -> ``pong``.
 
 The ``voice`` of ``synthesize`` and ``synthesize-start``: ``name`` (a voice of ``info``),
@@ -60,7 +60,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import socket
 import threading
@@ -94,8 +93,8 @@ from vocalis.server.app import served_model_name
 from vocalis.server.errors import APIError
 from vocalis.server.run import voices_folder
 from vocalis.server.voices import VoiceStore
-from vocalis.text.normalize import abbreviations_before_names
 from vocalis.text.normalize import warm as warm_normalization
+from vocalis.text.sentences import SentenceBuffer, split_sentences
 
 log = logging.getLogger("vocalis.wyoming")
 
@@ -111,70 +110,6 @@ LANGUAGE_CODES = {
     "spanish": "es", "dutch": "nl", "chinese": "zh", "japanese": "ja", "korean": "ko",
     "russian": "ru",
 }
-
-# A sentence ends at . ! ? ... (with closing quotes or brackets) followed by white space,
-# at CJK full stops, or at a line break.
-_BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*\s*|\n+")
-
-# Words whose dot does not end a sentence when a name or a number may follow: the titles and
-# abbreviations text normalization reads (one source: its tables; compared in lower case,
-# without the dot). Keeping a sentence whole only delays its audio; cutting one in two breaks
-# its reading (Dr. | Smith, am 3. | Mai).
-_NO_END_AFTER = abbreviations_before_names()
-
-
-def _ends_sentence(buffer: str, m: re.Match) -> bool | None:
-    """Whether the boundary ``m`` ends a sentence; None: not known until more text comes.
-
-    ``!``, ``?``, ``…``, CJK full stops and line breaks always do. A ``.`` does when the next
-    character has arrived and is not a lower-case letter or a digit (``etc. and``, ``No. 7``),
-    and the word before it is not a title or abbreviation (``Dr. Smith``, ``г. Москва``), a
-    single letter (``J. Smith``, ``z. B.``) or a number of up to three digits (German and
-    Russian ordinals: ``am 3. Mai``).
-    """
-    if "." not in m.group(0) or re.search(r"[!?\u2026\u3002\uff01\uff1f\n]", m.group(0)):
-        return True
-    if m.end() >= len(buffer):
-        return None
-    nxt = buffer[m.end()]
-    if nxt.islower() or nxt.isdigit():
-        return False
-    word = re.search(r"[^\s\"'(\[\u201c\u2018«]*$", buffer[:m.start()]).group(0)
-    if word.lower() in _NO_END_AFTER or re.fullmatch(r"[^\W\d_]|\d{1,3}", word):
-        return False
-    return True
-
-
-def split_sentences(buffer: str, max_chars: int) -> tuple[list[str], str]:
-    """Complete sentences of ``buffer`` and the unfinished rest.
-
-    A sentence ends at a boundary (see ``_BOUNDARY``) that :func:`_ends_sentence` accepts
-    (a full stop at the very end waits for the next character); a rest longer than
-    ``max_chars`` without one is cut at its last space before ``max_chars`` (else at
-    ``max_chars``). Sentences are stripped; empty ones are dropped.
-    """
-    out: list[str] = []
-    start = 0
-    for m in _BOUNDARY.finditer(buffer):
-        ends = _ends_sentence(buffer, m)
-        if ends is None:
-            break
-        if not ends:
-            continue
-        piece = buffer[start:m.end()].strip()
-        if piece:
-            out.append(piece)
-        start = m.end()
-    rest = buffer[start:]
-    while len(rest) > max_chars:
-        cut = rest.rfind(" ", 0, max_chars)
-        cut = cut if cut > 0 else max_chars
-        piece = rest[:cut].strip()
-        if piece:
-            out.append(piece)
-        rest = rest[cut:]
-    return out, rest
-
 
 class WyomingError(Exception):
     """Answered as an ``error`` event (``text``, ``code``); the connection goes on."""
@@ -440,9 +375,9 @@ class _Stream:
     """A streaming synthesis: the text not yet a sentence, and the sentences submitted to
     the engine whose audio is still to send (``pending``, in order; ``None`` ends it)."""
 
-    def __init__(self, choice: _Choice):
+    def __init__(self, choice: _Choice, max_chars: int):
         self.choice = choice
-        self.buffer = ""
+        self.text = SentenceBuffer(max_chars)  # the text not yet a sentence
         self.failed = False
         self.pending: asyncio.Queue = asyncio.Queue()
         self.forwarder: asyncio.Task | None = None
@@ -534,7 +469,7 @@ class Handler(AsyncEventHandler):
             self._stream = None
             self._audio_started = False
             choice = await asyncio.to_thread(st.choose, start.voice)
-            self._stream = _Stream(choice)
+            self._stream = _Stream(choice, st.max_input_chars)
         elif SynthesizeChunk.is_type(event.type):
             stream = self._stream
             if stream is None or stream.failed:
@@ -544,8 +479,7 @@ class Handler(AsyncEventHandler):
                 return
             try:
                 text = st.check_text(_parse(SynthesizeChunk, event).text)
-                stream.buffer += text
-                sentences, stream.buffer = split_sentences(stream.buffer, st.max_input_chars)
+                sentences = [s.text for s in stream.text.feed(text)]
                 await self._speak_stream(sentences, stream)
             except WyomingError:
                 stream.failed = True
@@ -559,8 +493,7 @@ class Handler(AsyncEventHandler):
                                    "first", "no-stream")
             if stream.failed:
                 return
-            sentences, rest = split_sentences(stream.buffer, st.max_input_chars)
-            sentences += [rest.strip()] if rest.strip() else []
+            sentences = [s.text for s in stream.text.flush()]
             try:
                 await self._speak_stream(sentences, stream)
                 stream.pending.put_nowait(None)
