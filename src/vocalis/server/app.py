@@ -32,6 +32,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
 
@@ -488,33 +489,14 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             raise APIError(503, "the server is shutting down; retry on another instance",
                            code="unavailable")
         hosted = state.pick(body.model)
-        tts, voices = hosted.tts, hosted.voices
+        tts = hosted.tts
         text = body.input
-        if not text.strip():
-            raise APIError(400, "input is empty: give some words to speak", param="input",
-                           code="empty_input")
-        if len(text) > state.max_input_chars:
-            raise APIError(400, f"input is {len(text)} characters; the limit is "
-                                f"{state.max_input_chars} (start the server with "
-                                "--max-input-chars to change it)", param="input",
-                           code="string_above_max_length")
-        try:
-            check_unicode(text, "input", "send the text as valid UTF-8", "input")
-        except InputError as e:
-            raise APIError(400, str(e), param="input") from None
+        check_input(state, text)
         whole = _whole_file(body, request)
-        voice = await asyncio.to_thread(voices.resolve, body.voice_id())
-        seed = body.seed if body.seed is not None else new_seed()
-        options, instructions_note = _options(tts, body)
-        try:
-            norm = {"normalize": True} if _normalize_request(state, tts, body, options) else {}
-            req = await asyncio.to_thread(tts.submit, text, voice, seed, body.speed, **norm, **options)
-        except CapacityError as e:
-            state.metrics.speech.labels("rejected").inc()
-            raise APIError(429, str(e), code=e.code) from None
-        except InputError as e:  # the option at fault is named by the API's range check
-            param = "instructions" if e.param == "instruct" else e.param  # the request's field name
-            raise APIError(400, str(e), param=param, code=e.code) from None
+        plan = await asyncio.to_thread(plan_speech, state, hosted, body)
+        seed = plan.seed if plan.seed is not None else new_seed()
+        instructions_note = plan.instructions_note
+        req = await asyncio.to_thread(submit_speech, state, plan, text, seed)
         _admit(state, request, req)  # from here on, any way out cancels and counts it
         job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate, whole=whole),
                         asyncio.get_running_loop()).start()
@@ -555,6 +537,91 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                  headers=headers)
 
     return app
+
+
+def check_input(state: ServerState, text: str, param: str = "input") -> None:
+    """The server's checks of a text to speak, before any work: not blank, at most
+    ``--max-input-chars``, valid Unicode.
+
+    Raises APIError 400 naming ``param`` (``empty_input``, ``string_above_max_length``)."""
+    if not text.strip():
+        raise APIError(400, f"{param} is empty: give some words to speak", param=param,
+                       code="empty_input")
+    if len(text) > state.max_input_chars:
+        raise APIError(400, f"{param} is {len(text)} characters; the limit is "
+                            f"{state.max_input_chars} (start the server with "
+                            "--max-input-chars to change it)", param=param,
+                       code="string_above_max_length")
+    try:
+        check_unicode(text, param, "send the text as valid UTF-8", param)
+    except InputError as e:
+        raise APIError(400, str(e), param=param) from None
+
+
+@dataclass
+class SpeechPlan:
+    """A speech request checked and resolved, ready for :func:`submit_speech` (any number of
+    texts): the hosted model, the voice, ``seed`` (None: a new one per text), ``speed``, the
+    family options (with ``normalize`` when on) and the ``x-vocalis-instructions`` note."""
+
+    hosted: Hosted
+    voice: object
+    seed: int | None
+    speed: float
+    options: dict
+    instructions_note: str | None = None
+
+
+def plan_speech(state: ServerState, hosted: Hosted, body: SpeechRequest) -> SpeechPlan:
+    """Resolve ``body``'s voice and options for ``hosted`` (blocking: may load a voice).
+    Front ends that speak several texts with one configuration (the WebSocket endpoint)
+    check once here, then submit each text.
+
+    Raises APIError 400 naming the field (unknown voice, conflicting instructions)."""
+    tts = hosted.tts
+    voice = hosted.voices.resolve(body.voice_id())
+    options, note = _options(tts, body)
+    if _normalize_request(state, tts, body, options):
+        options["normalize"] = True
+    return SpeechPlan(hosted, voice, body.seed, body.speed, options, note)
+
+
+def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
+    """Every check of :meth:`vocalis.api.TTS.submit` that needs no text of the user's
+    (speed, seed, the options against the family's schema and rules, the voice, whether
+    normalization applies), run on ``sample_text``: a configuration is refused before any
+    text arrives.
+
+    Raises APIError 400 naming the field."""
+    tts = plan.hosted.tts
+    options = dict(plan.options)
+    norm = options.pop("normalize", False)
+    try:
+        _, _, _, checked = tts.info.check_request(sample_text, plan.voice, plan.seed, plan.speed,
+                                                  options)
+        tts.normalized_text(sample_text, norm, checked)
+    except InputError as e:
+        raise APIError(400, str(e), param=_field_of(e.param), code=e.code) from None
+
+
+def _field_of(param: str | None) -> str | None:
+    """The request's field name for an engine option (OpenAI's ``instructions``)."""
+    return "instructions" if param == "instruct" else param
+
+
+def submit_speech(state: ServerState, plan: SpeechPlan, text: str, seed: int):
+    """Submit ``text`` with ``plan`` to the engine (blocking); returns the engine request.
+
+    Raises APIError: 429 when the queue is full (counted as rejected), 400 naming the field
+    the engine's checks refused."""
+    tts = plan.hosted.tts
+    try:
+        return tts.submit(text, plan.voice, seed, plan.speed, **plan.options)
+    except CapacityError as e:
+        state.metrics.speech.labels("rejected").inc()
+        raise APIError(429, str(e), code=e.code) from None
+    except InputError as e:  # the option at fault is named by the API's range check
+        raise APIError(400, str(e), param=_field_of(e.param), code=e.code) from None
 
 
 def _cloner(state: ServerState) -> Hosted:
