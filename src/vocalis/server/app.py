@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
 
-from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -45,7 +45,7 @@ from starlette.requests import ClientDisconnect
 from vocalis.errors import CapacityError, InputError
 from vocalis.options import check_unicode, new_seed
 from vocalis.text.normalize import warm as warm_normalization
-from vocalis.server import errors
+from vocalis.server import errors, stream
 from vocalis.server.bridge import Piece, SpeechJob
 from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
@@ -482,6 +482,12 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         return await asyncio.to_thread(holder.voices.delete, voice_id)
 
     # ------------------------------------------------------------------ speech
+
+    @app.websocket(stream.PATH)
+    async def speech_stream(websocket: WebSocket):
+        """Text in as it is written, audio out as it is generated (vLLM-Omni's protocol;
+        see :mod:`vocalis.server.stream`)."""
+        await stream.serve(websocket, state)
 
     @app.post("/v1/audio/speech")
     async def speech(body: SpeechRequest, request: Request):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool
 
 OPENAI_MAX_INPUT_CHARS = 4096
 
@@ -62,3 +62,76 @@ class SpeechRequest(BaseModel):
         """The model-family options the request carries (every field beyond OpenAI's and
         vocalis's own), for the family's schema to check."""
         return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
+
+
+# ---------------------------------------------------------------------- WebSocket messages
+# /v1/audio/speech/stream speaks vLLM-Omni's streaming-text protocol (see
+# vocalis.server.stream): these are its client messages, as vLLM-Omni names them.
+
+
+class StreamSessionConfig(BaseModel):
+    """``{"type": "session.config", ...}``: how the utterances that follow are spoken.
+
+    vLLM-Omni's fields: ``model`` (default: the server's first model), ``voice`` (or
+    ``speaker``), ``task_type`` (checked against the served model), ``language``,
+    ``instructions``, ``response_format`` (default ``wav``), ``speed``, ``stream_audio``
+    (PCM chunks as they are decoded; needs ``response_format`` ``pcm``), ``seed`` (every
+    sentence uses it), ``split_granularity`` (``none``: one request per ``input.done``;
+    ``sentence``: one per sentence as soon as it is complete), ``word_timestamps`` (only
+    ``false`` here), ``initial_codec_chunk_frames`` (accepted; vocalis always decodes each
+    frame as soon as it exists). Extensions as in :class:`SpeechRequest`: ``normalize`` and
+    the request options of the model's family (checked by its schema; a field nobody
+    declares is refused)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    type: Literal["session.config"]
+    model: str | None = Field(default=None, min_length=1, max_length=512)
+    voice: str | VoiceRef | None = Field(default=None,
+                                         validation_alias=AliasChoices("voice", "speaker"))
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    language: str | None = Field(default=None, max_length=64)
+    instructions: str | None = Field(default=None, max_length=OPENAI_MAX_INPUT_CHARS)
+    response_format: ResponseFormat = "wav"
+    speed: float | None = Field(default=1.0, ge=0.25, le=4.0)
+    stream_audio: StrictBool = False
+    word_timestamps: StrictBool = False
+    seed: int | None = None
+    split_granularity: Literal["none", "sentence", "clause"] = "none"
+    initial_codec_chunk_frames: int | None = Field(default=None, ge=0)
+    normalize: StrictBool | None = None
+
+    def options(self) -> dict:
+        """The model-family options the message carries (every field beyond the protocol's
+        and vocalis's own), for the family's schema to check."""
+        return {k: v for k, v in (self.model_extra or {}).items() if v is not None}
+
+
+class InputText(BaseModel):
+    """``{"type": "input.text", "text": "..."}``: more text of the current utterance."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input.text"]
+    text: str
+
+
+class InputDone(BaseModel):
+    """``{"type": "input.done"}``: the utterance's text is complete (speak the rest); the
+    connection stays open for the next one."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input.done"]
+
+
+class SessionClose(BaseModel):
+    """``{"type": "session.close"}``: finish the flushed utterances, then close."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["session.close"]
+
+
+class InputCancel(BaseModel):
+    """``{"type": "input.cancel"}`` (vocalis extension): stop speaking now (barge-in)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input.cancel"]

@@ -1,0 +1,667 @@
+"""``WS /v1/audio/speech/stream``: text in as it is written, audio out as it is generated.
+
+The protocol is vLLM-Omni's streaming-text speech endpoint, unchanged (its
+``serving_speech_stream.py`` and ``docs/serving/speech_api.md``), so its clients work here.
+
+Client -> server (JSON text messages)::
+
+    {"type": "session.config", ...}       first message; may be sent again between utterances
+    {"type": "input.text", "text": "..."} more text of the current utterance
+    {"type": "input.done"}                the utterance is complete: speak the rest, keep
+                                          the connection open for the next one
+    {"type": "session.close"}             finish the utterances already flushed, then close
+    {"type": "input.cancel"}              vocalis extension: stop now (barge-in), see below
+
+Server -> client, for every sentence (one engine request) in order::
+
+    {"type": "audio.start", "utterance_index", "sentence_index", "sentence_text", "format",
+     "sample_rate", "channels", "text_start", "text_end"}
+    binary frames: the audio (``stream_audio`` true: 16-bit PCM chunks as they are decoded;
+                   false: one frame holding the sentence's whole file in ``format``)
+    {"type": "audio.done", "utterance_index", "sentence_index", "total_bytes", "error",
+     "samples", "cancelled", "text_start", "text_end"}
+
+and once per utterance, after its last sentence::
+
+    {"type": "session.done", "utterance_index", "total_sentences", "samples", "cancelled",
+     "text_spoken_end", "text_heard_end"}
+    {"type": "error", "message", "code", "param"}     a problem; the connection goes on
+                                                      unless the message says it closes
+
+The fields in the first two lines of each message are vLLM-Omni's; the others are vocalis
+extensions (clients that do not know them ignore them): ``sample_rate`` (Hz) and
+``channels`` on every ``audio.start``; ``samples`` (audio samples sent, at ``sample_rate``);
+``text_start``/``text_end`` (the sentence's place in the utterance's text: character
+offsets into the concatenation of its ``input.text`` pieces, end exclusive);
+``cancelled``; on ``session.done``, ``text_spoken_end`` (the text whose audio was sent
+completely ends there) and ``text_heard_end`` (the text whose audio was at least begun
+ends there); on ``error``, ``code`` and ``param``.
+
+Sentences: with ``split_granularity`` ``sentence`` each sentence (the rules of
+:mod:`vocalis.text.sentences`, the same as Wyoming's) is submitted to the engine as soon as
+its end has arrived, while earlier audio is still being sent (at most ``AHEAD`` engine
+requests per connection at a time, so the next sentence is ready when one ends; their audio
+leaves in order). ``none`` (vLLM-Omni's default) speaks the whole utterance as one request
+at ``input.done``. ``clause`` is refused (use ``sentence``).
+
+Interruption (vocalis extension): ``input.cancel`` stops every utterance not yet finished:
+the sentence being sent stops within one engine step (its ``audio.done`` says
+``cancelled``, with the samples sent), the sentences generated ahead are cancelled and
+their rows freed, text not yet spoken is dropped; then each utterance stopped gets its
+``session.done`` with ``cancelled: true``; the rows are free by then. A closed socket does
+the same without the messages.
+
+Limits (per connection): a message over ``MAX_MESSAGE_BYTES`` (``session.config``: larger,
+as reference audio may ride in it) gets an ``error`` and the connection is closed (code
+1009); text not yet given to the engine is at most ``MAX_PENDING_CHARS`` characters (more
+gets an error ``text_buffer_full`` and is dropped); at most ``MAX_OPEN_UTTERANCES``
+utterances may be flushed and unfinished (``input.done`` beyond gets
+``too_many_utterances``). A client that does not read its audio stops the connection's
+generation after the sentences in flight: audio is sent with the transport's flow
+control, and no sentence is submitted while ``AHEAD`` wait to be sent.
+
+Auth: with ``--api-key`` the handshake must carry ``Authorization: Bearer KEY`` (or
+``x-api-key``), as every ``/v1`` route; otherwise it is refused with HTTP 401 and OpenAI's
+error envelope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+
+from fastapi import WebSocket
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from vocalis.audio.encode import make_encoder
+from vocalis.options import new_seed
+from vocalis.server import errors
+from vocalis.server.bridge import SpeechJob
+from vocalis.server.errors import APIError
+from vocalis.server.schemas import (
+    InputCancel,
+    InputDone,
+    InputText,
+    SessionClose,
+    SpeechRequest,
+    StreamSessionConfig,
+)
+from vocalis.text.sentences import Sentence, SentenceBuffer
+
+log = logging.getLogger("vocalis.server")
+
+PATH = "/v1/audio/speech/stream"
+AHEAD = 2                            # engine requests per connection at a time
+MAX_MESSAGE_BYTES = 128 * 1024       # input.text and the other small messages
+MAX_CONFIG_BYTES = 4 * 1024 * 1024   # session.config (may carry reference audio)
+MAX_PENDING_CHARS = 32 * 1024        # text received and not yet given to the engine
+MAX_OPEN_UTTERANCES = 8              # utterances flushed and not yet finished
+CLOSE_TOO_BIG = 1009
+CLOSE_POLICY = 1008
+
+_MESSAGES = {"input.text": InputText, "input.done": InputDone, "session.close": SessionClose,
+             "input.cancel": InputCancel}
+
+
+class StreamError(Exception):
+    """Answered as an ``error`` event; ``close``: then the connection is closed (with
+    ``close`` as the WebSocket close code)."""
+
+    def __init__(self, message: str, code: str, param: str | None = None,
+                 close: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.param = param
+        self.close = close
+
+
+@dataclass
+class _Utterance:
+    """One ``input.done`` cycle: its text, its sentences' progress and how much was sent."""
+
+    index: int
+    text: SentenceBuffer
+    sentences: int = 0          # sentences announced (audio.start sent)
+    samples: int = 0
+    spoken_end: int = 0         # text whose audio was sent completely ends here
+    heard_end: int = 0          # text whose audio was at least begun ends here
+    cancelled: bool = False
+    started: bool = False       # some text arrived
+
+
+@dataclass
+class _Item:
+    """What the speaker does next: speak a sentence, or end an utterance."""
+
+    utt: _Utterance
+    sentence: Sentence | None = None   # None: the utterance's end (session.done)
+    job: SpeechJob | None = None
+    error: APIError | None = None
+    submitting: bool = False
+    submitted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.utt.cancelled
+
+
+class _Config:
+    """A checked ``session.config``: the plan every sentence is submitted with."""
+
+    def __init__(self, msg: StreamSessionConfig, plan, hosted):
+        self.msg = msg
+        self.plan = plan
+        self.hosted = hosted
+        self.rate = hosted.tts.sample_rate
+
+
+def _validation_message(e: ValidationError, body) -> APIError:
+    return errors._validation_error(RequestValidationError(e.errors(), body=body))
+
+
+class StreamConnection:
+    """One WebSocket connection: the reader (this task) parses messages and cuts text into
+    sentences; a submitter task gives sentences to the engine (``AHEAD`` at a time); a
+    speaker task sends their audio in order."""
+
+    def __init__(self, ws: WebSocket, state):
+        self.ws = ws
+        self.state = state
+        self.config: _Config | None = None
+        self.items: deque[_Item] = deque()
+        self.changed = asyncio.Condition()
+        self.utt: _Utterance | None = None
+        self.next_index = 0
+        self.open_utterances = 0
+        self.send_lock = asyncio.Lock()
+        self.closing = False
+        self.tasks: list[asyncio.Task] = []
+
+    # ------------------------------------------------------------------ sending
+
+    async def send_json(self, obj: dict) -> None:
+        async with self.send_lock:
+            await self.ws.send_text(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+
+    async def send_bytes(self, data: bytes) -> None:
+        async with self.send_lock:
+            await self.ws.send_bytes(data)
+
+    async def send_error(self, e: StreamError | APIError) -> None:
+        message = self.state.redact(e.message)
+        await self.send_json({"type": "error", "message": message,
+                              "code": e.code, "param": e.param})
+
+    # ------------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        self.tasks = [asyncio.create_task(self._submitter(), name="vocalis-ws-submit"),
+                      asyncio.create_task(self._speaker(), name="vocalis-ws-speak")]
+        try:
+            while True:
+                message = await self.ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                try:
+                    if await self._handle(message):
+                        break
+                except StreamError as e:
+                    await self.send_error(e)
+                    if e.close is not None:
+                        await self.ws.close(e.close)
+                        return
+                except APIError as e:
+                    await self.send_error(e)
+            # session.close: let the speaker finish what was flushed, then close
+            self.closing = True
+            async with self.changed:
+                self.changed.notify_all()
+            await self.tasks[1]
+            await self.ws.close()
+        except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
+            pass  # the client went away (or closed while we sent)
+        finally:
+            self._cancel_all()
+            for t in self.tasks:
+                t.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            self._release_all()
+
+    async def _handle(self, message: dict) -> bool:
+        """One client message; True when the connection should close (session.close)."""
+        raw = message.get("text")
+        if raw is None:
+            if message.get("bytes") is not None:
+                raise StreamError("binary frame where a JSON text message was expected: send "
+                                  "the messages as text frames (audio is only sent by the "
+                                  "server)", "binary_not_supported")
+            return False
+        size = len(raw.encode("utf-8", "surrogatepass"))
+        limit = MAX_CONFIG_BYTES if '"session.config"' in raw[:4096] else MAX_MESSAGE_BYTES
+        if size > limit:
+            raise StreamError(f"message is {size} bytes; the limit is {limit} bytes: send the "
+                              "text in smaller input.text pieces; closing the connection",
+                              "message_too_large", close=CLOSE_TOO_BIG)
+        try:
+            msg = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError) as e:
+            detail = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deep"
+            raise StreamError(f"message is not valid JSON ({detail}): send one JSON object "
+                              'per text frame, e.g. {"type": "input.text", "text": "Hi."}',
+                              "invalid_json", close=None if self.config else CLOSE_POLICY)
+        if not isinstance(msg, dict):
+            raise StreamError("message must be a JSON object with a \"type\" field",
+                              "invalid_message", close=None if self.config else CLOSE_POLICY)
+        kind = msg.get("type")
+        if kind == "session.config":
+            await self._configure(msg)
+            return False
+        if self.config is None:
+            raise StreamError(f"expected session.config first, got {_shown(kind)}: send "
+                              '{"type": "session.config", "voice": ...} first; closing',
+                              "missing_session_config", param="type", close=CLOSE_POLICY)
+        model = _MESSAGES.get(kind)
+        if model is None:
+            raise StreamError(f"unknown message type {_shown(kind)}: use session.config, "
+                              "input.text, input.done, input.cancel or session.close",
+                              "unknown_message_type", param="type")
+        try:
+            parsed = model.model_validate(msg)
+        except ValidationError as e:
+            raise _validation_message(e, msg) from None
+        if isinstance(parsed, InputText):
+            await self._text(parsed.text)
+        elif isinstance(parsed, InputDone):
+            await self._done()
+        elif isinstance(parsed, InputCancel):
+            await self._cancel()
+        elif isinstance(parsed, SessionClose):
+            return True
+        return False
+
+    # ------------------------------------------------------------------ messages
+
+    async def _configure(self, msg: dict) -> None:
+        if self.utt is not None and self.utt.started:
+            raise StreamError("session.config while an utterance is open: send input.done "
+                              "(or input.cancel) first", "utterance_in_progress",
+                              param="type")
+        try:
+            cfg = StreamSessionConfig.model_validate(msg)
+        except ValidationError as e:
+            err = _validation_message(e, msg)
+            raise StreamError(f"invalid session.config: {err.message}", err.code, err.param,
+                              close=None if self.config else CLOSE_POLICY) from None
+        try:
+            self.config = await asyncio.to_thread(self._check_config, cfg)
+        except APIError as e:
+            raise StreamError(e.message, e.code or "invalid_value", e.param,
+                              close=None if self.config else CLOSE_POLICY) from None
+        except ValidationError as e:
+            err = _validation_message(e, msg)
+            raise StreamError(f"invalid session.config: {err.message}", err.code, err.param,
+                              close=None if self.config else CLOSE_POLICY) from None
+
+    def _check_config(self, cfg: StreamSessionConfig) -> _Config:
+        """Everything a sentence will be checked against, checked now (blocking: a voice
+        may load). Raises APIError naming the field."""
+        from vocalis.server.app import check_plan, plan_speech
+
+        if cfg.word_timestamps:
+            raise APIError(400, "word_timestamps is not available yet on this server: send "
+                                "word_timestamps false (or leave it out)",
+                           param="word_timestamps", code="unsupported_value")
+        if cfg.split_granularity == "clause":
+            raise APIError(400, "split_granularity 'clause' is not supported: use 'sentence' "
+                                "(each sentence is spoken as soon as it is complete) or 'none'",
+                           param="split_granularity", code="unsupported_value")
+        if cfg.stream_audio and cfg.response_format != "pcm":
+            raise APIError(400, "stream_audio true sends raw PCM chunks: set response_format "
+                                f"'pcm' (got {cfg.response_format!r}), or stream_audio false "
+                                "for one whole file per sentence", param="response_format",
+                           code="invalid_value")
+        state = self.state
+        hosted = state.pick(cfg.model) if cfg.model is not None else state.default
+        info = hosted.tts.info
+        if cfg.task_type is not None:
+            kind = (info.kind or "").replace("_", "").lower()
+            if cfg.task_type.lower() != kind:
+                raise APIError(400, f"task_type {cfg.task_type!r} does not match the model: "
+                                    f"{hosted.model_id!r} is {info.title} "
+                                    f"({info.kind_title or 'one kind'}); drop task_type or "
+                                    "choose a model of that kind", param="task_type",
+                               code="invalid_value")
+        options = cfg.options()
+        for name in ("input", "stream", "stream_format"):
+            if name in options:
+                raise APIError(400, f"unknown parameter {name!r} in session.config: the text "
+                                    "comes in input.text messages and the audio is always "
+                                    "streamed", param=name, code="unknown_parameter")
+        if cfg.language is not None:
+            options.update(_language_option(info, cfg.language))
+        voice = cfg.voice if cfg.voice is not None else "default"
+        body = SpeechRequest(model=hosted.model_id, input=".", voice=voice,
+                             instructions=cfg.instructions, response_format=cfg.response_format,
+                             speed=cfg.speed if cfg.speed is not None else 1.0, seed=cfg.seed,
+                             normalize=cfg.normalize, **options)
+        plan = plan_speech(state, hosted, body)
+        check_plan(plan)
+        return _Config(cfg, plan, hosted)
+
+    def _pending_chars(self) -> int:
+        n = len(self.utt.text) if self.utt is not None else 0
+        return n + sum(len(i.sentence.text) for i in self.items
+                       if i.sentence is not None and i.job is None and not i.submitting)
+
+    def _open(self) -> _Utterance:
+        if self.utt is None:
+            granularity = self.config.msg.split_granularity
+            max_chars = self.state.max_input_chars if granularity == "sentence" else 1 << 62
+            self.utt = _Utterance(self.next_index, SentenceBuffer(max_chars))
+        return self.utt
+
+    async def _text(self, text: str) -> None:
+        if not text:
+            return
+        if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            raise StreamError("input.text holds characters that are not text (NUL or a lone "
+                              "surrogate): send valid UTF-8 text", "invalid_text", param="text")
+        granularity = self.config.msg.split_granularity
+        utt = self._open()
+        if granularity == "none" and len(utt.text) + len(text) > self.state.max_input_chars:
+            raise StreamError(f"the utterance would be {len(utt.text) + len(text)} characters; "
+                              f"the limit is {self.state.max_input_chars}: this piece was "
+                              "dropped; send input.done sooner (with split_granularity 'none' "
+                              "an utterance is one request of at most --max-input-chars "
+                              "characters), or use split_granularity 'sentence'",
+                              "text_buffer_full", param="text")
+        pending = self._pending_chars()
+        if pending + len(text) > MAX_PENDING_CHARS:
+            raise StreamError(f"text not yet spoken would be {pending + len(text)} characters; "
+                              f"the limit is {MAX_PENDING_CHARS} per connection: this piece "
+                              "was dropped; wait for audio before sending more text",
+                              "text_buffer_full", param="text")
+        utt.started = True
+        if granularity == "none":
+            utt.text.pending += text
+            return
+        await self._queue(utt, utt.text.feed(text))
+
+    async def _queue(self, utt: _Utterance, sentences: list[Sentence], end: bool = False) -> None:
+        async with self.changed:
+            for s in sentences:
+                if any(c.isalnum() for c in s.text):  # else nothing to speak ("...", an emoji)
+                    self.items.append(_Item(utt, s))
+            if end:
+                self.items.append(_Item(utt))
+            self.changed.notify_all()
+
+    async def _done(self) -> None:
+        if self.open_utterances >= MAX_OPEN_UTTERANCES:
+            raise StreamError(f"{self.open_utterances} utterances are still being spoken; the "
+                              f"limit is {MAX_OPEN_UTTERANCES} per connection: wait for a "
+                              "session.done before the next input.done", "too_many_utterances")
+        utt = self._open()
+        if self.config.msg.split_granularity == "none":
+            text = utt.text.pending
+            utt.text.pending = ""
+            a, b = len(text) - len(text.lstrip()), len(text.rstrip())
+            sentences = [Sentence(text[a:b], a, b)] if a < b else []
+        else:
+            sentences = utt.text.flush()
+        self.utt = None
+        self.next_index += 1
+        self.open_utterances += 1
+        await self._queue(utt, sentences, end=True)
+
+    async def _cancel(self) -> None:
+        """Stop every unfinished utterance (the open one too): cancel their engine requests,
+        drop their text; the speaker then reports them."""
+        if self.utt is not None and self.utt.started:
+            utt = self.utt
+            self.utt = None
+            self.next_index += 1
+            self.open_utterances += 1
+            await self._queue(utt, [], end=True)
+        self._cancel_all()
+        async with self.changed:
+            self.changed.notify_all()
+
+    def _cancel_all(self) -> None:
+        for item in list(self.items):
+            item.utt.cancelled = True
+            if item.job is not None:
+                item.job.cancel()
+            elif not item.submitting:
+                item.submitted.set()  # never to be submitted: the speaker skips it
+        if self.utt is not None:
+            self.utt.cancelled = True
+
+    def _release_all(self) -> None:
+        """On the way out: every engine request of the connection cancelled and counted."""
+        from vocalis.server.app import _settle
+
+        for item in self.items:
+            if item.job is not None:
+                _settle(self.state, item.job.request, "cancelled")
+        self.items.clear()
+
+    # ------------------------------------------------------------------ engine
+
+    def _in_flight(self) -> int:
+        return sum(1 for i in self.items if i.job is not None or i.submitting)
+
+    def _next_to_submit(self) -> _Item | None:
+        for item in self.items:
+            if item.sentence is not None and item.job is None and not item.submitting \
+                    and not item.submitted.is_set():
+                return item
+        return None
+
+    async def _submitter(self) -> None:
+        """Give sentences to the engine in order, ``AHEAD`` at a time."""
+        while True:
+            async with self.changed:
+                await self.changed.wait_for(
+                    lambda: self._next_to_submit() is not None and self._in_flight() < AHEAD)
+                item = self._next_to_submit()
+                item.submitting = True
+            try:
+                if not item.cancelled:
+                    item.job = await self._submit(item)
+            except APIError as e:
+                item.error = e
+            finally:
+                item.submitting = False
+                item.submitted.set()
+                async with self.changed:
+                    self.changed.notify_all()
+
+    async def _submit(self, item: _Item) -> SpeechJob:
+        """One engine request for ``item``'s sentence; a cancellation meanwhile (the client
+        left) cancels the request once it exists. Raises APIError (queue full, a text the
+        model refuses)."""
+        from vocalis.server.app import check_input, submit_speech
+
+        cfg = self.config
+        state = self.state
+        text = item.sentence.text
+        check_input(state, text, "text")
+        seed = cfg.plan.seed if cfg.plan.seed is not None else new_seed()
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(None, submit_speech, state, cfg.plan, text, seed)
+        try:
+            req = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                                  or f.result().cancel())
+            raise
+        state.admitted.add(req)
+        if item.cancelled:
+            req.cancel()
+        whole = not cfg.msg.stream_audio
+        encoder = make_encoder(cfg.msg.response_format, cfg.rate, whole=whole)
+        return SpeechJob(req, encoder, loop).start()
+
+    # ------------------------------------------------------------------ audio out
+
+    async def _speaker(self) -> None:
+        """Send the items' audio in order: each sentence's audio.start, audio, audio.done;
+        each utterance's session.done. A failure of its own closes the connection (1011)."""
+        try:
+            await self._speak_all()
+        except (WebSocketDisconnect, ConnectionError, OSError, asyncio.CancelledError):
+            raise
+        except Exception as e:
+            log.error("speech stream failed", exc_info=e)
+            self._cancel_all()
+            try:
+                await self.ws.close(1011)
+            except (RuntimeError, OSError):
+                pass
+
+    async def _speak_all(self) -> None:
+        while True:
+            async with self.changed:
+                await self.changed.wait_for(lambda: bool(self.items) or self.closing)
+                if not self.items:
+                    return  # session.close: everything before it was sent
+                item = self.items[0]
+            if item.sentence is None:
+                await self._end(item.utt)
+            else:
+                await item.submitted.wait()
+                await self._speak(item)
+            async with self.changed:
+                self.items.popleft()
+                self.changed.notify_all()
+
+    async def _end(self, utt: _Utterance) -> None:
+        self.open_utterances -= 1
+        msg = {"type": "session.done", "utterance_index": utt.index,
+               "total_sentences": utt.sentences, "samples": utt.samples,
+               "cancelled": utt.cancelled, "text_spoken_end": utt.spoken_end,
+               "text_heard_end": utt.heard_end}
+        await self.send_json(msg)
+
+    async def _speak(self, item: _Item) -> None:
+        from vocalis.server.app import _settle
+
+        utt, s, cfg = item.utt, item.sentence, self.config
+        job = item.job
+        if item.cancelled and job is None:
+            return
+        if item.cancelled:  # never announced: wait for its row to be freed, send nothing
+            while (await job.next()).kind not in ("done", "failed"):
+                pass
+            _settle(self.state, job.request, "cancelled")
+            return
+        index = utt.sentences
+        utt.sentences += 1
+        base = {"utterance_index": utt.index, "sentence_index": index}
+        span = {"text_start": s.start, "text_end": s.end}
+        await self.send_json({"type": "audio.start", **base, "sentence_text": s.text,
+                              "format": cfg.msg.response_format, "sample_rate": cfg.rate,
+                              "channels": 1, **span})
+        total_bytes = samples = 0  # sent to the client
+        made = 0                   # samples of a whole file not yet sent
+        failed = cancelled = False
+        outcome = "cancelled"
+        if job is None:  # refused at submission
+            failed = True
+            await self.send_error(item.error)
+        else:
+            whole: list[bytes] = []
+            try:
+                while True:
+                    piece = await job.next()
+                    if piece.kind == "audio" and not cfg.msg.stream_audio:
+                        made += piece.samples
+                        whole.append(piece.data)
+                    elif piece.kind == "audio":
+                        if piece.data:
+                            await self.send_bytes(piece.data)
+                            total_bytes += len(piece.data)
+                        if piece.samples:
+                            utt.heard_end = s.end
+                            samples += piece.samples
+                            utt.samples += piece.samples
+                    elif piece.kind == "done":
+                        cancelled = piece.stats is not None and piece.stats.cancelled
+                        outcome = "cancelled" if cancelled else "completed"
+                        break
+                    else:
+                        failed = True
+                        outcome = "failed"
+                        err = errors.from_exception(piece.error)
+                        if err.status >= 500:
+                            log.error("stream sentence failed: %s", type(piece.error).__name__)
+                        await self.send_error(err)
+                        break
+                if whole and not cancelled and not failed:
+                    data = b"".join(whole)
+                    await self.send_bytes(data)
+                    total_bytes, samples = len(data), made
+                    utt.samples += made
+                    utt.heard_end = s.end
+            finally:
+                _settle(self.state, job.request, outcome)
+        if not (failed or cancelled):
+            utt.spoken_end = s.end
+            utt.heard_end = s.end
+        await self.send_json({"type": "audio.done", **base, "total_bytes": total_bytes,
+                              "error": failed, "samples": samples, "cancelled": cancelled,
+                              **span})
+
+
+def _shown(value) -> str:
+    return json.dumps(value)[:40] if value is not None else "no type"
+
+
+def _language_option(info, language: str) -> dict:
+    """The family option that makes ``info``'s model speak ``language`` (a language name of
+    the model, case-insensitive; ``auto`` where the model detects); a model with one
+    language takes its own name. Raises APIError 400 (``language``)."""
+    want = language.strip().lower()
+    langs = [n for n in info.languages]
+    if info.language_option is not None:
+        match = next((n for n in langs if n.lower() == want), None)
+        if match is not None:
+            return {info.language_option: match}
+    elif want in (info.language.lower(), "auto"):
+        return {}
+    speaks = ", ".join(langs) if langs else info.language
+    raise APIError(400, f"language {language[:32]!r} is not spoken by {info.name}: use one of "
+                        f"{speaks}", param="language", code="invalid_value")
+
+
+async def serve(ws: WebSocket, state) -> None:
+    """Handle one connection to :data:`PATH` (the route calls this)."""
+    from vocalis.server.app import _authorized
+
+    if not _authorized(ws.scope, state.api_key):
+        await ws.send_denial_response(errors.error_response(
+            401, "missing or wrong API key: send the header Authorization: Bearer KEY",
+            code="invalid_api_key"))
+        return
+    if state.shutting_down:
+        await ws.send_denial_response(errors.error_response(
+            503, "the server is shutting down; retry on another instance", code="unavailable"))
+        return
+    await ws.accept()
+    conn = StreamConnection(ws, state)
+    try:
+        await conn.run()
+    finally:
+        if ws.application_state == WebSocketState.CONNECTED \
+                and ws.client_state == WebSocketState.CONNECTED:
+            try:
+                await ws.close()
+            except (RuntimeError, OSError, WebSocketDisconnect):
+                pass

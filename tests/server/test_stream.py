@@ -1,0 +1,329 @@
+"""``WS /v1/audio/speech/stream`` (vLLM-Omni's streaming-text protocol) over a real uvicorn
+server on loopback, driven by the ``websockets`` client library; random-weight checkpoint.
+The audio of each sentence must equal the HTTP endpoint's for the same text and seed.
+
+The server, model and checkpoint fixtures are test_server's (imported, not copied).
+"""
+# ruff: noqa: F811 (pytest passes the imported fixtures by their names)
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+websockets = pytest.importorskip("websockets")
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
+
+from tests.server.test_server import (  # noqa: E402,F401 (fixtures reused)
+    Server, ckpt, cosine, pcm_of, server, speech, tts, voices_dir)
+from vocalis.server import create_app, stream  # noqa: E402
+
+CONFIG = {"type": "session.config", "model": "tts-1", "voice": "alloy", "response_format": "pcm",
+          "stream_audio": True, "seed": 7, "split_granularity": "sentence"}
+PIECES = ["Hello th", "ere. How are", " you today? I am", " fine"]
+
+
+def ws_url(server) -> str:
+    return server.url.replace("http://", "ws://") + stream.PATH
+
+
+async def recv_until(ws, kind: str, events: list, audio: list | None = None) -> dict:
+    """Receive messages until one of type ``kind``; JSON events go to ``events``, binary
+    frames to ``audio`` (as (sentence key, bytes))."""
+    while True:
+        msg = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(msg, bytes):
+            assert audio is not None, "audio where none was expected"
+            audio.append(msg)
+            continue
+        ev = json.loads(msg)
+        events.append(ev)
+        if ev["type"] == kind:
+            return ev
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def rows_free(tts, timeout=20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = tts.engine_status()
+        if st["active_rows"] == 0 and st["queued"] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_sentences_stream_as_they_complete_and_equal_http(server, tts, monkeypatch, ahead):
+    """ahead 1: each sentence runs alone, as the HTTP request does: the very same bytes.
+    ahead 2 (the default): the next sentence is generated beside the one being sent; a
+    batch changes the last bits of float sums, as for concurrent HTTP requests (see
+    test_16_concurrent_clients_equal_their_solo_renditions)."""
+    monkeypatch.setattr(stream, "AHEAD", ahead)
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            for p in PIECES:
+                await ws.send(json.dumps({"type": "input.text", "text": p}))
+            events: list[dict] = []
+            per: dict[int, bytearray] = {}
+            current = None
+            await ws.send(json.dumps({"type": "input.done"}))
+            while True:
+                msg = await asyncio.wait_for(ws.recv(), 60)
+                if isinstance(msg, bytes):
+                    per[current].extend(msg)
+                    continue
+                ev = json.loads(msg)
+                events.append(ev)
+                if ev["type"] == "audio.start":
+                    current = ev["sentence_index"]
+                    per[current] = bytearray()
+                if ev["type"] == "session.done":
+                    return events, per
+
+    events, per = run(go())
+    starts = [e for e in events if e["type"] == "audio.start"]
+    dones = [e for e in events if e["type"] == "audio.done"]
+    whole = "".join(PIECES)
+    assert [e["sentence_text"] for e in starts] == ["Hello there.", "How are you today?", "I am fine"]
+    for e in starts:
+        assert whole[e["text_start"]:e["text_end"]] == e["sentence_text"]
+        assert e["format"] == "pcm" and e["sample_rate"] == 24000 and e["channels"] == 1
+        assert e["utterance_index"] == 0
+    for e in dones:
+        assert e["error"] is False and e["cancelled"] is False
+        assert e["total_bytes"] == len(per[e["sentence_index"]]) == 2 * e["samples"]
+    end = events[-1]
+    assert end == {"type": "session.done", "utterance_index": 0, "total_sentences": 3,
+                   "samples": sum(d["samples"] for d in dones), "cancelled": False,
+                   "text_spoken_end": len(whole), "text_heard_end": len(whole)}
+    for e in starts:  # each sentence's audio is the HTTP endpoint's for that sentence and seed
+        status, _, data = speech(server, input=e["sentence_text"], seed=7)
+        assert status == 200
+        got = bytes(per[e["sentence_index"]])
+        if ahead == 1:
+            assert got == data
+        else:
+            assert len(got) == len(data)
+            assert cosine(pcm_of(got), pcm_of(data)) >= 0.9999
+    assert rows_free(tts)
+
+
+def test_several_utterances_per_connection_and_whole_files(server, monkeypatch):
+    monkeypatch.setattr(stream, "AHEAD", 1)  # one sentence at a time: bytes equal HTTP's
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({**CONFIG, "split_granularity": "none"}))
+            events: list[dict] = []
+            audio: list[bytes] = []
+            await ws.send(json.dumps({"type": "input.text", "text": "One. Two."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            first = await recv_until(ws, "session.done", events, audio)
+            pcm = b"".join(audio)
+            # the config is sticky and may change between utterances: whole WAV files now
+            await ws.send(json.dumps({**CONFIG, "response_format": "wav", "stream_audio": False}))
+            audio2: list[bytes] = []
+            for text in ("Short one. ", "And a second. "):
+                await ws.send(json.dumps({"type": "input.text", "text": text}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            second = await recv_until(ws, "session.done", events, audio2)
+            await ws.send(json.dumps({"type": "input.done"}))  # nothing buffered: 0 sentences
+            third = await recv_until(ws, "session.done", events)
+            await ws.send(json.dumps({"type": "session.close"}))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+            assert ws.close_code == 1000
+            return first, pcm, second, audio2, third, events
+
+    first, pcm, second, audio2, third, events = run(go())
+    assert first["utterance_index"] == 0 and first["total_sentences"] == 1
+    _, _, http_pcm = speech(server, input="One. Two.", seed=7)
+    assert pcm == http_pcm  # split_granularity none: the utterance is one request
+    assert second["utterance_index"] == 1 and second["total_sentences"] == 2
+    assert len(audio2) == 2  # one whole file per sentence
+    for text, data in zip(("Short one.", "And a second."), audio2):
+        status, _, want = speech(server, input=text, seed=7, response_format="wav", stream=False)
+        assert status == 200 and data == want and data[:4] == b"RIFF"
+    assert third["utterance_index"] == 2 and third["total_sentences"] == 0
+
+
+def test_cancel_stops_frees_rows_and_reports_what_was_sent(server, tts):
+    text = " ".join(f"This is sentence number {i} of a long reply." for i in range(12))
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text", "text": text}))
+            received = 0
+            while True:  # wait for the first audio, then barge in
+                msg = await asyncio.wait_for(ws.recv(), 60)
+                if isinstance(msg, bytes):
+                    received += len(msg)
+                    break
+            await ws.send(json.dumps({"type": "input.cancel"}))
+            events: list[dict] = []
+            audio: list[bytes] = []
+            done = await recv_until(ws, "session.done", events, audio)
+            received += sum(len(a) for a in audio)
+            free = tts.engine_status()  # the rows are free when session.done is sent
+            # the connection stays usable
+            await ws.send(json.dumps({"type": "input.text", "text": "After."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            after = await recv_until(ws, "session.done", events, [])
+            return done, received, free, events, after
+
+    done, received, free, events, after = run(go())
+    assert free["active_rows"] == 0 and free["queued"] == 0
+    assert done["cancelled"] is True and done["utterance_index"] == 0
+    assert done["samples"] * 2 == received
+    assert 0 < done["text_heard_end"] <= len(text)
+    assert done["text_spoken_end"] <= done["text_heard_end"]
+    assert done["total_sentences"] < 12
+    dones = [e for e in events if e["type"] == "audio.done" and e["utterance_index"] == 0]
+    assert sum(d["samples"] for d in dones) == done["samples"]
+    assert after["utterance_index"] == 1 and after["total_sentences"] == 1
+    assert after["cancelled"] is False
+
+
+def test_client_vanishing_mid_utterance_frees_the_rows(server, tts):
+    text = " ".join(f"Sentence {i} goes on and on." for i in range(10))
+
+    async def go():
+        ws = await connect(ws_url(server))
+        await ws.send(json.dumps(CONFIG))
+        await ws.send(json.dumps({"type": "input.text", "text": text}))
+        while not isinstance(await asyncio.wait_for(ws.recv(), 60), bytes):
+            pass
+        ws.transport.abort()  # gone without a close frame
+
+    run(go())
+    assert rows_free(tts)
+    status, _, _ = speech(server, input="Still here.")
+    assert status == 200
+
+
+def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
+    async def go():
+        out = {}
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            for name, msg in [("binary", b"\x00\x01"), ("json", "{not json"),
+                              ("array", "[1, 2]"), ("type", json.dumps({"type": "input.txt"})),
+                              ("field", json.dumps({"type": "input.text", "text": "a", "x": 1})),
+                              ("text_type", json.dumps({"type": "input.text", "text": 5})),
+                              ("option", json.dumps({**CONFIG, "temperatur": 0.5})),
+                              ("format", json.dumps({**CONFIG, "response_format": "wav"})),
+                              ("clause", json.dumps({**CONFIG, "split_granularity": "clause"})),
+                              ("voice", json.dumps({**CONFIG, "voice": "nobody"})),
+                              ("timestamps", json.dumps({**CONFIG, "word_timestamps": True}))]:
+                await ws.send(msg)
+                out[name] = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.text", "text": "Still fine."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            out["done"] = await recv_until(ws, "session.done", [], [])
+        return out
+
+    out = run(go())
+    want = {"binary": "binary_not_supported", "json": "invalid_json", "array": "invalid_message",
+            "type": "unknown_message_type", "field": "unknown_parameter",
+            "option": "unknown_parameter", "format": "invalid_value",
+            "clause": "unsupported_value", "voice": "voice_not_found",
+            "timestamps": "unsupported_value"}
+    for name, code in want.items():
+        ev = out[name]
+        assert ev["type"] == "error" and ev["code"] == code, (name, ev)
+        assert "Traceback" not in ev["message"] and len(ev["message"]) > 20
+    assert out["text_type"]["type"] == "error" and out["text_type"]["param"] == "text"
+    assert "temperatur" in out["option"]["message"]
+    assert out["done"]["total_sentences"] == 1 and out["done"]["cancelled"] is False
+    assert rows_free(tts)
+
+
+def _closing(server, first: str | bytes) -> tuple[dict, int]:
+    async def go():
+        async with connect(ws_url(server), max_size=None) as ws:
+            await ws.send(first)
+            ev = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+            return ev, ws.close_code
+
+    return run(go())
+
+
+def test_fatal_inputs_close_cleanly(server):
+    ev, code = _closing(server, json.dumps({"type": "input.text", "text": "no config"}))
+    assert ev["code"] == "missing_session_config" and code == 1008
+    ev, code = _closing(server, json.dumps({**CONFIG, "speed": 9}))
+    assert ev["code"] == "less_than_equal" and ev["param"] == "speed" and code == 1008
+    big = json.dumps({"type": "input.text", "text": "a" * (10 * 1024 * 1024)})
+    ev, code = _closing(server, big)
+    assert ev["code"] == "message_too_large" and code == 1009
+    status, _, _ = speech(server, input="The server is unharmed.")
+    assert status == 200
+
+
+def test_limits_on_pending_text_and_open_utterances(server, tts, monkeypatch):
+    monkeypatch.setattr(stream, "AHEAD", 0)  # nothing is submitted: the limits are reached
+    monkeypatch.setattr(stream, "MAX_OPEN_UTTERANCES", 2)
+    monkeypatch.setattr(stream, "MAX_PENDING_CHARS", 40)
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            for _ in range(2):
+                await ws.send(json.dumps({"type": "input.text", "text": "Hi there. "}))
+                await ws.send(json.dumps({"type": "input.done"}))
+            await ws.send(json.dumps({"type": "input.text", "text": "More. "}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            too_many = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.text", "text": "x" * 40}))
+            too_much = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.cancel"}))
+            events: list[dict] = []
+            await recv_until(ws, "session.done", events)
+            await recv_until(ws, "session.done", events)
+            last = await recv_until(ws, "session.done", events)
+            return too_many, too_much, events, last
+
+    too_many, too_much, events, last = run(go())
+    assert too_many["code"] == "too_many_utterances"
+    assert too_much["code"] == "text_buffer_full"
+    assert [e["utterance_index"] for e in events] == [0, 1, 2]
+    assert all(e["cancelled"] and e["total_sentences"] == 0 for e in events)
+    assert rows_free(tts)
+
+
+def test_api_key_applies_to_the_handshake(tts, ckpt, tmp_path):
+    s = Server(create_app(tts, voices_dir=tmp_path, default_voice=str(ckpt / "voice.wav"),
+                          api_key="sesame"))
+    try:
+        async def go():
+            with pytest.raises(InvalidStatus) as e:
+                async with connect(ws_url(s)):
+                    pass
+            assert e.value.response.status_code == 401
+            assert json.loads(e.value.response.body)["error"]["code"] == "invalid_api_key"
+            with pytest.raises(InvalidStatus):
+                async with connect(ws_url(s), additional_headers={"Authorization": "Bearer nope"}):
+                    pass
+            async with connect(ws_url(s),
+                               additional_headers={"Authorization": "Bearer sesame"}) as ws:
+                await ws.send(json.dumps(CONFIG))
+                await ws.send(json.dumps({"type": "input.done"}))
+                return await recv_until(ws, "session.done", [])
+
+        assert run(go())["total_sentences"] == 0
+    finally:
+        s.stop()
+
