@@ -4,6 +4,8 @@ Commands::
 
     vocalis generate --text "Hello." -o hello.wav      speech to a file (.wav .mp3 .flac .ogg
                                                        .opus .aac .pcm) or -o - for stdout
+    vocalis say --url ws://HOST:PORT/v1/audio/speech/stream   stdin lines spoken by a
+                                                       running server as they are typed
     vocalis voices list | export AUDIO OUT.safetensors
     vocalis models list | show ID | download ID | random --config NAME --out DIR
     vocalis kernels build | status                    vocalis's C++ kernels, built once per machine
@@ -1320,6 +1322,117 @@ def wyoming(
     run_wyoming(model, uri, voice=voice, voices_dir=voices_dir, max_batch=max_batch,
                 threads=threads, seed=seed, device=device, max_input_chars=max_input_chars,
                 on_ready=ready, normalize=normalize, load_options=load_options)
+
+
+@app.command(context_settings=_SETTINGS)
+def say(
+    url: Annotated[str, typer.Option(
+        metavar="URL", rich_help_panel=SERVER_PANEL,
+        help="The running server's WebSocket endpoint.")]
+    = "ws://127.0.0.1:8000/v1/audio/speech/stream",
+    text: Annotated[str | None, typer.Option(
+        "--text", "-t", metavar="TEXT", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="Text to speak. Default: the lines of stdin, each sent as it is typed.")] = None,
+    voice: Annotated[str | None, typer.Option(
+        "--voice", "-v", metavar="VOICE", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="A voice the server offers (GET /v1/audio/voices). Default: the server's.")]
+    = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", metavar="MODEL", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="A model the server serves. Default: its first.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
+        help="Seed of every sentence (reproducible audio). Default: random.")] = None,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+        help="A .wav file, or - for raw 16-bit mono PCM on stdout.")] = DEFAULT_OUTPUT,
+    api_key: Annotated[str | None, typer.Option(
+        metavar="KEY", rich_help_panel=SERVER_PANEL, show_default=False,
+        envvar="VOCALIS_API_KEY", help="The server's --api-key (or $VOCALIS_API_KEY).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")]
+    = False,
+) -> None:
+    """Speak text through a running `vocalis serve` as it is written: each line goes to the
+    server's WebSocket endpoint at once, each sentence is spoken as soon as it is complete.
+
+    See docs/server.md (Streaming text in)."""
+    _setup_logging(quiet)
+    if output != "-" and not output.lower().endswith(".wav"):
+        raise InputError(f"-o {output!r}: give a .wav file, or - for raw 16-bit PCM on stdout",
+                         param="output")
+    if text is not None:
+        check_text(text, "text")
+    import asyncio
+
+    from vocalis.client import SpeechStream
+    config = {k: v for k, v in {"voice": voice, "model": model, "seed": seed}.items()
+              if v is not None}
+    sink = _PCMSink(output)
+
+    async def run() -> None:
+        async with SpeechStream(url, api_key=api_key, **config) as s:
+            lines: asyncio.Queue = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            if text is not None:
+                lines.put_nowait(text)
+                lines.put_nowait(None)
+            else:  # a daemon thread: a blocked read never holds the command at exit
+                def read() -> None:
+                    for line in sys.stdin:
+                        loop.call_soon_threadsafe(lines.put_nowait, line)
+                    loop.call_soon_threadsafe(lines.put_nowait, None)
+                threading.Thread(target=read, daemon=True, name="vocalis-say-stdin").start()
+
+            async def feed() -> None:
+                while (line := await lines.get()) is not None:
+                    await s.send_text(line)
+                await s.flush()
+
+            feeder = asyncio.create_task(feed())
+            try:
+                await s.collect(on_audio=lambda data: sink.write(data, s.sample_rate))
+            finally:
+                feeder.cancel()
+            await s.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        sink.close()
+    if not quiet and output != "-":
+        typer.echo(f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}",
+                   err=True)
+
+
+class _PCMSink:
+    """16-bit mono PCM to a WAV file (opened at the first audio, when the rate is known) or
+    to stdout (``-``)."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.rate: int | None = None
+        self.samples = 0
+        self._wav = None
+
+    def write(self, data: bytes, rate: int | None) -> None:
+        self.samples += len(data) // 2
+        if self.output == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
+        if self._wav is None:
+            import wave
+
+            self.rate = rate or 24000
+            self._wav = wave.open(self.output, "wb")
+            self._wav.setnchannels(1)
+            self._wav.setsampwidth(2)
+            self._wav.setframerate(self.rate)
+        self._wav.writeframes(data)
+
+    def close(self) -> None:
+        if self._wav is not None:
+            self._wav.close()
 
 
 # --------------------------------------------------------------------------- reference

@@ -327,3 +327,36 @@ def test_api_key_applies_to_the_handshake(tts, ckpt, tmp_path):
     finally:
         s.stop()
 
+
+def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
+    import io
+    import wave
+
+    from vocalis import cli
+    from vocalis.client import SpeechStream, StreamError, speak
+
+    monkeypatch.setattr(stream, "AHEAD", 1)  # sentence by sentence: bytes equal HTTP's
+    want = b"".join(speech(server, input=t, seed=7)[2] for t in ("Hello there.", "Bye."))
+    got = run(speak(ws_url(server), ["Hello th", "ere. By", "e."], voice="alloy", seed=7))
+    assert got == want
+
+    out = tmp_path / "said.wav"
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hello there.\nBye.\n"))
+    assert cli.main(["say", "--url", ws_url(server), "--voice", "alloy", "--seed", "7",
+                     "-o", str(out), "-q"]) == 0
+    with wave.open(str(out)) as w:
+        assert w.getframerate() == 24000 and w.readframes(w.getnframes()) == want
+
+    async def refused():
+        async with SpeechStream(ws_url(server), voice="nobody") as s:
+            await s.flush()
+            await s.collect()
+
+    with pytest.raises(StreamError) as e:
+        run(refused())
+    assert e.value.code == "voice_not_found"
+    capsys.readouterr()
+    dead = "ws://127.0.0.1:9/v1/audio/speech/stream"
+    assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in err[0]

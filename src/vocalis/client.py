@@ -1,0 +1,166 @@
+"""A client for a running ``vocalis serve``'s WebSocket endpoint ``/v1/audio/speech/stream``
+(vLLM-Omni's streaming-text protocol; see :mod:`vocalis.server.stream`), built on the
+``websockets`` package. Give it text as a language model writes it; read the audio as it
+is generated::
+
+    import asyncio
+    from vocalis.client import SpeechStream
+
+    async def main():
+        async with SpeechStream("ws://127.0.0.1:8000/v1/audio/speech/stream",
+                                voice="alloy", seed=7) as s:
+            for delta in ["Hello th", "ere. How are", " you?"]:
+                await s.send_text(delta)
+            await s.flush()                      # input.done: speak the rest
+            pcm = await s.collect()              # 16-bit mono PCM bytes until session.done
+        return pcm
+
+    asyncio.run(main())
+
+Defaults of the session: ``response_format`` ``pcm``, ``stream_audio`` true and
+``split_granularity`` ``sentence`` (each sentence spoken as soon as it is complete); any
+field of ``session.config`` may be given as a keyword.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from vocalis.errors import VocalisError
+
+DEFAULTS = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+
+
+class StreamError(VocalisError):
+    """The server answered with an ``error`` event (``code``: its code) or refused the
+    connection (``code``: ``http_<status>``)."""
+
+    code = "stream_error"
+
+    def __init__(self, message: str, code: str | None = None, param: str | None = None):
+        super().__init__(message, param=param)
+        if code:
+            self.code = code
+
+
+class SpeechStream:
+    """One connection: ``async with SpeechStream(url, api_key=..., **config) as s``.
+
+    Args:
+        url: ``ws://HOST:PORT/v1/audio/speech/stream`` (``wss://`` behind TLS).
+        api_key: sent as ``Authorization: Bearer`` (servers started with ``--api-key``).
+        config: ``session.config`` fields (``voice``, ``model``, ``seed``, ``language``...),
+            over :data:`DEFAULTS`.
+
+    Raises (on entering): StreamError when the server refuses the handshake (401: the key)
+    or cannot be reached (``code`` ``unreachable``).
+    """
+
+    def __init__(self, url: str, *, api_key: str | None = None, **config):
+        self.url = url
+        self.api_key = api_key
+        self.config = {**DEFAULTS, **config}
+        self.sample_rate: int | None = None  # from the first audio.start
+        self._ws = None
+
+    async def __aenter__(self) -> SpeechStream:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus, InvalidURI
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        try:
+            self._ws = await connect(self.url, additional_headers=headers, max_size=None)
+        except InvalidStatus as e:
+            status = e.response.status_code
+            try:
+                message = json.loads(e.response.body)["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = f"the server refused the connection (HTTP {status})"
+            raise StreamError(message, f"http_{status}") from None
+        except InvalidURI:
+            raise StreamError(f"bad URL {self.url!r}: use ws://HOST:PORT/v1/audio/speech/stream",
+                              "bad_url") from None
+        except OSError as e:
+            raise StreamError(f"cannot connect to {self.url}: {e.strerror or e} (is `vocalis "
+                              "serve` running there?)", "unreachable") from None
+        await self._send({"type": "session.config", **self.config})
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+
+    async def _send(self, obj: dict) -> None:
+        await self._ws.send(json.dumps(obj))
+
+    async def send_text(self, text: str) -> None:
+        """More text of the current utterance (``input.text``)."""
+        await self._send({"type": "input.text", "text": text})
+
+    async def flush(self) -> None:
+        """The utterance is complete (``input.done``): its rest is spoken."""
+        await self._send({"type": "input.done"})
+
+    async def cancel(self) -> None:
+        """Stop speaking now (``input.cancel``); each utterance stopped ends with a
+        ``session.done`` whose ``cancelled`` is true."""
+        await self._send({"type": "input.cancel"})
+
+    async def close(self) -> None:
+        """``session.close``: the server finishes the flushed utterances, then closes."""
+        await self._send({"type": "session.close"})
+
+    async def events(self) -> AsyncIterator[dict | bytes]:
+        """The server's messages in order: ``bytes`` for audio, a dict for every JSON
+        event (``error`` events included), until the connection closes."""
+        from websockets.exceptions import ConnectionClosedOK
+
+        try:
+            async for msg in self._ws:
+                if isinstance(msg, bytes):
+                    yield msg
+                    continue
+                ev = json.loads(msg)
+                if ev.get("type") == "audio.start" and ev.get("sample_rate"):
+                    self.sample_rate = ev["sample_rate"]
+                yield ev
+        except ConnectionClosedOK:
+            return
+
+    async def collect(self, on_audio=None) -> bytes:
+        """The audio of the next utterance, up to its ``session.done``; ``on_audio(bytes)``
+        is called with each frame as it arrives.
+
+        Raises StreamError at an ``error`` event, or when the connection ends first."""
+        out = bytearray()
+        async for msg in self.events():
+            if isinstance(msg, bytes):
+                out.extend(msg)
+                if on_audio is not None:
+                    on_audio(msg)
+            elif msg.get("type") == "error":
+                raise StreamError(msg.get("message", "error"), msg.get("code"), msg.get("param"))
+            elif msg.get("type") == "session.done":
+                return bytes(out)
+        raise StreamError("the server closed the connection before session.done",
+                          "closed")
+
+
+async def speak(url: str, pieces, *, api_key: str | None = None, **config) -> bytes:
+    """Speak the text ``pieces`` (an iterable or async iterable of str) as one utterance
+    and return its audio (16-bit mono PCM at the model's rate, by default).
+
+    Raises StreamError (see :class:`SpeechStream`)."""
+    async with SpeechStream(url, api_key=api_key, **config) as s:
+        if hasattr(pieces, "__aiter__"):
+            async for p in pieces:
+                await s.send_text(p)
+        else:
+            for p in pieces:
+                await s.send_text(p)
+        await s.flush()
+        return await s.collect()
+
+
+__all__ = ["DEFAULTS", "SpeechStream", "StreamError", "speak"]
