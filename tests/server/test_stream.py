@@ -140,6 +140,10 @@ def test_several_utterances_per_connection_and_whole_files(server, monkeypatch):
             await ws.send(json.dumps({"type": "input.done"}))  # nothing buffered: 0 sentences
             third = await recv_until(ws, "session.done", events)
             await ws.send(json.dumps({"type": "session.close"}))
+            try:  # text after session.close is never read: the server closes normally
+                await ws.send(json.dumps({"type": "input.text", "text": "Too late."}))
+            except ConnectionClosed:
+                pass
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(ws.recv(), 30)
             assert ws.close_code == 1000

@@ -126,6 +126,7 @@ class _Utterance:
     """One ``input.done`` cycle: its text, its sentences' progress and how much was sent."""
 
     index: int
+    config: "_Config"           # the session.config in force when it began
     text: SentenceBuffer
     sentences: int = 0          # sentences announced (audio.start sent)
     samples: int = 0
@@ -144,6 +145,7 @@ class _Item:
     job: SpeechJob | None = None
     error: APIError | None = None
     submitting: bool = False
+    waiting: bool = False              # counted in the connection's pending characters
     submitted: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -180,6 +182,7 @@ class StreamConnection:
         self.next_index = 0
         self.open_utterances = 0
         self.send_lock = asyncio.Lock()
+        self.waiting_chars = 0  # characters of sentences queued and not yet submitted
         self.closing = False
         self.tasks: list[asyncio.Task] = []
 
@@ -300,6 +303,8 @@ class StreamConnection:
                               close=None if self.config else CLOSE_POLICY) from None
         try:
             self.config = await asyncio.to_thread(self._check_config, cfg)
+            if self.utt is not None:  # made, no text yet: the next text takes the new config
+                self.utt = None
         except APIError as e:
             raise StreamError(e.message, e.code or "invalid_value", e.param,
                               close=None if self.config else CLOSE_POLICY) from None
@@ -355,15 +360,18 @@ class StreamConnection:
         return _Config(cfg, plan, hosted)
 
     def _pending_chars(self) -> int:
-        n = len(self.utt.text) if self.utt is not None else 0
-        return n + sum(len(i.sentence.text) for i in self.items
-                       if i.sentence is not None and i.job is None and not i.submitting)
+        return (len(self.utt.text) if self.utt is not None else 0) + self.waiting_chars
+
+    def _unwait(self, item: _Item) -> None:
+        if item.waiting:
+            item.waiting = False
+            self.waiting_chars -= len(item.sentence.text)
 
     def _open(self) -> _Utterance:
         if self.utt is None:
             granularity = self.config.msg.split_granularity
             max_chars = self.state.max_input_chars if granularity == "sentence" else 1 << 62
-            self.utt = _Utterance(self.next_index, SentenceBuffer(max_chars))
+            self.utt = _Utterance(self.next_index, self.config, SentenceBuffer(max_chars))
         return self.utt
 
     async def _text(self, text: str) -> None:
@@ -372,8 +380,8 @@ class StreamConnection:
         if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
             raise StreamError("input.text holds characters that are not text (NUL or a lone "
                               "surrogate): send valid UTF-8 text", "invalid_text", param="text")
-        granularity = self.config.msg.split_granularity
         utt = self._open()
+        granularity = utt.config.msg.split_granularity
         if granularity == "none" and len(utt.text) + len(text) > self.state.max_input_chars:
             raise StreamError(f"the utterance would be {len(utt.text) + len(text)} characters; "
                               f"the limit is {self.state.max_input_chars}: this piece was "
@@ -397,7 +405,8 @@ class StreamConnection:
         async with self.changed:
             for s in sentences:
                 if any(c.isalnum() for c in s.text):  # else nothing to speak ("...", an emoji)
-                    self.items.append(_Item(utt, s))
+                    self.items.append(_Item(utt, s, waiting=True))
+                    self.waiting_chars += len(s.text)
             if end:
                 self.items.append(_Item(utt))
             self.changed.notify_all()
@@ -408,7 +417,7 @@ class StreamConnection:
                               f"limit is {MAX_OPEN_UTTERANCES} per connection: wait for a "
                               "session.done before the next input.done", "too_many_utterances")
         utt = self._open()
-        if self.config.msg.split_granularity == "none":
+        if utt.config.msg.split_granularity == "none":
             text = utt.text.pending
             utt.text.pending = ""
             a, b = len(text) - len(text.lstrip()), len(text.rstrip())
@@ -439,6 +448,7 @@ class StreamConnection:
             if item.job is not None:
                 item.job.cancel()
             elif not item.submitting:
+                self._unwait(item)
                 item.submitted.set()  # never to be submitted: the speaker skips it
         if self.utt is not None:
             self.utt.cancelled = True
@@ -472,6 +482,7 @@ class StreamConnection:
                     lambda: self._next_to_submit() is not None and self._in_flight() < AHEAD)
                 item = self._next_to_submit()
                 item.submitting = True
+                self._unwait(item)
             try:
                 if not item.cancelled:
                     item.job = await self._submit(item)
@@ -489,7 +500,7 @@ class StreamConnection:
         model refuses)."""
         from vocalis.server.app import check_input, submit_speech
 
-        cfg = self.config
+        cfg = item.utt.config
         state = self.state
         text = item.sentence.text
         check_input(state, text, "text")
@@ -553,7 +564,8 @@ class StreamConnection:
     async def _speak(self, item: _Item) -> None:
         from vocalis.server.app import _settle
 
-        utt, s, cfg = item.utt, item.sentence, self.config
+        utt, s = item.utt, item.sentence
+        cfg = utt.config
         job = item.job
         if item.cancelled and job is None:
             return
