@@ -311,3 +311,53 @@ def test_grouped_codec_calls_stream_the_api_audio_and_the_log_names_the_choices(
             server.stop()
         ref = tts.synthesize(TEXT, speaker="ryan", language="english", **OPTS).samples
     assert pcm.shape == ref.shape == (8 * 1920,) and np.abs(pcm - ref).max() < 1e-4
+
+
+def test_websocket_stream_takes_the_family_options(served):
+    """WS /v1/audio/speech/stream with vLLM-Omni's Qwen3 fields (voice, language, task_type,
+    instructions, max_new_tokens): the family's schema and rules check them, as over HTTP,
+    and the audio is the HTTP endpoint's."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from vocalis.server import stream
+
+    def url(server):
+        return server.url.replace("http://", "ws://") + stream.PATH
+
+    async def session(server, config, text):
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps({"type": "session.config", "response_format": "pcm",
+                                      "stream_audio": True, **config}))
+            await ws.send(json.dumps({"type": "input.text", "text": text}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            audio, events = bytearray(), []
+            while True:
+                msg = await asyncio.wait_for(ws.recv(), 60)
+                if isinstance(msg, bytes):
+                    audio.extend(msg)
+                    continue
+                events.append(json.loads(msg))
+                if events[-1]["type"] in ("session.done", "error"):
+                    return bytes(audio), events
+
+    _, cv = served["0.6b-customvoice"]
+    audio, events = asyncio.run(session(cv, {"voice": "ryan", "language": "English",
+                                             "task_type": "CustomVoice", **OPTS}, TEXT))
+    assert events[-1]["type"] == "session.done" and events[-1]["total_sentences"] == 1
+    status, _, want = cv.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": TEXT, "voice": "ryan", "response_format": "pcm",
+        "language": "english", **OPTS})
+    assert status == 200 and audio == want
+    for config, param in [({"voice": "ryan", "task_type": "VoiceDesign"}, "task_type"),
+                          ({"voice": "ryan", "language": "Klingon"}, "language"),
+                          ({"voice": "ryan", "top_kk": 3}, "top_kk")]:
+        _, events = asyncio.run(session(cv, config, TEXT))
+        assert events[-1]["type"] == "error" and events[-1]["param"] == param, events
+
+    _, vd = served["1.7b-voicedesign"]
+    audio, events = asyncio.run(session(vd, {"instructions": "A calm, low voice.", **OPTS}, TEXT))
+    assert events[-1]["type"] == "session.done" and len(audio) == 8 * 1920 * 2
+    _, events = asyncio.run(session(vd, OPTS, TEXT))  # VoiceDesign needs instructions
+    assert events[-1]["type"] == "error" and events[-1]["param"] == "instructions"
