@@ -1,7 +1,8 @@
 """Model families are plug-ins: a test-only family (``stub_family.py``: a sine tone per
 text byte) is registered by the test and served by every front end without any front-end
 module knowing it: the Python API, ``vocalis generate``, ``vocalis serve`` with the
-``openai`` client (streamed and whole file), Wyoming and ``vocalis batch``. Its option
+``openai`` client (streamed and whole file), its WebSocket stream and ``vocalis say``,
+Wyoming and ``vocalis batch``. Its option
 errors come out of each front end as that front end's normal error.
 
 The expected audio is computed from the stub's formula (``stub_family.expected``), not by
@@ -160,6 +161,57 @@ def test_served_through_the_openai_client(served):
     caps = health["models"][0]
     assert caps["family"] == "stub-sine" and [o["name"] for o in caps["options"]] == \
         ["pitch_scale", "max_frames"]
+
+
+def test_served_over_the_websocket_stream(served, tmp_path):
+    """WS /v1/audio/speech/stream and ``vocalis say``: text in pieces, each sentence's audio
+    the stub's formula for it; the family's option errors as error events."""
+    import wave
+
+    from websockets.asyncio.client import connect
+
+    url = served.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    config = {"type": "session.config", "model": MODEL, "voice": "high", "pitch_scale": 1.25,
+              "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+
+    async def go(cfg, pieces):
+        async with connect(url) as ws:
+            await ws.send(json.dumps(cfg))
+            for p in pieces:
+                await ws.send(json.dumps({"type": "input.text", "text": p}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            per, events = {}, []
+            while True:
+                msg = await asyncio.wait_for(ws.recv(), 30)
+                if isinstance(msg, bytes):
+                    per[events[-1]["sentence_text"]] += msg
+                    continue
+                events.append(json.loads(msg))
+                if events[-1]["type"] == "audio.start":
+                    per[events[-1]["sentence_text"]] = b""
+                if events[-1]["type"] in ("session.done", "error"):
+                    return per, events
+
+    per, events = asyncio.run(go(config, ["Good d", "ay. How are", " you?"]))
+    assert list(per) == ["Good day.", "How are you?"]
+    for text, data in per.items():
+        np.testing.assert_array_equal(np.frombuffer(data, "<i2"),
+                                      int16(stub_family.expected(text, "high", 1.25)))
+    assert [e["sample_rate"] for e in events if e["type"] == "audio.start"] == [16000, 16000]
+    for bad, param, code in [({"pitch_scale": 5}, "pitch_scale", None),
+                             ({"temperature": 0.5}, "temperature", "unknown_parameter")]:
+        _, events = asyncio.run(go({**config, **bad}, ["Hi."]))
+        assert events[-1]["type"] == "error" and events[-1]["param"] == param, events
+        assert code is None or events[-1]["code"] == code
+
+    out = tmp_path / "said.wav"
+    assert cli.main(["say", "--url", url, "--model", MODEL, "--voice", "low", "-q",
+                     "--text", "Yes. No.", "-o", str(out)]) == 0
+    with wave.open(str(out)) as w:
+        said = np.frombuffer(w.readframes(w.getnframes()), "<i2")
+        assert w.getframerate() == 16000
+    np.testing.assert_array_equal(said, np.concatenate(
+        [int16(stub_family.expected(t, "low")) for t in ("Yes.", "No.")]))
 
 
 # --------------------------------------------------------------------------- Wyoming
