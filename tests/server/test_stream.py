@@ -192,11 +192,44 @@ def test_cancel_stops_frees_rows_and_reports_what_was_sent(server, tts):
     assert done["samples"] * 2 == received
     assert 0 < done["text_heard_end"] <= len(text)
     assert done["text_spoken_end"] <= done["text_heard_end"]
-    assert done["total_sentences"] < 12
     dones = [e for e in events if e["type"] == "audio.done" and e["utterance_index"] == 0]
     assert sum(d["samples"] for d in dones) == done["samples"]
     assert after["utterance_index"] == 1 and after["total_sentences"] == 1
     assert after["cancelled"] is False
+
+
+def test_a_client_that_does_not_read_holds_at_most_ahead_rows(server, tts, monkeypatch):
+    """While the client reads nothing, the connection never has more than AHEAD engine
+    requests: counted at every submission, and the engine's rows watched for a while (an
+    invariant, not a timing); then all the audio arrives."""
+    in_flight = []
+    submit = stream.StreamConnection._submit
+
+    async def counted(self, item):
+        in_flight.append(self._in_flight())  # this one included
+        return await submit(self, item)
+
+    monkeypatch.setattr(stream.StreamConnection, "_submit", counted)
+    text = " ".join(f"Line {i} of a reply nobody reads yet." for i in range(20))
+
+    async def go():
+        async with connect(ws_url(server), max_queue=1) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text", "text": text}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            most = 0
+            for _ in range(40):
+                most = max(most, tts.engine_status()["active_rows"])
+                await asyncio.sleep(0.02)
+            events: list[dict] = []
+            await recv_until(ws, "session.done", events, [])
+            return most, events
+
+    most, events = run(go())
+    assert most <= stream.AHEAD
+    assert len(in_flight) == 20 and max(in_flight) <= stream.AHEAD
+    assert events[-1]["total_sentences"] == 20 and events[-1]["cancelled"] is False
+    assert rows_free(tts)
 
 
 def test_client_vanishing_mid_utterance_frees_the_rows(server, tts):
