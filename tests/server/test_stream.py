@@ -258,6 +258,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
                               ("array", "[1, 2]"), ("type", json.dumps({"type": "input.txt"})),
                               ("field", json.dumps({"type": "input.text", "text": "a", "x": 1})),
                               ("text_type", json.dumps({"type": "input.text", "text": 5})),
+                              ("surrogate", '{"type": "input.text", "text": "a\\ud800"}'),
+                              ("model", json.dumps({**CONFIG, "model": "\ud800"})),
                               ("option", json.dumps({**CONFIG, "temperatur": 0.5})),
                               ("format", json.dumps({**CONFIG, "response_format": "wav"})),
                               ("clause", json.dumps({**CONFIG, "split_granularity": "clause"})),
@@ -275,7 +277,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
             "type": "unknown_message_type", "field": "unknown_parameter",
             "option": "unknown_parameter", "format": "invalid_value",
             "clause": "unsupported_value", "voice": "voice_not_found",
-            "timestamps": "unsupported_value"}
+            "timestamps": "unsupported_value", "surrogate": "invalid_text",
+            "model": "string_unicode"}
     for name, code in want.items():
         ev = out[name]
         assert ev["type"] == "error" and ev["code"] == code, (name, ev)

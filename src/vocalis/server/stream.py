@@ -9,7 +9,8 @@ Client -> server (JSON text messages)::
     {"type": "input.text", "text": "..."} more text of the current utterance
     {"type": "input.done"}                the utterance is complete: speak the rest, keep
                                           the connection open for the next one
-    {"type": "session.close"}             finish the utterances already flushed, then close
+    {"type": "session.close"}             finish the sentences already queued, then close
+                                          (an unflushed rest is dropped, without session.done)
     {"type": "input.cancel"}              vocalis extension: stop now (barge-in), see below
 
 Server -> client, for every sentence (one engine request) in order::
@@ -190,7 +191,8 @@ class StreamConnection:
 
     async def send_json(self, obj: dict) -> None:
         async with self.send_lock:
-            await self.ws.send_text(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+            # ASCII JSON: a lone surrogate a client sent cannot break the UTF-8 frame
+            await self.ws.send_text(json.dumps(obj, separators=(",", ":")))
 
     async def send_bytes(self, data: bytes) -> None:
         async with self.send_lock:
@@ -243,7 +245,8 @@ class StreamConnection:
             if message.get("bytes") is not None:
                 raise StreamError("binary frame where a JSON text message was expected: send "
                                   "the messages as text frames (audio is only sent by the "
-                                  "server)", "binary_not_supported")
+                                  "server)", "binary_not_supported",
+                                  close=None if self.config else CLOSE_POLICY)
             return False
         size = len(raw.encode("utf-8", "surrogatepass"))
         limit = MAX_CONFIG_BYTES if '"session.config"' in raw[:4096] else MAX_MESSAGE_BYTES
