@@ -400,3 +400,45 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in err[0]
+
+
+def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,
+                                                                            monkeypatch):
+    """The engine's refusals (a full queue; here made on purpose for two sentences) are an
+    error event in the sentence's place, its audio.done says error; the others are spoken."""
+    from vocalis.errors import CapacityError
+    from vocalis.server import app as app_module
+
+    submit = app_module.submit_speech
+
+    def refusing(state, plan, text, seed):
+        if text == "Bad.":
+            return submit(state, plan, text + "\ud800", seed)  # not text: the model refuses
+        if text == "Worse.":
+            raise CapacityError("the engine queue is full (test): retry later")
+        return submit(state, plan, text, seed)
+
+    monkeypatch.setattr(app_module, "submit_speech", refusing)
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text",
+                                      "text": "Good one. Bad. Worse. Fine again."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            events: list[dict] = []
+            await recv_until(ws, "session.done", events, [])
+            return events
+
+    events = run(go())
+    kinds = [(e["type"], e.get("sentence_text") or e.get("code")) for e in events
+             if e["type"] in ("audio.start", "error")]
+    assert kinds[0] == ("audio.start", "Good one.")
+    assert kinds[1] == ("audio.start", "Bad.") and kinds[2][0] == "error"
+    assert [e for e in events if e["type"] == "error"][0]["param"] == "text"
+    assert kinds[3:] == [("audio.start", "Worse."), ("error", "capacity_exceeded"),
+                         ("audio.start", "Fine again.")]
+    dones = [e for e in events if e["type"] == "audio.done"]
+    assert [d["error"] for d in dones] == [False, True, True, False]
+    assert events[-1]["total_sentences"] == 4 and events[-1]["cancelled"] is False
+    assert rows_free(tts)

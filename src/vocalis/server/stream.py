@@ -489,8 +489,12 @@ class StreamConnection:
             try:
                 if not item.cancelled:
                     item.job = await self._submit(item)
-            except APIError as e:
-                item.error = e
+            except Exception as e:  # refused (APIError), or failed: told in its place
+                item.error = errors.from_exception(e)
+                if item.error.param == "input":  # the HTTP field's name: here the text
+                    item.error.param = "text"
+                if item.error.status >= 500:
+                    log.error("stream sentence could not be submitted", exc_info=e)
             finally:
                 item.submitting = False
                 item.submitted.set()
@@ -533,12 +537,18 @@ class StreamConnection:
         except (WebSocketDisconnect, ConnectionError, OSError, asyncio.CancelledError):
             raise
         except Exception as e:
-            log.error("speech stream failed", exc_info=e)
             self._cancel_all()
+            if isinstance(e, RuntimeError) and not self._connected():
+                return  # sent as the client went away: the reader sees the disconnect
+            log.error("speech stream failed", exc_info=e)
             try:
                 await self.ws.close(1011)
             except (RuntimeError, OSError):
                 pass
+
+    def _connected(self) -> bool:
+        return (self.ws.client_state == WebSocketState.CONNECTED
+                and self.ws.application_state == WebSocketState.CONNECTED)
 
     async def _speak_all(self) -> None:
         while True:
