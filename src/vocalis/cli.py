@@ -1327,7 +1327,7 @@ def wyoming(
 @app.command(context_settings=_SETTINGS)
 def say(
     url: Annotated[str, typer.Option(
-        metavar="URL", rich_help_panel=SERVER_PANEL,
+        "--url", metavar="URL", rich_help_panel=SERVER_PANEL,
         help="The running server's WebSocket endpoint.")]
     = "ws://127.0.0.1:8000/v1/audio/speech/stream",
     text: Annotated[str | None, typer.Option(
@@ -1341,13 +1341,13 @@ def say(
         "--model", "-m", metavar="MODEL", rich_help_panel=TEXT_PANEL, show_default=False,
         help="A model the server serves. Default: its first.")] = None,
     seed: Annotated[int | None, typer.Option(
-        metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
+        "--seed", metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
         help="Seed of every sentence (reproducible audio). Default: random.")] = None,
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
         help="A .wav file, or - for raw 16-bit mono PCM on stdout.")] = DEFAULT_OUTPUT,
     api_key: Annotated[str | None, typer.Option(
-        metavar="KEY", rich_help_panel=SERVER_PANEL, show_default=False,
+        "--api-key", metavar="KEY", rich_help_panel=SERVER_PANEL, show_default=False,
         envvar="VOCALIS_API_KEY", help="The server's --api-key (or $VOCALIS_API_KEY).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")]
     = False,
