@@ -101,6 +101,90 @@ class _Stretched:
             yield ev
 
 
+class TextRequest:
+    """A request whose text arrives in pieces (:meth:`TTS.open_text`), e.g. the tokens of a
+    language model as it writes them.
+
+    :meth:`push` adds text, :meth:`close` ends it; :meth:`events` yields the engine's events
+    (:class:`~vocalis.engine.types.AudioChunk`, then ``Finished`` or ``Failed``) once the
+    request has started, which is as soon as its first part of text is final (for Qwen3-TTS,
+    the first token that no later text can change: after the first word and the white
+    space that follows it). The model waits for text it has not got, so the audio is that
+    of the whole text given at once with the same seed. :meth:`cancel` stops it within one
+    engine step. ``push`` and ``close`` may be called from any one thread; ``events`` from
+    another."""
+
+    def __init__(self, tts: "TTS", feed, seed: int, stretcher: Stretcher | None):
+        self._tts, self._feed, self._seed, self._stretcher = tts, feed, seed, stretcher
+        self._lock = threading.Lock()
+        self._started = threading.Event()  # set once started (or cancelled before)
+        self._req = None
+        self._cancelled = False
+
+    @property
+    def text(self) -> str:
+        """The text pushed so far."""
+        return self._feed.text
+
+    @property
+    def request(self):
+        """The engine request (:class:`~vocalis.engine.types.Request`), None before start."""
+        return self._req
+
+    def push(self, text: str) -> None:
+        """Add ``text`` (any piece: a token, a word, half a word).
+
+        Raises InputError: not a string, after :meth:`close`, or past the model's most text."""
+        if not isinstance(text, str):
+            raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
+        with self._lock:
+            if self._cancelled:
+                return
+            self._begin(self._feed.push(text))
+
+    def close(self) -> None:
+        """The text is complete (the model may now end the speech).
+
+        Raises InputError when the whole text has nothing to speak."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._begin(self._feed.close())
+
+    def _begin(self, prepared) -> None:
+        tts = self._tts
+        if prepared is None:
+            if self._req is not None:
+                tts.engine.wake()  # a row may be waiting for this text
+            return
+        if tts._closed:
+            raise InputError("this model was closed (TTS.close()): load it again", param="model")
+        job = make_job(tts.engine_family, prepared.state, prepared.chunks, prepared.params,
+                       self._seed)
+        req = tts.engine.submit(job)
+        self._req = req if self._stretcher is None else _Stretched(req, self._stretcher)
+        self._started.set()
+
+    def events(self, timeout: float | None = None):
+        """Yield the request's events (as :meth:`~vocalis.engine.types.Request.events`);
+        nothing when it was cancelled before it started. ``timeout``: seconds to wait for
+        the start and for each event (None = forever); raises ``TimeoutError``."""
+        if not self._started.wait(timeout):
+            raise TimeoutError("the streamed text has not started a request yet")
+        if self._req is not None:
+            yield from self._req.events(timeout)
+
+    def cancel(self) -> None:
+        """Stop: no more text is taken, and a started request frees its row within one
+        engine step (a waiting row within ``WAIT_POLL_S``)."""
+        with self._lock:
+            self._cancelled = True
+            if self._req is not None:
+                self._req.cancel()
+                self._tts.engine.wake()
+            self._started.set()
+
+
 class TTS:
     """A loaded model of any family. Thread-safe: concurrent requests share one batch in
     the engine.
@@ -242,6 +326,28 @@ class TTS:
                        seed if seed is not None else new_seed())
         req = self.engine.submit(job)
         return req if stretcher is None else _Stretched(req, stretcher)
+
+    def open_text(self, voice=None, seed: int | None = None, speed: float = 1.0,
+                  **options) -> TextRequest:
+        """A request whose text will be pushed in pieces as it is written
+        (:class:`TextRequest`: ``push``, ``close``, ``events``, ``cancel``).
+
+        Same checks as :meth:`submit` (``speed``, ``seed``, the ``options``, the voice)
+        before any text; no normalization (a number may arrive in pieces). Qwen3-TTS takes
+        the text token by token in its streaming-text layout (``non_streaming_mode``
+        false; Base models with ``xvector_only``); with the same seed the audio equals
+        :meth:`synthesize` of the whole text with ``non_streaming_mode=False``.
+
+        Raises:
+            InputError: a model that takes whole texts only (Pocket TTS: send sentences),
+            options the streamed layout cannot take, or any :meth:`submit` error.
+        """
+        if self._closed:
+            raise InputError("this model was closed (TTS.close()): load it again", param="model")
+        _, seed, speed, options = self.info.check_request(None, voice, seed, speed, options)
+        feed = self.loaded.open_text(voice, options, seed)
+        stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
+        return TextRequest(self, feed, seed if seed is not None else new_seed(), stretcher)
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                normalize: bool = False, **options) -> Iterator[np.ndarray]:
@@ -422,5 +528,5 @@ def load(model_id: str | None = None, device: str = "cpu", threads: int | None =
     return TTS(loaded, max_batch, max_queue, threads)
 
 
-__all__ = ["Audio", "ModelNotFound", "QUANTIZE_MODES", "TTS", "Voice", "check_device",
-           "check_load", "load", "quantize_mode"]
+__all__ = ["Audio", "ModelNotFound", "QUANTIZE_MODES", "TTS", "TextRequest", "Voice",
+           "check_device", "check_load", "load", "quantize_mode"]

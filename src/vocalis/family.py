@@ -90,13 +90,14 @@ class ModelInfo:
         """Every check of a request to this model that needs no weights, in the order every
         front end runs them: ``speed``, ``seed``, the options against the family's schema,
         the text, then the family's own rules (:meth:`ModelFamily.check`: voices, which
-        options go together). Returns ``(text, seed, speed, options)`` checked.
+        options go together). Returns ``(text, seed, speed, options)`` checked. ``text``
+        None: a text that will be streamed in (checked as it comes; the family sees "").
 
         Raises InputError or VoiceError naming the problem (``param``)."""
         speed = check_speed(speed)
         seed = check_seed(seed)
         opts = self.family.options.check(dict(options or {}), self.name)
-        text = check_text(text, "input")
+        text = "" if text is None else check_text(text, "input")
         opts = self.family.check(self, text, voice, opts)
         return text, seed, speed, opts
 
@@ -141,6 +142,33 @@ class Prepared:
     state: Any
     chunks: list
     params: Any
+
+
+class TextFeed(ABC):
+    """A request whose text arrives in pieces (a language model's output), for a model that
+    takes its text as it comes (:meth:`LoadedModel.open_text`). The caller's thread pushes
+    text; the request starts as soon as its first part is final, and its rows wait in the
+    engine for text that has not come (``EngineFamily.row_ready``), so that its audio is
+    that of the whole text given at once."""
+
+    @abstractmethod
+    def push(self, text: str) -> Prepared | None:
+        """Add ``text``. Returns the request's engine input the first time it can start,
+        else None (it has started, or needs more text first).
+
+        Raises InputError (too much text, text after :meth:`close`)."""
+
+    @abstractmethod
+    def close(self) -> Prepared | None:
+        """No more text. Returns the engine input when the request had not started yet
+        (then it holds the whole text), else None.
+
+        Raises InputError when the whole text has nothing to speak."""
+
+    @property
+    @abstractmethod
+    def text(self) -> str:
+        """The text pushed so far."""
 
 
 class Voice:
@@ -208,6 +236,15 @@ class LoadedModel(ABC):
         the engine's input. ``options`` have passed the schema and :meth:`ModelFamily.check`.
 
         Raises InputError or VoiceError naming the problem."""
+
+    def open_text(self, voice, options: dict, seed: int | None) -> TextFeed:
+        """A request whose text will be pushed in pieces (:class:`TextFeed`); ``options``
+        have passed the schema and :meth:`ModelFamily.check` (with an empty text).
+
+        Raises InputError when this model (or these options) takes only whole texts; the
+        default: every model of the family."""
+        raise InputError(f"{self.info.name} takes whole texts only, not text streamed token "
+                         "by token: send it sentence by sentence", param="input")
 
     def text_language(self, options: dict) -> str:
         """The language the request's text is in (for normalization)."""
@@ -387,4 +424,4 @@ class ModelFamily(ABC):
 
 
 __all__ = ["LoadSettings", "LoadedModel", "ModelFamily", "ModelInfo", "OfficialBench", "Prepared",
-           "Voice"]
+           "TextFeed", "Voice"]

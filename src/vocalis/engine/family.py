@@ -106,6 +106,13 @@ class EngineFamily(ABC):
     lends_openmp_threads: bool = False
     lend_codec_threads: Callable[[bool], None] | None = None
 
+    def row_ready(self, job) -> bool:
+        """Whether ``job``'s row can take a step now. False: it waits (for streamed text,
+        say), untouched, while the other rows step; the engine sleeps when no row is
+        ready and wakes on :meth:`Engine.wake <vocalis.engine.scheduler.Engine.wake>`.
+        Default: always ready."""
+        return True
+
     @abstractmethod
     def new_batch(self, max_rows: int) -> EngineBatch:
         """An empty batch of up to ``max_rows`` rows."""

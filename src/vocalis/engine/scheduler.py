@@ -36,6 +36,10 @@ from vocalis.errors import CapacityError, GenerationError
 
 log = logging.getLogger(__name__)
 
+# While every active row waits for its streamed text, the engine looks at cancellations this
+# often (s); text arriving wakes it at once (Engine.wake).
+WAIT_POLL_S = 0.01
+
 
 @dataclass
 class Job:
@@ -155,6 +159,12 @@ class Engine:
                         self._cond.wait()
                     if self._closing and not self._queue and not self._active:
                         break
+                    if not self._queue and not self._closing and not self._has_work():
+                        # every row waits for its streamed text: until text comes (wake),
+                        # a request, or the next look at cancellations
+                        self._cond.wait(timeout=WAIT_POLL_S)
+                        if not self._queue and not self._has_work():
+                            continue
                     admitted = self._take_admissions()
                 decode_items: list = []
                 finishes: list = []
@@ -236,6 +246,17 @@ class Engine:
         for job in list(self._active.values()):
             self._release(job, failed=True)
             finishes.append((job, error))
+
+    def _has_work(self) -> bool:
+        """Some active row can step now, or awaits its prompt pass or its retirement (a
+        row waiting for streamed text (``EngineFamily.row_ready``) cannot step)."""
+        return any(j.pending or j.req.cancelled or self.family.row_ready(j)
+                   for j in self._active.values())
+
+    def wake(self) -> None:
+        """Tell the engine that a waiting row may be ready (its streamed text grew)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def _take_admissions(self) -> list[Job]:
         out = []
@@ -341,7 +362,7 @@ class Engine:
         n = max(self._active) + 1 if only is None else max(only) + 1
         jobs = [self._active.get(r) for r in range(n)]
         jobs = [j if j is not None and not j.pending and (only is None or j.row in only)
-                else None for j in jobs]
+                and self.family.row_ready(j) else None for j in jobs]
         outs = self.family.step(self.batch, jobs)
         self.steps += 1
         for job, out in zip(jobs, outs):

@@ -234,6 +234,10 @@ class Qwen3EngineFamily(EngineFamily):
         (:func:`vocalis.engine.tuning.default_split`)."""
         return self.split if self.split is not None else default_split(total)
 
+    def row_ready(self, job) -> bool:
+        """False while the row's streamed text has not reached its next frame's token."""
+        return job.voice.prompt.text_ready(job.step)
+
     def new_batch(self, max_rows: int) -> Qwen3Batch:
         return Qwen3Batch(self.model, max_rows, self.chunked_decode)
 
@@ -301,7 +305,8 @@ class Qwen3EngineFamily(EngineFamily):
     def step(self, batch: Qwen3Batch, jobs: list) -> list[RowOut | None]:
         """One frame of each row: its first codebook from the logits of its last talker
         pass, the other 15 from the code predictor (every row at once). The talker step
-        that prepares the next frame is left to :meth:`finish_step`."""
+        that prepares the next frame is left to :meth:`finish_step`. (A row waiting for its
+        streamed text, :meth:`row_ready`, is not given: the engine passes None.)"""
         model, talker = self.model, self.model.talker
         spec = talker.spec
         n = len(jobs)
@@ -355,8 +360,7 @@ class Qwen3EngineFamily(EngineFamily):
         for i, r in enumerate(cont):
             job, st, prompt = jobs[r], jobs[r].state, jobs[r].voice.prompt
             t = job.step
-            text = prompt.trailing[:, t:t + 1] if t < prompt.trailing.shape[1] else prompt.tts_pad
-            embed[r] = (sums[i:i + 1] + text)[0]
+            embed[r] = (sums[i:i + 1] + prompt.text_at(t))[0]
             positions[r] = st.pos
             start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
             job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame

@@ -43,7 +43,7 @@ import numpy as np
 from vocalis import hub
 from vocalis.audio import check_audio_file
 from vocalis.errors import InputError, ModelNotFound, VoiceError
-from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, Voice
+from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, TextFeed, Voice
 from vocalis.models.qwen3 import checkpoint, registry
 from vocalis.models.qwen3.config import load_config
 from vocalis.models.qwen3.options import (
@@ -471,8 +471,37 @@ class Qwen3LoadedModel(LoadedModel):
                 and record.get("model_size") == self.model.model_size)
 
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
-        from vocalis.models.qwen3.engine import Qwen3Input, Qwen3Params
+        from vocalis.models.qwen3.engine import Qwen3Input
         from vocalis.models.qwen3.model import guard_frames
+
+        ids = self.model.text_ids(text)
+        n_text = ids.shape[1] - 8  # the template adds 3 + 5 tokens
+        if n_text > MAX_TEXT_TOKENS:
+            raise InputError(f"text is {n_text} tokens; Qwen3-TTS takes at most "
+                             f"{MAX_TEXT_TOKENS} per request: split it", param="input")
+        prompt, ref_codes, params = self._request(
+            ids, voice, options, seed, None if self.exact else guard_frames(n_text))
+        return Prepared(Qwen3Input(prompt, ref_codes), [(text, ids[0].tolist(), 0)], params)
+
+    def open_text(self, voice, options: dict, seed: int | None) -> "Qwen3TextFeed":
+        """Text streamed in, in the streaming-text layout (``non_streaming_mode`` false, the
+        default here whatever the model's kind; true is refused), without an in-context
+        reference (Base models clone from the speaker embedding: ``xvector_only``)."""
+        if options.get("non_streaming_mode"):
+            raise InputError("streamed text takes the streaming-text layout: leave "
+                             "non_streaming_mode (--whole-text) out", param="non_streaming_mode")
+        if self.info.kind == "base" and not options.get("xvector_only"):
+            raise InputError("streamed text cannot use an in-context reference (it needs the "
+                             "text ahead of the reference codes): give xvector_only",
+                             param="xvector_only")
+        return Qwen3TextFeed(self, voice, {**options, "non_streaming_mode": False}, seed)
+
+    def _request(self, ids, voice, options: dict, seed: int | None, guard: int | None,
+                 feed: bool = False):
+        """(talker prompt, reference codes or None, :class:`Qwen3Params`) of a request
+        whose template ids are ``ids [1, n]`` (with ``feed``: the role and first text token
+        only, the rest to come through the prompt's :class:`FedText`)."""
+        from vocalis.models.qwen3.engine import Qwen3Params
         from vocalis.models.qwen3.prompt import (
             custom_voice_prompt,
             voice_clone_prompt,
@@ -486,11 +515,6 @@ class Qwen3LoadedModel(LoadedModel):
         gen = GenerationParams.resolve(m.generation_config, **gen_user)
         if opts.pop("greedy", False):
             gen = gen.greedy()
-        ids = m.text_ids(text)
-        n_text = ids.shape[1] - 8  # the template adds 3 + 5 tokens
-        if n_text > MAX_TEXT_TOKENS:
-            raise InputError(f"text is {n_text} tokens; Qwen3-TTS takes at most "
-                             f"{MAX_TEXT_TOKENS} per request: split it", param="input")
         language, instruct = opts.get("language"), opts.get("instruct")
         nsm = opts.get("non_streaming_mode")
         ref_codes = None
@@ -505,10 +529,10 @@ class Qwen3LoadedModel(LoadedModel):
                     log.warning("%s ignores instruct (the official 0.6B CustomVoice drops it "
                                 "too)", m.name)
             prompt = custom_voice_prompt(m.talker, ids, name, language, instruct_ids,
-                                         True if nsm is None else nsm)
+                                         True if nsm is None else nsm, feed=feed)
         elif info.kind == "voice_design":
             prompt = voice_design_prompt(m.talker, ids, m.instruct_ids(instruct), language,
-                                         True if nsm is None else nsm)
+                                         True if nsm is None else nsm, feed=feed)
         else:
             ref_audio = opts.get("ref_audio")
             clone = self.voice(ref_audio if ref_audio is not None else voice,
@@ -519,14 +543,72 @@ class Qwen3LoadedModel(LoadedModel):
                 ref_codes = clone.ref_codes
             prompt = voice_clone_prompt(m.talker, ids, clone.xvector, language,
                                         m.ref_ids(clone.ref_text) if icl else None, ref_codes,
-                                        False if nsm is None else nsm)
-        params = Qwen3Params(gen, opts.get("max_frames"),
-                             None if self.exact else guard_frames(n_text), seed,
-                             "max_new_tokens" in gen_user)
-        return Prepared(Qwen3Input(prompt, ref_codes), [(text, ids[0].tolist(), 0)], params)
+                                        False if nsm is None else nsm, feed=feed)
+        params = Qwen3Params(gen, opts.get("max_frames"), guard, seed, "max_new_tokens" in gen_user)
+        return prompt, ref_codes, params
+
+
+class Qwen3TextFeed(TextFeed):
+    """A Qwen3-TTS request whose text is pushed in pieces: :class:`TokenStream` hands out
+    the token ids no later text can change; the first starts the request (its prompt
+    carries it on the codec BOS, as the whole text's would), the others go to the prompt's
+    :class:`FedText`, one per frame; :meth:`close` adds the rest and ``tts_eos``. The
+    runaway guard is that of the longest text (the length is not known at the start)."""
+
+    def __init__(self, loaded: Qwen3LoadedModel, voice, options: dict, seed: int | None):
+        from vocalis.models.qwen3.text import TokenStream
+
+        self._loaded, self._voice, self._options, self._seed = loaded, voice, options, seed
+        self._tokens = TokenStream(loaded.model.tokenizer)
+        self._prompt = None
+        self._closed = False
+
+    @property
+    def text(self) -> str:
+        return self._tokens.text
+
+    def push(self, text: str) -> Prepared | None:
+        if self._closed:
+            raise InputError("text after the end of the text: open another request", param="input")
+        return self._feed(self._tokens.push(text))
+
+    def close(self) -> Prepared | None:
+        if self._closed:
+            return None
+        new = self._tokens.close()
+        self._closed = True
+        if self._prompt is None and not any(c.isalnum() for c in self.text):
+            raise InputError("the streamed text has nothing to speak (only white space, "
+                             "punctuation or symbols): give words or numbers", param="input")
+        out = self._feed(new)
+        self._prompt.trailing.close()
+        return out
+
+    def _feed(self, new: list[int]) -> Prepared | None:
+        import torch
+
+        from vocalis.models.qwen3.engine import Qwen3Input
+        from vocalis.models.qwen3.model import guard_frames
+
+        if len(self._tokens.ids) > MAX_TEXT_TOKENS:
+            raise InputError(f"the streamed text passed {MAX_TEXT_TOKENS} tokens, the most "
+                             "Qwen3-TTS takes per request: close it and open another",
+                             param="input")
+        if not new:
+            return None
+        if self._prompt is not None:
+            self._prompt.trailing.push(new)
+            return None
+        m = self._loaded.model
+        ids = torch.tensor([self._tokens.role + new[:1]], dtype=torch.long, device=m.device)
+        self._prompt, _, params = self._loaded._request(
+            ids, self._voice, self._options, self._seed,
+            None if self._loaded.exact else guard_frames(MAX_TEXT_TOKENS), feed=True)
+        self._prompt.trailing.push(new[1:])
+        return Prepared(Qwen3Input(self._prompt, None), [("", new[:1], 0)], params)
 
 
 FAMILY = Qwen3TTSFamily()
 
-__all__ = ["FAMILY", "KINDS", "Qwen3LoadedModel", "Qwen3TTSFamily",
+__all__ = ["FAMILY", "KINDS", "Qwen3LoadedModel", "Qwen3TTSFamily", "Qwen3TextFeed",
            "takes_instruct"]

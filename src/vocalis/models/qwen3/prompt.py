@@ -20,6 +20,7 @@ projected exactly as the official groups it, so results match bit for bit in fp3
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -35,11 +36,72 @@ from vocalis.models.qwen3.text import ref_text as ref_text_template  # noqa: F40
 @dataclass
 class TalkerPrompt:
     """``prefill [1, L, H]`` fed at once; ``trailing [1, N, H]``: text-track vector added to
-    decode step t < N (``modeling:1689-1692``); ``tts_pad [1, 1, H]`` added after that."""
+    decode step t < N (``modeling:1689-1692``); ``tts_pad [1, 1, H]`` added after that.
+    ``trailing`` is a :class:`FedText` while a streamed text is still arriving."""
 
     prefill: torch.Tensor
-    trailing: torch.Tensor
+    trailing: torch.Tensor | FedText
     tts_pad: torch.Tensor
+
+    def text_ready(self, t: int) -> bool:
+        """Whether decode step ``t``'s text-track vector is known (a fed text's token t
+        may not have arrived yet)."""
+        return not isinstance(self.trailing, FedText) or self.trailing.ready(t)
+
+    def text_at(self, t: int) -> torch.Tensor:
+        """The text-track vector ``[1, 1, H]`` of decode step ``t`` (once :meth:`text_ready`)."""
+        row = self.trailing.at(t) if isinstance(self.trailing, FedText) else (
+            self.trailing[:, t:t + 1] if t < self.trailing.shape[1] else None)
+        return self.tts_pad if row is None else row
+
+
+class FedText:
+    """The trailing text of a streaming-text prompt (``non_streaming_mode=False``) whose text
+    is still arriving: the talker takes one text token per frame, so step ``t`` needs only
+    token ``t + 1`` of the text (token 0 rides on the prompt's codec BOS). A row whose next
+    token has not come waits (:meth:`ready` is False) with everything untouched, so its codes
+    are those of the whole text given at once, whatever the arrival times.
+
+    :meth:`push` (the caller's thread) embeds new ids, :meth:`close` appends ``tts_eos``;
+    the engine's thread reads. Each token is projected alone (``[1, 1] -> [1, 1, H]``); the
+    whole-text prompt projects them together, which may differ in the last bits of float
+    rounding (the codes are the same but for a draw that lands on such a boundary)."""
+
+    def __init__(self, talker: Talker, tts_eos: torch.Tensor):
+        self._talker = talker
+        self._eos = tts_eos
+        self._rows: list[torch.Tensor] = []
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def push(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        dev = self._talker.device
+        with torch.inference_mode():
+            rows = [self._talker.text_embed(torch.tensor([[i]], dtype=torch.long, device=dev))
+                    for i in ids]
+        with self._lock:
+            if self.closed:
+                raise InputError("the text was already closed", param="input")
+            self._rows.extend(rows)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self.closed:
+                self._rows.append(self._eos)
+                self.closed = True
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def ready(self, t: int) -> bool:
+        return self.closed or t < len(self._rows)
+
+    def at(self, t: int) -> torch.Tensor | None:
+        """Row ``t`` (``[1, 1, H]``), or None past the closed text (``tts_pad`` then)."""
+        with self._lock:
+            return self._rows[t] if t < len(self._rows) else None
 
 
 def supported_languages(talker: Talker) -> list[str]:
@@ -64,12 +126,16 @@ def _language_id(talker: Talker, language: str, speaker: str | None) -> int | No
 def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "auto",
                  speaker: str | None = None, xvector: torch.Tensor | None = None,
                  instruct_ids: torch.Tensor | None = None, ref_ids: torch.Tensor | None = None,
-                 ref_codes: torch.Tensor | None = None, non_streaming_mode: bool) -> TalkerPrompt:
+                 ref_codes: torch.Tensor | None = None, non_streaming_mode: bool,
+                 feed: bool = False) -> TalkerPrompt:
     """Prompt of one request, mode given by the arguments (no defaults applied here).
 
     ``speaker``: CustomVoice speaker name (case-insensitive). ``xvector [H]``: Base speaker
     embedding. ``ref_ids`` + ``ref_codes [T_ref, 16]``: Base in-context mode (needs
     ``xvector`` too). ``instruct_ids``: prepended text-only block.
+    ``feed``: the text is streamed in (streaming-text layout, not in-context):
+    ``input_ids`` holds the role and the first text token only, and the trailing text is a
+    :class:`FedText` to push the rest into.
     Raises :class:`InputError` for an unknown speaker or language."""
     spec = talker.spec
     dev = talker.device
@@ -77,6 +143,10 @@ def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "au
     if speaker is not None and speaker.lower() not in spec.speakers:
         raise InputError(f"unknown speaker {speaker!r}; this model has: {', '.join(spec.speakers) or 'none'}",
                          param="speaker")
+    if feed and (non_streaming_mode or ref_codes is not None):
+        raise InputError("streamed text needs the streaming-text layout (non_streaming_mode "
+                         "false) and no in-context reference (use xvector_only)",
+                         param="non_streaming_mode" if non_streaming_mode else "ref_text")
     lang_id = _language_id(talker, language, speaker)
     # modeling:2124-2133: the three specials projected together, then split.
     specials = ids([spec.tts_bos_id, spec.tts_eos_id, spec.tts_pad_id])
@@ -109,7 +179,8 @@ def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "au
         trailing = tts_pad
     else:  # modeling:2199-2202 and 2228-2233: first text token rides on codec bos
         parts.append(talker.text_embed(input_ids[:, 3:4]) + codec[:, -1:])
-        trailing = torch.cat((talker.text_embed(input_ids[:, 4:-5]), tts_eos), dim=1)
+        trailing = FedText(talker, tts_eos) if feed else \
+            torch.cat((talker.text_embed(input_ids[:, 4:-5]), tts_eos), dim=1)
     return TalkerPrompt(torch.cat(parts, dim=1), trailing, tts_pad)
 
 
@@ -133,7 +204,8 @@ def _icl(talker: Talker, text_id, ref_id, ref_codes, tts_pad, tts_eos, non_strea
 # --- the official methods' defaults and checks ------------------------------------------
 
 def custom_voice_prompt(talker: Talker, input_ids: torch.Tensor, speaker: str, language: str | None = None,
-                        instruct_ids: torch.Tensor | None = None, non_streaming_mode: bool = True) -> TalkerPrompt:
+                        instruct_ids: torch.Tensor | None = None, non_streaming_mode: bool = True,
+                        feed: bool = False) -> TalkerPrompt:
     """``generate_custom_voice`` (``model.py:732-840``): language ``None`` → ``auto``,
     ``non_streaming_mode`` True; on 0.6B the official drops ``instruct`` silently
     (``model.py:799-800``): here too, with a :class:`UserWarning`."""
@@ -144,11 +216,12 @@ def custom_voice_prompt(talker: Talker, input_ids: torch.Tensor, speaker: str, l
         warnings.warn("Qwen3-TTS 0.6B CustomVoice ignores instruct (as the official package does)", stacklevel=2)
         instruct_ids = None
     return build_prompt(talker, input_ids, language=language or "auto", speaker=speaker,
-                        instruct_ids=instruct_ids, non_streaming_mode=non_streaming_mode)
+                        instruct_ids=instruct_ids, non_streaming_mode=non_streaming_mode, feed=feed)
 
 
 def voice_design_prompt(talker: Talker, input_ids: torch.Tensor, instruct_ids: torch.Tensor,
-                        language: str | None = None, non_streaming_mode: bool = True) -> TalkerPrompt:
+                        language: str | None = None, non_streaming_mode: bool = True,
+                        feed: bool = False) -> TalkerPrompt:
     """``generate_voice_design`` (``model.py:637-730``): language ``None`` → ``auto``,
     ``non_streaming_mode`` True. vocalis requires the instruct (the official would run
     without one when it is empty)."""
@@ -156,12 +229,12 @@ def voice_design_prompt(talker: Talker, input_ids: torch.Tensor, instruct_ids: t
     if instruct_ids is None:
         raise InputError("VoiceDesign needs an instruct (a description of the voice)", param="instruct")
     return build_prompt(talker, input_ids, language=language or "auto", instruct_ids=instruct_ids,
-                        non_streaming_mode=non_streaming_mode)
+                        non_streaming_mode=non_streaming_mode, feed=feed)
 
 
 def voice_clone_prompt(talker: Talker, input_ids: torch.Tensor, xvector: torch.Tensor, language: str | None = None,
                        ref_ids: torch.Tensor | None = None, ref_codes: torch.Tensor | None = None,
-                       non_streaming_mode: bool = False) -> TalkerPrompt:
+                       non_streaming_mode: bool = False, feed: bool = False) -> TalkerPrompt:
     """``generate_voice_clone`` (``model.py:470-635``): language ``None`` → ``auto``,
     ``non_streaming_mode`` False. ``ref_ids`` and ``ref_codes`` both given → in-context
     mode; neither → x-vector only."""
@@ -170,7 +243,7 @@ def voice_clone_prompt(talker: Talker, input_ids: torch.Tensor, xvector: torch.T
         raise InputError("in-context cloning needs both ref_text and the reference codes; "
                          "pass neither for x-vector-only cloning", param="ref_text")
     return build_prompt(talker, input_ids, language=language or "auto", xvector=xvector, ref_ids=ref_ids,
-                        ref_codes=ref_codes, non_streaming_mode=non_streaming_mode)
+                        ref_codes=ref_codes, non_streaming_mode=non_streaming_mode, feed=feed)
 
 
 def _need_type(talker: Talker, kind: str) -> None:

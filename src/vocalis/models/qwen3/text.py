@@ -26,6 +26,7 @@ same folder.
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 from vocalis.errors import CheckpointError, InputError
@@ -147,3 +148,67 @@ def ref_text(text: str) -> str:
 
 def instruct_text(instruct: str) -> str:
     return f"<|im_start|>user\n{instruct}<|im_end|>\n"
+
+
+class TokenStream:
+    """Token ids of a text that arrives in pieces (a language model's output), each handed
+    out as soon as no later text can change it, so that the ids handed out, followed by
+    those of :meth:`close`, are exactly ``encode(assistant_text(whole text))[3:-5]`` (the
+    text ids of the official template, as :meth:`Qwen3Model.text_ids` gives them).
+
+    The tokenizer splits the text (after NFC) into pieces with its pre-tokenizer regex, then
+    runs BPE on each piece alone, so ids are final once their piece is. Later text can
+    change more than the last piece (with the checkpoints' regex, ``"文B"`` is two pieces
+    and ``"文Ba"`` one; ``"\\n"`` then ``" "`` then ``"\\n"`` become one), but no regex
+    alternative reads across the start of a run of white space from the text before it:
+    the pieces before the last such run are final. Speech so waits for the word after a
+    word (one token per frame keeps the talker well behind any language model).
+    ``tests/qwen3/test_qwen3_text_feed.py`` checks the claim on random texts cut at random.
+    """
+
+    def __init__(self, tokenizer: Qwen3TextTokenizer):
+        self._tok = tokenizer
+        self.text = ""
+        self.ids: list[int] = []  # text ids handed out so far
+        self.role: list[int] = []  # the template's 3 role ids, once text ids are out
+
+    def _segment(self) -> str:
+        # the part of the template between its special tokens that holds the text
+        return "assistant\n" + unicodedata.normalize("NFC", self.text)
+
+    def push(self, delta: str) -> list[int]:
+        """Add ``delta``; returns the ids that became final (maybe none)."""
+        self.text += delta
+        seg = self._segment()
+        pieces = self._tok._tok.pre_tokenizer.pre_tokenize_str(seg)
+        # the start of the last run of white space, moved back to a piece boundary (a
+        # punctuation piece may end with line breaks)
+        run = next((i for i in range(len(seg) - 1, 0, -1)
+                    if seg[i].isspace() and not seg[i - 1].isspace()), 0)
+        cut = max((a for _, (a, _) in pieces if a <= run), default=0)
+        if cut == 0:
+            return []
+        # the ids of the pieces before it, from the encoding of the whole text so far (the
+        # text cut there would be split again differently: "  " alone is one piece, before
+        # a digit two)
+        cut += len("<|im_start|>")
+        enc = self._tok._tok.encode("<|im_start|>" + seg, add_special_tokens=False)
+        return self._take([i for i, (_, end) in zip(enc.ids, enc.offsets) if end <= cut])
+
+    def close(self) -> list[int]:
+        """The text is complete: the ids not handed out yet."""
+        return self._take(self._tok.encode(assistant_text(self.text))[:-5])
+
+    def _take(self, template: list[int]) -> list[int]:
+        """``template``: final ids of the template, role (3 ids) then text."""
+        if len(template) <= 3:
+            return []
+        self.role, ids = template[:3], template[3:]
+        n = len(self.ids)
+        if ids[:n] != self.ids:  # the claim above failed (e.g. a special token's name cut)
+            raise InputError("the streamed text changed tokens already spoken (it writes a "
+                             "special token such as <|im_end|> in pieces?): send plain text",
+                             param="input")
+        new = ids[n:]
+        self.ids = list(ids)
+        return new
