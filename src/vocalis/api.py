@@ -27,7 +27,7 @@ from vocalis import families
 from vocalis.audio.stretch import Stretcher
 from vocalis.engine.openmp import frees_thread_pool, set_threads
 from vocalis.engine.scheduler import Engine, make_job
-from vocalis.engine.types import AudioChunk, Failed, Finished, Request
+from vocalis.engine.types import AudioChunk, Failed, Finished, Request, RequestStats
 from vocalis.errors import InputError, ModelNotFound
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Voice
 from vocalis.options import QUANTIZE_MODES, OptionSchema, check_threads, new_seed, quantize_mode
@@ -166,13 +166,16 @@ class TextRequest:
         self._started.set()
 
     def events(self, timeout: float | None = None):
-        """Yield the request's events (as :meth:`~vocalis.engine.types.Request.events`);
-        nothing when it was cancelled before it started. ``timeout``: seconds to wait for
-        the start and for each event (None = forever); raises ``TimeoutError``."""
+        """Yield the request's events (as :meth:`~vocalis.engine.types.Request.events`),
+        ending with ``Finished`` or ``Failed``; only a cancelled ``Finished`` when it was
+        cancelled before it started. ``timeout``: seconds to wait for the start and for
+        each event (None = forever); raises ``TimeoutError``."""
         if not self._started.wait(timeout):
             raise TimeoutError("the streamed text has not started a request yet")
-        if self._req is not None:
-            yield from self._req.events(timeout)
+        if self._req is None:
+            yield Finished(RequestStats(request_id=-1, cancelled=True))
+            return
+        yield from self._req.events(timeout)
 
     def cancel(self) -> None:
         """Stop: no more text is taken, and a started request frees its row within one

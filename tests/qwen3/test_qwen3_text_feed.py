@@ -143,6 +143,37 @@ def test_a_token_after_its_frame_makes_the_row_wait_not_change(tts, whole):
     np.testing.assert_array_equal(np.concatenate(got), whole.samples)
 
 
+def test_a_tokens_projection_does_not_depend_on_the_tokens_beside_it(tts):
+    """What makes the streamed text's bits those of the whole text: Talker.text_rows gives
+    a token the same row whatever else it is projected with (products of >= 8 rows)."""
+    import torch
+
+    talker = tts.loaded.model.talker
+    assert talker.min_text_rows == 8
+    rng = random.Random(1)
+    with torch.inference_mode():
+        ids = [rng.randrange(100, 1000) for _ in range(40)]
+        whole = talker.text_rows(ids)
+        for n in (1, 2, 3, 5, 8, 13, 40):
+            start = rng.randrange(0, 40 - n + 1)
+            part = talker.text_rows(ids[start:start + n])
+            assert torch.equal(part, whole[:, start:start + n]), n
+
+
+def test_int8_streamed_text_gives_the_whole_texts_codes(dirs, built_kernels):
+    model = vocalis.load(str(dirs["customvoice"]), quantize="int8", max_batch=2)
+    try:
+        want = model.synthesize(TEXT, seed=7, non_streaming_mode=False, **OPTS).chunks[0]["codes"]
+        for seed in (0, 1):
+            req = model.open_text(seed=7, **OPTS)
+            for part in _split(TEXT, random.Random(seed), 15):
+                req.push(part)
+            req.close()
+            assert _collect(req)[1] == want
+    finally:
+        model.close()
+
+
 def test_streamed_rows_beside_others_each_equal_alone(tts, whole):
     other_text = "A different request runs beside the streamed one, with its own seed."
     alone = tts.synthesize(other_text, seed=9, non_streaming_mode=False, **OPTS)
@@ -185,7 +216,8 @@ def test_cancel_before_the_first_token_ends_quietly(tts):
     req.push("Hel")
     assert req.request is None
     req.cancel()
-    assert list(req.events(timeout=5)) == []
+    (ev,) = list(req.events(timeout=5))
+    assert isinstance(ev, Finished) and ev.stats.cancelled
 
 
 def test_a_short_text_starts_at_close(tts):

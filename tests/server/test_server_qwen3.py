@@ -361,3 +361,68 @@ def test_websocket_stream_takes_the_family_options(served):
     assert events[-1]["type"] == "session.done" and len(audio) == 8 * 1920 * 2
     _, events = asyncio.run(session(vd, OPTS, TEXT))  # VoiceDesign needs instructions
     assert events[-1]["type"] == "error" and events[-1]["param"] == "instructions"
+
+
+def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
+    """split_granularity "token" (vocalis extension): an utterance's input.text pieces go to
+    one request as they come (TTS.open_text), cut mid-word; its PCM equals the HTTP
+    endpoint's for the whole text in the streaming-text layout with the same seed. A cancel
+    mid-utterance frees the row; a model-less option (normalize) and Pocket-style refusals
+    are errors naming split_granularity or the field."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from vocalis.server import stream
+
+    tts, cv = served["0.6b-customvoice"]
+    url = cv.url.replace("http://", "ws://") + stream.PATH
+    text = "Hello from the Qwen server, streamed a few characters at a time."
+    opts = dict(max_new_tokens=25, seed=5)
+
+    async def recv_until(ws, kinds):
+        audio, events = bytearray(), []
+        while True:
+            msg = await asyncio.wait_for(ws.recv(), 60)
+            if isinstance(msg, bytes):
+                audio.extend(msg)
+                continue
+            events.append(json.loads(msg))
+            if events[-1]["type"] in kinds:
+                return bytes(audio), events
+
+    async def session():
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "response_format": "pcm",
+                                      "stream_audio": True, "voice": "ryan",
+                                      "split_granularity": "token", **opts}))
+            for i in range(0, len(text), 7):
+                await ws.send(json.dumps({"type": "input.text", "text": text[i:i + 7]}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            first = await recv_until(ws, ("session.done", "error"))
+            # a second utterance, cancelled after its first audio
+            await ws.send(json.dumps({"type": "input.text", "text": "Another reply that "}))
+            while not isinstance(await asyncio.wait_for(ws.recv(), 60), bytes):
+                pass
+            await ws.send(json.dumps({"type": "input.cancel"}))
+            second = await recv_until(ws, ("session.done", "error"))
+            return first, second
+
+    (audio, events), (_, cancelled) = asyncio.run(session())
+    assert [e["type"] for e in events] == ["audio.start", "audio.done", "session.done"], events
+    assert events[1]["text_end"] == len(text) and events[2]["samples"] == len(audio) // 2
+    status, _, want = cv.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": text, "voice": "ryan", "response_format": "pcm",
+        "non_streaming_mode": False, **opts})
+    assert status == 200 and audio == want
+    assert cancelled[-1]["type"] == "session.done" and cancelled[-1]["cancelled"] is True
+    assert tts.engine.status()["active_rows"] == 0
+
+    async def refused(config):
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "voice": "ryan",
+                                      "split_granularity": "token", **config}))
+            return (await recv_until(ws, ("error",)))[1][-1]
+
+    assert asyncio.run(refused({"normalize": True}))["param"] == "normalize"
+    assert asyncio.run(refused({"non_streaming_mode": True}))["param"] == "non_streaming_mode"

@@ -77,7 +77,9 @@ class StreamSessionConfig(BaseModel):
     ``instructions``, ``response_format`` (default ``wav``), ``speed``, ``stream_audio``
     (PCM chunks as they are decoded; needs ``response_format`` ``pcm``), ``seed`` (every
     sentence uses it), ``split_granularity`` (``none``: one request per ``input.done``;
-    ``sentence``: one per sentence as soon as it is complete), ``word_timestamps`` (only
+    ``sentence``: one per sentence as soon as it is complete; ``token``, a vocalis
+    extension: one request per utterance that takes the text as it comes, on models that
+    take streamed text), ``word_timestamps`` (only
     ``false`` here), ``initial_codec_chunk_frames`` (accepted; vocalis always decodes each
     frame as soon as it exists). Extensions as in :class:`SpeechRequest`: ``normalize`` and
     the request options of the model's family (checked by its schema; a field nobody
@@ -97,7 +99,7 @@ class StreamSessionConfig(BaseModel):
     stream_audio: StrictBool = False
     word_timestamps: StrictBool = False
     seed: int | None = None
-    split_granularity: Literal["none", "sentence", "clause"] = "none"
+    split_granularity: Literal["none", "sentence", "clause", "token"] = "none"
     initial_codec_chunk_frames: int | None = Field(default=None, ge=0)
     normalize: StrictBool | None = None
 

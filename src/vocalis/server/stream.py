@@ -43,7 +43,14 @@ Sentences: with ``split_granularity`` ``sentence`` each sentence (the rules of
 its end has arrived, while earlier audio is still being sent (at most ``AHEAD`` engine
 requests per connection at a time, so the next sentence is ready when one ends; their audio
 leaves in order). ``none`` (vLLM-Omni's default) speaks the whole utterance as one request
-at ``input.done``. ``clause`` is refused (use ``sentence``).
+at ``input.done``. ``clause`` is refused (use ``sentence``). ``token`` (vocalis extension,
+models that take streamed text: Qwen3-TTS) makes each utterance one request that takes
+every ``input.text`` as it comes (:meth:`vocalis.api.TTS.open_text`): speech starts after
+the first word, the model waits for text it has not got, and the audio is that of the whole
+utterance given at once with the same seed (not normalized: numbers may arrive in pieces);
+``input.done`` ends its text. Its
+``audio.start`` comes with the first text (``sentence_text`` empty, ``text_start`` and
+``text_end`` 0); its ``audio.done`` carries the whole utterance's text span.
 
 Interruption (vocalis extension): ``input.cancel`` stops every utterance not yet finished:
 the sentence being sent stops within one engine step (its ``audio.done`` says
@@ -80,6 +87,7 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import make_encoder
+from vocalis.errors import InputError
 from vocalis.options import new_seed
 from vocalis.server import errors
 from vocalis.server.bridge import SpeechJob
@@ -135,6 +143,7 @@ class _Utterance:
     heard_end: int = 0          # text whose audio was at least begun ends here
     cancelled: bool = False
     started: bool = False       # some text arrived
+    fed: "_Item | None" = None  # split_granularity token: the one request, text fed to it
 
 
 @dataclass
@@ -360,6 +369,12 @@ class StreamConnection:
                              normalize=cfg.normalize, **options)
         plan = plan_speech(state, hosted, body)
         check_plan(plan)
+        if cfg.split_granularity == "token":  # (the server's --normalize does not apply)
+            if cfg.normalize:
+                raise APIError(400, "normalize cannot read numbers that arrive in pieces: drop "
+                                    "normalize, or use split_granularity 'sentence'",
+                               param="normalize", code="unsupported_value")
+            _open_text(plan, 0)  # refused here when the model takes whole texts only
         return _Config(cfg, plan, hosted)
 
     def _pending_chars(self) -> int:
@@ -402,7 +417,34 @@ class StreamConnection:
         if granularity == "none":
             utt.text.pending += text
             return
+        if granularity == "token":
+            await self._feed(utt, text)
+            return
         await self._queue(utt, utt.text.feed(text))
+
+    async def _feed(self, utt: _Utterance, text: str) -> None:
+        """split_granularity token: the utterance's request takes ``text`` now (opened
+        with the first text; its audio then goes out like a sentence's)."""
+        if utt.fed is None:
+            cfg = utt.config
+            seed = cfg.plan.seed if cfg.plan.seed is not None else new_seed()
+            req = await asyncio.to_thread(_open_text, cfg.plan, seed)
+            self.state.admitted.add(req)  # settled like a sentence's request
+            encoder = make_encoder(cfg.msg.response_format, cfg.rate,
+                                   whole=not cfg.msg.stream_audio)
+            item = _Item(utt, Sentence("", 0, 0))
+            item.job = SpeechJob(req, encoder, asyncio.get_running_loop()).start()
+            item.submitted.set()
+            utt.fed = item
+            async with self.changed:
+                self.items.append(item)
+                self.changed.notify_all()
+        utt.text.pending += text
+        try:
+            await asyncio.to_thread(utt.fed.job.request.push, text)
+        except InputError as e:
+            raise StreamError(f"{e} (the text before this piece is spoken; send input.done)",
+                              e.code or "invalid_value", param="text") from None
 
     async def _queue(self, utt: _Utterance, sentences: list[Sentence], end: bool = False) -> None:
         async with self.changed:
@@ -420,7 +462,18 @@ class StreamConnection:
                               f"limit is {MAX_OPEN_UTTERANCES} per connection: wait for a "
                               "session.done before the next input.done", "too_many_utterances")
         utt = self._open()
-        if utt.config.msg.split_granularity == "none":
+        if utt.fed is not None:  # split_granularity token: end the request's text
+            item, utt.fed = utt.fed, None
+            item.sentence = Sentence(utt.text.pending, 0, len(utt.text.pending))
+            try:
+                await asyncio.to_thread(item.job.request.close)
+            except InputError as e:
+                item.job.cancel()
+                await self.send_error(StreamError(str(e), e.code or "invalid_value", "text"))
+            sentences = []
+        elif utt.config.msg.split_granularity == "token":
+            sentences = []  # no text came: nothing to speak
+        elif utt.config.msg.split_granularity == "none":
             text = utt.text.pending
             utt.text.pending = ""
             a, b = len(text) - len(text.lstrip()), len(text.rstrip())
@@ -637,12 +690,28 @@ class StreamConnection:
                     utt.heard_end = s.end
             finally:
                 _settle(self.state, job.request, outcome)
+        s = item.sentence  # (split_granularity token: the whole text, known by now)
+        span = {"text_start": s.start, "text_end": s.end}
         if not (failed or cancelled):
             utt.spoken_end = s.end
             utt.heard_end = s.end
         await self.send_json({"type": "audio.done", **base, "total_bytes": total_bytes,
                               "error": failed, "samples": samples, "cancelled": cancelled,
                               **span})
+
+
+def _open_text(plan, seed: int):
+    """A request of ``plan``'s model whose text is pushed as it comes
+    (:meth:`vocalis.api.TTS.open_text`). Raises APIError 400 when the model or the options
+    take whole texts only."""
+    options = {k: v for k, v in plan.options.items() if k != "normalize"}
+    try:
+        return plan.hosted.tts.open_text(plan.voice, seed, plan.speed, **options)
+    except InputError as e:
+        if e.param == "input":  # the model takes whole texts
+            raise APIError(400, f"{e}; here: split_granularity 'sentence'",
+                           param="split_granularity", code="unsupported_value") from None
+        raise APIError(400, str(e), param=e.param, code=e.code) from None
 
 
 def _shown(value) -> str:

@@ -163,6 +163,8 @@ class Qwen3TTSFamily(ModelFamily):
             model.quantize(quantize)
             log.info("%s: talker and code predictor in %s", info.name, quantize)
         model.talker.trace()
+        if not settings.exact:  # a streamed text's tokens get the whole text's bits
+            model.talker.min_text_rows = 8
         chosen = tune(model, threads, settings.max_batch, settings.exact, settings.tuning)
         engine = Qwen3EngineFamily(model, chunked_decode=not full_state_decode,
                                    split=parse_split(chosen.choices["threads"]),

@@ -63,9 +63,9 @@ class FedText:
     are those of the whole text given at once, whatever the arrival times.
 
     :meth:`push` (the caller's thread) embeds new ids, :meth:`close` appends ``tts_eos``;
-    the engine's thread reads. Each token is projected alone (``[1, 1] -> [1, 1, H]``); the
-    whole-text prompt projects them together, which may differ in the last bits of float
-    rounding (the codes are the same but for a draw that lands on such a boundary)."""
+    the engine's thread reads. Both this and the whole-text prompt project through
+    :meth:`Talker.text_rows`, so each token gets the same bits either way (for models loaded
+    without ``exact``; see :attr:`Talker.min_text_rows`)."""
 
     def __init__(self, talker: Talker, tts_eos: torch.Tensor):
         self._talker = talker
@@ -77,10 +77,9 @@ class FedText:
     def push(self, ids: list[int]) -> None:
         if not ids:
             return
-        dev = self._talker.device
         with torch.inference_mode():
-            rows = [self._talker.text_embed(torch.tensor([[i]], dtype=torch.long, device=dev))
-                    for i in ids]
+            out = self._talker.text_rows(ids)
+        rows = [out[:, i:i + 1] for i in range(len(ids))]
         with self._lock:
             if self.closed:
                 raise InputError("the text was already closed", param="input")
@@ -180,7 +179,7 @@ def build_prompt(talker: Talker, input_ids: torch.Tensor, *, language: str = "au
     else:  # modeling:2199-2202 and 2228-2233: first text token rides on codec bos
         parts.append(talker.text_embed(input_ids[:, 3:4]) + codec[:, -1:])
         trailing = FedText(talker, tts_eos) if feed else \
-            torch.cat((talker.text_embed(input_ids[:, 4:-5]), tts_eos), dim=1)
+            torch.cat((talker.text_rows(input_ids[0, 4:-5].tolist()), tts_eos), dim=1)
     return TalkerPrompt(torch.cat(parts, dim=1), trailing, tts_pad)
 
 

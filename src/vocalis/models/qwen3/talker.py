@@ -554,6 +554,21 @@ class Talker(nn.Module):
         """``T(x) = text_projection(text_embedding(ids))``: ``[B, T]`` → ``[B, T, H]``."""
         return self.text_projection(self.model.text_embedding(ids))
 
+    #: The fewest rows :meth:`text_rows` projects at once (1: as the official, any count).
+    #: A product of few rows runs other kernels than one of many, whose float rounding
+    #: differs: here (PyTorch 2.13, x86) one and two rows differ from many, while from 4
+    #: rows on every row gets the same bits whatever the others. The loader sets 8 unless the
+    #: model is ``exact``, so that a text streamed in pieces (projected a few tokens at a time)
+    #: gets the bits of the whole text's (``tests/qwen3/test_qwen3_text_feed.py``).
+    min_text_rows: int = 1
+
+    def text_rows(self, ids: list[int]) -> torch.Tensor:
+        """``T(x)`` of the text-track tokens ``ids`` → ``[1, len(ids), H]``, projected in one
+        product of at least :attr:`min_text_rows` rows (padded with copies of the last)."""
+        padded = list(ids) + list(ids[-1:]) * max(0, self.min_text_rows - len(ids))
+        out = self.text_embed(torch.tensor([padded], dtype=torch.long, device=self.device))
+        return out[:, :len(ids)]
+
     def codec_embed(self, ids: torch.Tensor) -> torch.Tensor:
         """``E(x) = talker.model.codec_embedding(ids)``."""
         return self.model.codec_embedding(ids)
