@@ -131,6 +131,7 @@ class TextRequest:
         """The engine request (:class:`~vocalis.engine.types.Request`), None before start."""
         return self._req
 
+    @frees_thread_pool  # its projection ran here: no second pool spinning beside the engine
     def push(self, text: str) -> None:
         """Add ``text`` (any piece: a token, a word, half a word).
 
@@ -142,6 +143,7 @@ class TextRequest:
                 return
             self._begin(self._feed.push(text))
 
+    @frees_thread_pool
     def close(self) -> None:
         """The text is complete (the model may now end the speech).
 
@@ -330,6 +332,7 @@ class TTS:
         req = self.engine.submit(job)
         return req if stretcher is None else _Stretched(req, stretcher)
 
+    @frees_thread_pool
     def open_text(self, voice=None, seed: int | None = None, speed: float = 1.0,
                   **options) -> TextRequest:
         """A request whose text will be pushed in pieces as it is written
