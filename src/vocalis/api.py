@@ -30,7 +30,14 @@ from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request, RequestStats
 from vocalis.errors import InputError, ModelNotFound
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Voice
-from vocalis.options import QUANTIZE_MODES, OptionSchema, check_threads, new_seed, quantize_mode
+from vocalis.options import (
+    QUANTIZE_MODES,
+    OptionSchema,
+    check_threads,
+    check_unicode,
+    new_seed,
+    quantize_mode,
+)
 from vocalis.text.normalize import normalize as normalize_text
 from vocalis.text.normalize import supports
 
@@ -120,6 +127,7 @@ class TextRequest:
         self._started = threading.Event()  # set once started (or cancelled before)
         self._req = None
         self._cancelled = False
+        self._error: InputError | None = None  # what ended it, if anything did
 
     @property
     def text(self) -> str:
@@ -135,23 +143,51 @@ class TextRequest:
     def push(self, text: str) -> None:
         """Add ``text`` (any piece: a token, a word, half a word).
 
-        Raises InputError: not a string, after :meth:`close`, or past the model's most text."""
+        Raises InputError: ``text`` is not a string or not valid Unicode (the piece is
+        refused, the request goes on); after :meth:`close`, or after an error that ended
+        the request; past the model's most text (this ends the request: its row is freed
+        and its events end, cancelled)."""
         if not isinstance(text, str):
             raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
+        check_unicode(text, "text", "send the text as valid UTF-8", "input")
         with self._lock:
             if self._cancelled:
                 return
-            self._begin(self._feed.push(text))
+            self._check_open()
+            try:
+                self._begin(self._feed.push(text))
+            except InputError as e:
+                self._end(e)
+                raise
 
     @frees_thread_pool
     def close(self) -> None:
         """The text is complete (the model may now end the speech).
 
-        Raises InputError when the whole text has nothing to speak."""
+        Raises InputError when the whole text has nothing to speak (the request ends: its
+        events end, cancelled), or after an error that ended it."""
         with self._lock:
             if self._cancelled:
                 return
-            self._begin(self._feed.close())
+            self._check_open()
+            try:
+                self._begin(self._feed.close())
+            except InputError as e:
+                self._end(e)
+                raise
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise InputError(f"this streamed request has ended ({self._error}): open another",
+                             param="input")
+
+    def _end(self, error: InputError) -> None:
+        """An error ended the request: free its row, let :meth:`events` end."""
+        self._error = error
+        if self._req is not None:
+            self._req.cancel()
+            self._tts.engine.wake()
+        self._started.set()
 
     def _begin(self, prepared) -> None:
         tts = self._tts
@@ -170,14 +206,15 @@ class TextRequest:
     def events(self, timeout: float | None = None):
         """Yield the request's events (as :meth:`~vocalis.engine.types.Request.events`),
         ending with ``Finished`` or ``Failed``; only a cancelled ``Finished`` when it was
-        cancelled before it started. ``timeout``: seconds to wait for the start and for
-        each event (None = forever); raises ``TimeoutError``."""
+        cancelled (or ended by an error) before it started. Read them once. ``timeout``:
+        seconds to wait for the start and for each event (None = forever); raises
+        ``TimeoutError``."""
         if not self._started.wait(timeout):
             raise TimeoutError("the streamed text has not started a request yet")
         if self._req is None:
             yield Finished(RequestStats(request_id=-1, cancelled=True))
             return
-        yield from self._req.events(timeout)
+        yield from self._req.events(timeout)  # (once: a second pass waits for nothing)
 
     def cancel(self) -> None:
         """Stop: no more text is taken, and a started request frees its row within one

@@ -1360,6 +1360,7 @@ def say(
     if output != "-" and not output.lower().endswith(".wav"):
         raise InputError(f"-o {output!r}: give a .wav file, or - for raw 16-bit PCM on stdout",
                          param="output")
+    _check_output(output, "wav")  # a folder that exists, no terminal for raw bytes
     if text is not None:
         check_text(text, "text")
     import asyncio
@@ -1399,6 +1400,9 @@ def say(
         asyncio.run(run())
     finally:
         sink.close()
+    if sink.samples == 0:
+        raise InputError("nothing was spoken: the text has no words or numbers the model "
+                         "speaks (the server skips text of only symbols or emoji)")
     if not quiet and output != "-":
         typer.echo(f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}",
                    err=True)

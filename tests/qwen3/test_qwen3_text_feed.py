@@ -268,3 +268,60 @@ def test_base_needs_xvector_only_and_pocket_takes_sentences(dirs, checkpoints, v
             pocket.open_text(voice=str(checkpoints.get("english_2m_2026-10") / "voice.wav"))
     finally:
         pocket.close()
+
+
+def _wait_free(tts, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while tts.engine.status()["active_rows"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tts.engine.status()["active_rows"]
+
+
+def test_too_much_text_ends_the_request_and_frees_its_row(tts):
+    req = tts.open_text(seed=1, **OPTS)
+    req.push("Hello there ")
+    with pytest.raises(InputError, match="stopped there"):
+        req.push("word " * 5000)
+    with pytest.raises(InputError, match="has ended"):
+        req.close()
+    last = list(req.events(timeout=30))[-1]
+    assert isinstance(last, Finished) and last.stats.cancelled
+    assert _wait_free(tts) == 0
+    tts.synthesize("Still serving.", seed=1, **OPTS)  # the engine is not stuck
+
+
+def test_a_bad_piece_is_refused_and_the_request_goes_on(tts, whole):
+    req = tts.open_text(seed=5, **OPTS)
+    req.push("Hello world, ")
+    with pytest.raises(InputError, match="Unicode|surrogate"):
+        req.push("my \ud800 friend ")
+    req.push(TEXT[len("Hello world, "):])
+    req.close()
+    assert _collect(req)[1] == whole.chunks[0]["codes"]
+
+
+def test_a_reader_sees_the_end_when_the_text_is_refused_at_close(tts):
+    req = tts.open_text(seed=1, **OPTS)
+    seen: list = []
+    reader = threading.Thread(target=lambda: seen.extend(req.events(timeout=30)))
+    reader.start()
+    req.push("😀😀 ...  ")  # nothing speakable: the request does not start on it
+    assert req.request is None
+    with pytest.raises(InputError, match="nothing to speak"):
+        req.close()
+    reader.join(30)
+    assert not reader.is_alive() and isinstance(seen[-1], Finished) and seen[-1].stats.cancelled
+    with pytest.raises(InputError):
+        tts.synthesize("😀😀 ...", seed=1, **OPTS)  # as a whole text is refused
+
+
+def test_symbols_before_the_first_word_start_with_it(tts):
+    text = "... Hello there, all."
+    want = tts.synthesize(text, seed=3, non_streaming_mode=False, **OPTS).chunks[0]["codes"]
+    req = tts.open_text(seed=3, **OPTS)
+    req.push("... ")
+    assert req.request is None
+    for part in ("Hel", "lo there, ", "all."):
+        req.push(part)
+    req.close()
+    assert _collect(req)[1] == want

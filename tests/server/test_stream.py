@@ -256,6 +256,7 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
             await ws.send(json.dumps(CONFIG))
             for name, msg in [("binary", b"\x00\x01"), ("json", "{not json"),
                               ("array", "[1, 2]"), ("type", json.dumps({"type": "input.txt"})),
+                              ("type_object", json.dumps({"type": {"x": 1}})),
                               ("field", json.dumps({"type": "input.text", "text": "a", "x": 1})),
                               ("text_type", json.dumps({"type": "input.text", "text": 5})),
                               ("surrogate", '{"type": "input.text", "text": "a\\ud800"}'),
@@ -274,7 +275,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
 
     out = run(go())
     want = {"binary": "binary_not_supported", "json": "invalid_json", "array": "invalid_message",
-            "type": "unknown_message_type", "field": "unknown_parameter",
+            "type": "unknown_message_type", "type_object": "unknown_message_type",
+            "field": "unknown_parameter",
             "option": "unknown_parameter", "format": "invalid_value",
             "clause": "unsupported_value", "voice": "voice_not_found",
             "timestamps": "unsupported_value", "surrogate": "invalid_text",
@@ -400,6 +402,16 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in err[0]
+    # an output folder that does not exist: refused before anything is spoken
+    assert cli.main(["say", "--url", ws_url(server), "--text", "Hi.",
+                     "-o", str(tmp_path / "nowhere" / "x.wav")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "folder does not exist" in err[0]
+    # nothing speakable: no file claimed
+    none = tmp_path / "none.wav"
+    assert cli.main(["say", "--url", ws_url(server), "--text", "😀 ...", "-o", str(none)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nothing was spoken" in err[0] and not none.exists()
 
 
 def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,
@@ -441,4 +453,25 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
     dones = [e for e in events if e["type"] == "audio.done"]
     assert [d["error"] for d in dones] == [False, True, True, False]
     assert events[-1]["total_sentences"] == 4 and events[-1]["cancelled"] is False
+    assert rows_free(tts)
+
+
+def test_a_cancel_after_a_refused_piece_leaves_the_next_utterance_alone(server, tts):
+    """A piece refused (too long) opens no utterance: the input.cancel that follows has
+    nothing to stop, and the next text is spoken."""
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({**CONFIG, "split_granularity": "none"}))
+            await ws.send(json.dumps({"type": "input.text", "text": "a" * 40000}))
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.cancel"}))
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            audio: list = []
+            done = await recv_until(ws, "session.done", [], audio)
+            return refused, done, audio
+
+    refused, done, audio = run(go())
+    assert refused["type"] == "error" and refused["code"] == "text_buffer_full"
+    assert done["cancelled"] is False and done["total_sentences"] == 1 and done["samples"] > 0
     assert rows_free(tts)

@@ -281,7 +281,7 @@ class StreamConnection:
             raise StreamError(f"expected session.config first, got {_shown(kind)}: send "
                               '{"type": "session.config", "voice": ...} first; closing',
                               "missing_session_config", param="type", close=CLOSE_POLICY)
-        model = _MESSAGES.get(kind)
+        model = _MESSAGES.get(kind) if isinstance(kind, str) else None
         if model is None:
             raise StreamError(f"unknown message type {_shown(kind)}: use session.config, "
                               "input.text, input.done, input.cancel or session.close",
@@ -507,7 +507,10 @@ class StreamConnection:
                 self._unwait(item)
                 item.submitted.set()  # never to be submitted: the speaker skips it
         if self.utt is not None:
-            self.utt.cancelled = True
+            if self.utt.started:
+                self.utt.cancelled = True
+            else:  # opened by a piece that was refused: nothing of it to stop
+                self.utt = None
 
     def _release_all(self) -> None:
         """On the way out: every engine request of the connection cancelled and counted."""

@@ -564,6 +564,7 @@ class Qwen3TextFeed(TextFeed):
         self._tokens = TokenStream(loaded.model.tokenizer)
         self._prompt = None
         self._closed = False
+        self._held: list[int] = []  # final ids kept back until the text has a letter or digit
 
     @property
     def text(self) -> str:
@@ -594,13 +595,15 @@ class Qwen3TextFeed(TextFeed):
 
         if len(self._tokens.ids) > MAX_TEXT_TOKENS:
             raise InputError(f"the streamed text passed {MAX_TEXT_TOKENS} tokens, the most "
-                             "Qwen3-TTS takes per request: close it and open another",
-                             param="input")
-        if not new:
-            return None
+                             "Qwen3-TTS takes per request: it was stopped there; send the "
+                             "rest in another", param="input")
         if self._prompt is not None:
             self._prompt.trailing.push(new)
             return None
+        self._held += new
+        if not self._held or not any(c.isalnum() for c in self.text):
+            return None  # nothing speakable yet (as a whole text of only symbols is refused)
+        new, self._held = self._held, []
         m = self._loaded.model
         ids = torch.tensor([self._tokens.role + new[:1]], dtype=torch.long, device=m.device)
         self._prompt, _, params = self._loaded._request(
