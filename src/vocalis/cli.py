@@ -1369,6 +1369,7 @@ def say(
     config = {k: v for k, v in {"voice": voice, "model": model, "seed": seed}.items()
               if v is not None}
     sink = _PCMSink(output)
+    refused: list = []  # sentences the server did not speak (it spoke the rest)
 
     async def run() -> None:
         async with SpeechStream(url, api_key=api_key, **config) as s:
@@ -1391,7 +1392,8 @@ def say(
 
             feeder = asyncio.create_task(feed())
             try:
-                await s.collect(on_audio=lambda data: sink.write(data, s.sample_rate))
+                await s.collect(on_audio=lambda data: sink.write(data, s.sample_rate),
+                                on_error=refused.append)
             finally:
                 feeder.cancel()
             await s.close()
@@ -1400,6 +1402,8 @@ def say(
         asyncio.run(run())
     finally:
         sink.close()
+    for e in refused:
+        typer.echo(f"vocalis: not spoken: {e}", err=True)
     if sink.samples == 0:
         raise InputError("nothing was spoken: the text has no words or numbers the model "
                          "speaks (the server skips text of only symbols or emoji)")

@@ -77,6 +77,10 @@ class SpeechStream:
                 message = json.loads(e.response.body)["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = f"the server refused the connection (HTTP {status})"
+            if status in (403, 404):  # no WebSocket route there
+                message += f": is {self.url!r} the server's /v1/audio/speech/stream?"
+            elif status == 401:
+                message += " (api_key=...; vocalis say: --api-key or $VOCALIS_API_KEY)"
             raise StreamError(message, f"http_{status}") from None
         except InvalidURI:
             raise StreamError(f"bad URL {self.url!r}: use ws://HOST:PORT/v1/audio/speech/stream",
@@ -113,8 +117,9 @@ class SpeechStream:
 
     async def events(self) -> AsyncIterator[dict | bytes]:
         """The server's messages in order: ``bytes`` for audio, a dict for every JSON
-        event (``error`` events included), until the connection closes."""
-        from websockets.exceptions import ConnectionClosedOK
+        event (``error`` events included), until the connection closes (normally, or after
+        an error the server sent before closing)."""
+        from websockets.exceptions import ConnectionClosed
 
         try:
             async for msg in self._ws:
@@ -125,26 +130,37 @@ class SpeechStream:
                 if ev.get("type") == "audio.start" and ev.get("sample_rate"):
                     self.sample_rate = ev["sample_rate"]
                 yield ev
-        except ConnectionClosedOK:
+        except ConnectionClosed:
             return
 
-    async def collect(self, on_audio=None) -> bytes:
+    async def collect(self, on_audio=None, on_error=None) -> bytes:
         """The audio of the next utterance, up to its ``session.done``; ``on_audio(bytes)``
-        is called with each frame as it arrives.
+        is called with each frame as it arrives. An ``error`` event (a sentence the server
+        refused; it speaks the rest) goes to ``on_error(StreamError)`` and the utterance
+        goes on; without ``on_error`` the first one is raised at the utterance's end, so
+        that the next ``collect`` starts at the next utterance.
 
-        Raises StreamError at an ``error`` event, or when the connection ends first."""
+        Raises StreamError: that first error, or the connection ended first (with the error
+        that ended it, if the server sent one)."""
         out = bytearray()
+        first = last = None
         async for msg in self.events():
             if isinstance(msg, bytes):
                 out.extend(msg)
                 if on_audio is not None:
                     on_audio(msg)
             elif msg.get("type") == "error":
-                raise StreamError(msg.get("message", "error"), msg.get("code"), msg.get("param"))
+                last = StreamError(msg.get("message", "error"), msg.get("code"), msg.get("param"))
+                if on_error is not None:
+                    on_error(last)
+                elif first is None:
+                    first = last
             elif msg.get("type") == "session.done":
+                if first is not None:
+                    raise first
                 return bytes(out)
-        raise StreamError("the server closed the connection before session.done",
-                          "closed")
+        raise first or last or StreamError("the server closed the connection before "
+                                           "session.done", "closed")
 
 
 async def speak(url: str, pieces, *, api_key: str | None = None, **config) -> bytes:

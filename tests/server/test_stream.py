@@ -402,11 +402,25 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in err[0]
+    # the HTTP route instead of the stream's: the message points at the right path
+    wrong = ws_url(server).replace("/speech/stream", "/speech")
+    assert cli.main(["say", "--url", wrong, "--text", "Hi.", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/v1/audio/speech/stream" in err[0], err
     # an output folder that does not exist: refused before anything is spoken
     assert cli.main(["say", "--url", ws_url(server), "--text", "Hi.",
                      "-o", str(tmp_path / "nowhere" / "x.wav")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "folder does not exist" in err[0]
+    # a sentence the model refuses (Pocket TTS has no letters for Chinese) is reported on
+    # one line; the sentences around it are spoken and written
+    mixed = tmp_path / "mixed.wav"
+    assert cli.main(["say", "--url", ws_url(server), "--voice", "alloy", "--seed", "7",
+                     "--text", "Hello there. 你好。 Bye.", "-o", str(mixed), "-q"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vocalis: not spoken:"), err
+    with wave.open(str(mixed)) as w:
+        assert w.readframes(w.getnframes()) == want
     # nothing speakable: no file claimed
     none = tmp_path / "none.wav"
     assert cli.main(["say", "--url", ws_url(server), "--text", "😀 ...", "-o", str(none)]) == 2
@@ -450,6 +464,8 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
     assert [e for e in events if e["type"] == "error"][0]["param"] == "text"
     assert kinds[3:] == [("audio.start", "Worse."), ("error", "capacity_exceeded"),
                          ("audio.start", "Fine again.")]
+    full = [e for e in events if e["type"] == "error"][1]
+    assert full["param"] == "text" and "not spoken (send it again)" in full["message"]
     dones = [e for e in events if e["type"] == "audio.done"]
     assert [d["error"] for d in dones] == [False, True, True, False]
     assert events[-1]["total_sentences"] == 4 and events[-1]["cancelled"] is False

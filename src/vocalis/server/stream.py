@@ -258,11 +258,14 @@ class StreamConnection:
                                   close=None if self.config else CLOSE_POLICY)
             return False
         size = len(raw.encode("utf-8", "surrogatepass"))
-        limit = MAX_CONFIG_BYTES if '"session.config"' in raw[:4096] else MAX_MESSAGE_BYTES
+        config = '"session.config"' in raw[:4096]
+        limit = MAX_CONFIG_BYTES if config else MAX_MESSAGE_BYTES
         if size > limit:
-            raise StreamError(f"message is {size} bytes; the limit is {limit} bytes: send the "
-                              "text in smaller input.text pieces; closing the connection",
-                              "message_too_large", close=CLOSE_TOO_BIG)
+            fix = ("upload reference audio once (POST /v1/audio/voices) and name it as the "
+                   "voice" if config else "send the text in smaller input.text pieces")
+            raise StreamError(f"message is {size} bytes; the limit is {limit} bytes: {fix}; "
+                              "closing the connection", "message_too_large",
+                              close=CLOSE_TOO_BIG)
         try:
             msg = json.loads(raw)
         except (json.JSONDecodeError, RecursionError) as e:
@@ -547,8 +550,10 @@ class StreamConnection:
                     item.job = await self._submit(item)
             except Exception as e:  # refused (APIError), or failed: told in its place
                 item.error = errors.from_exception(e)
-                if item.error.param == "input":  # the HTTP field's name: here the text
+                if item.error.param in ("input", None):  # the HTTP field's name: here the text
                     item.error.param = "text"
+                if item.error.status == 429:  # the queue was full: say what became of it
+                    item.error.message += "; this sentence was not spoken (send it again)"
                 if item.error.status >= 500:
                     log.error("stream sentence could not be submitted", exc_info=e)
             finally:
