@@ -325,3 +325,16 @@ def test_symbols_before_the_first_word_start_with_it(tts):
         req.push(part)
     req.close()
     assert _collect(req)[1] == want
+
+
+def test_the_runaway_guard_is_the_whole_texts_once_the_text_is_closed(tts):
+    """No max_frames: a random-weight model may never end by itself; the whole text stops at
+    its guard (frames from its token count), and so does the streamed one once closed."""
+    text = "A short reply."
+    whole = tts.synthesize(text, seed=4, speaker="ryan", non_streaming_mode=False)
+    req = tts.open_text(seed=4, speaker="ryan")
+    req.push("A short ")
+    req.push("reply.")
+    req.close()
+    samples, codes = _collect(req)
+    assert codes == whole.chunks[0]["codes"] and len(samples) == len(whole.samples)

@@ -30,7 +30,7 @@ from vocalis.engine.scheduler import non_finite
 from vocalis.engine.tuning import default_split
 from vocalis.kernels.f32 import F32Linear
 from vocalis.models.qwen3.model import Qwen3Model
-from vocalis.models.qwen3.prompt import TalkerPrompt
+from vocalis.models.qwen3.prompt import FedText, TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
 from vocalis.models.qwen3.talker import KVCache
 
@@ -318,6 +318,10 @@ class Qwen3EngineFamily(EngineFamily):
             if job is None:
                 continue
             st: Qwen3Row = job.state
+            text = job.voice.prompt.trailing
+            if isinstance(text, FedText) and text.guard is not None \
+                    and job.params.max_frames is None:
+                job.budget = min(job.budget, text.guard)  # a streamed text's, once closed
             if job.step >= job.budget:
                 out[r] = RowOut(end=True)
                 continue

@@ -555,7 +555,8 @@ class Qwen3TextFeed(TextFeed):
     the token ids no later text can change; the first starts the request (its prompt
     carries it on the codec BOS, as the whole text's would), the others go to the prompt's
     :class:`FedText`, one per frame; :meth:`close` adds the rest and ``tts_eos``. The
-    runaway guard is that of the longest text (the length is not known at the start)."""
+    runaway guard is that of the longest text until the text is closed, then the whole
+    text's (:class:`Qwen3EngineFamily` applies it)."""
 
     def __init__(self, loaded: Qwen3LoadedModel, voice, options: dict, seed: int | None):
         from vocalis.models.qwen3.text import TokenStream
@@ -583,8 +584,11 @@ class Qwen3TextFeed(TextFeed):
         if self._prompt is None and not any(c.isalnum() for c in self.text):
             raise InputError("the streamed text has nothing to speak (only white space, "
                              "punctuation or symbols): give words or numbers", param="input")
+        from vocalis.models.qwen3.model import guard_frames
+
         out = self._feed(new)
-        self._prompt.trailing.close()
+        self._prompt.trailing.close(None if self._loaded.exact
+                                    else guard_frames(len(self._tokens.ids)))
         return out
 
     def _feed(self, new: list[int]) -> Prepared | None:

@@ -72,6 +72,7 @@ class FedText:
         self._eos = tts_eos
         self._rows: list[torch.Tensor] = []
         self.closed = False
+        self.guard: int | None = None  # set at close
         self._lock = threading.Lock()
 
     def push(self, ids: list[int]) -> None:
@@ -85,10 +86,13 @@ class FedText:
                 raise InputError("the text was already closed", param="input")
             self._rows.extend(rows)
 
-    def close(self) -> None:
+    def close(self, guard: int | None = None) -> None:
+        """The text is complete: ``tts_eos`` follows it. ``guard``: the runaway guard's frame
+        limit for the whole text, now that its length is known (None: none)."""
         with self._lock:
             if not self.closed:
                 self._rows.append(self._eos)
+                self.guard = guard
                 self.closed = True
 
     def __len__(self) -> int:
