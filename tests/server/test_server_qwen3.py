@@ -313,6 +313,21 @@ def test_grouped_codec_calls_stream_the_api_audio_and_the_log_names_the_choices(
     assert pcm.shape == ref.shape == (8 * 1920,) and np.abs(pcm - ref).max() < 1e-4
 
 
+async def _recv_until(ws, kinds) -> tuple[bytes, list[dict]]:
+    """The audio bytes and the events of a WebSocket stream up to an event of ``kinds``."""
+    import asyncio
+
+    audio, events = bytearray(), []
+    while True:
+        msg = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(msg, bytes):
+            audio.extend(msg)
+            continue
+        events.append(json.loads(msg))
+        if events[-1]["type"] in kinds:
+            return bytes(audio), events
+
+
 def test_websocket_stream_takes_the_family_options(served):
     """WS /v1/audio/speech/stream with vLLM-Omni's Qwen3 fields (voice, language, task_type,
     instructions, max_new_tokens): the family's schema and rules check them, as over HTTP,
@@ -332,15 +347,7 @@ def test_websocket_stream_takes_the_family_options(served):
                                       "stream_audio": True, **config}))
             await ws.send(json.dumps({"type": "input.text", "text": text}))
             await ws.send(json.dumps({"type": "input.done"}))
-            audio, events = bytearray(), []
-            while True:
-                msg = await asyncio.wait_for(ws.recv(), 60)
-                if isinstance(msg, bytes):
-                    audio.extend(msg)
-                    continue
-                events.append(json.loads(msg))
-                if events[-1]["type"] in ("session.done", "error"):
-                    return bytes(audio), events
+            return await _recv_until(ws, ("session.done", "error"))
 
     _, cv = served["0.6b-customvoice"]
     audio, events = asyncio.run(session(cv, {"voice": "ryan", "language": "English",
@@ -380,17 +387,6 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
     text = "Hello from the Qwen server, streamed a few characters at a time."
     opts = dict(max_new_tokens=25, seed=5)
 
-    async def recv_until(ws, kinds):
-        audio, events = bytearray(), []
-        while True:
-            msg = await asyncio.wait_for(ws.recv(), 60)
-            if isinstance(msg, bytes):
-                audio.extend(msg)
-                continue
-            events.append(json.loads(msg))
-            if events[-1]["type"] in kinds:
-                return bytes(audio), events
-
     async def session():
         async with connect(url) as ws:
             await ws.send(json.dumps({"type": "session.config", "response_format": "pcm",
@@ -399,13 +395,13 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
             for i in range(0, len(text), 7):
                 await ws.send(json.dumps({"type": "input.text", "text": text[i:i + 7]}))
             await ws.send(json.dumps({"type": "input.done"}))
-            first = await recv_until(ws, ("session.done", "error"))
+            first = await _recv_until(ws, ("session.done", "error"))
             # a second utterance, cancelled after its first audio
             await ws.send(json.dumps({"type": "input.text", "text": "Another reply that "}))
             while not isinstance(await asyncio.wait_for(ws.recv(), 60), bytes):
                 pass
             await ws.send(json.dumps({"type": "input.cancel"}))
-            second = await recv_until(ws, ("session.done", "error"))
+            second = await _recv_until(ws, ("session.done", "error"))
             return first, second
 
     (audio, events), (_, cancelled) = asyncio.run(session())
@@ -422,7 +418,7 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
         async with connect(url) as ws:
             await ws.send(json.dumps({"type": "session.config", "voice": "ryan",
                                       "split_granularity": "token", **config}))
-            return (await recv_until(ws, ("error",)))[1][-1]
+            return (await _recv_until(ws, ("error",)))[1][-1]
 
     assert asyncio.run(refused({"normalize": True}))["param"] == "normalize"
     assert asyncio.run(refused({"non_streaming_mode": True}))["param"] == "non_streaming_mode"
