@@ -433,9 +433,9 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
     """The engine's refusals (a full queue; here made on purpose for two sentences) are an
     error event in the sentence's place, its audio.done says error; the others are spoken."""
     from vocalis.errors import CapacityError
-    from vocalis.server import app as app_module
+    from vocalis.server import speech as speech_module
 
-    submit = app_module.submit_speech
+    submit = speech_module.submit_speech
 
     def refusing(state, plan, text, seed):
         if text == "Bad.":
@@ -444,7 +444,7 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
             raise CapacityError("the engine queue is full (test): retry later")
         return submit(state, plan, text, seed)
 
-    monkeypatch.setattr(app_module, "submit_speech", refusing)
+    monkeypatch.setattr(speech_module, "submit_speech", refusing)
 
     async def go():
         async with connect(ws_url(server)) as ws:

@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import json
 import logging
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, urlsplit
 
@@ -42,10 +40,18 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from vocalis.errors import CapacityError, InputError
-from vocalis.options import check_unicode, new_seed
+from vocalis.errors import InputError
+from vocalis.options import new_seed
 from vocalis.text.normalize import warm as warm_normalization
 from vocalis.server import errors, stream
+from vocalis.server.speech import (
+    authorized,
+    check_input,
+    header,
+    plan_speech,
+    settle,
+    submit_speech,
+)
 from vocalis.server.bridge import Piece, SpeechJob
 from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
@@ -219,16 +225,6 @@ def _private_paths(tts, voices: VoiceStore) -> list[tuple[str, str]]:
                   key=lambda pl: -len(pl[0]))
 
 
-def _authorized(scope, api_key: str | None) -> bool:
-    """True when the server has no key or the request carries it (``Authorization: Bearer``
-    or ``x-api-key``)."""
-    if api_key is None:
-        return True
-    auth = _header(scope, b"authorization") or ""
-    token = auth[7:].strip() if auth[:7].lower() == "bearer " else _header(scope, b"x-api-key")
-    return bool(token) and hmac.compare_digest(token.encode(), api_key.encode())
-
-
 class Gate:
     """Pure ASGI middleware (keeps disconnect detection intact): request-body limits,
     API-key check on ``/v1/*`` and ``/metrics``, HTTP metrics by route template and status,
@@ -259,14 +255,14 @@ class Gate:
         failed = True
         try:
             if (path.startswith("/v1/") or path == "/metrics") \
-                    and not _authorized(scope, self.state.api_key):
+                    and not authorized(scope, self.state.api_key):
                 await reply(errors.error_response(
                     401, "missing or wrong API key: send the header Authorization: Bearer KEY",
                     code="invalid_api_key"))
                 failed = False
                 return
             limit = UPLOAD_BODY_LIMIT if path == "/v1/audio/voices" else JSON_BODY_LIMIT
-            length = _header(scope, b"content-length")
+            length = header(scope, b"content-length")
             if length is not None and length.isdigit() and int(length) > limit:
                 await reply(errors.error_response(
                     413, _too_large_message(path, length, limit), code="request_too_large"))
@@ -300,13 +296,6 @@ class Gate:
         return path if path in self._plain else "unmatched"
 
 
-def _header(scope, name: bytes) -> str | None:
-    for k, v in scope.get("headers", ()):
-        if k.lower() == name:
-            return v.decode("latin-1")
-    return None
-
-
 def _limited(receive, limit: int, path: str):
     seen = 0
 
@@ -320,14 +309,6 @@ def _limited(receive, limit: int, path: str):
         return message
 
     return wrapped
-
-
-def _normalize_request(state, tts, body, options: dict) -> bool:
-    """Whether this request's text is normalized: its ``normalize`` field, else the server's
-    default where the request's language is covered and the model is not exact."""
-    if body.normalize is not None:
-        return body.normalize
-    return bool(getattr(state, "normalize", False)) and tts.normalizes(options)
 
 
 def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
@@ -420,7 +401,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     @app.get("/health")
     async def health(request: Request):
         body = {"status": "shutting_down" if state.shutting_down else "ok"}
-        if _authorized(request.scope, state.api_key):  # without the key: liveness only
+        if authorized(request.scope, state.api_key):  # without the key: liveness only
             d = state.default
             body.update(model=d.model_id, sample_rate=d.tts.sample_rate,
                         auth=state.api_key is not None, max_input_chars=state.max_input_chars,
@@ -509,12 +490,12 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         try:
             first = await _first_piece(job, request)
         except (ClientGone, asyncio.CancelledError) as e:
-            _settle(state, req, "cancelled")
+            settle(state, req, "cancelled")
             if isinstance(e, ClientGone):
                 return Response(status_code=499)  # nobody reads it: the client went away
             raise
         if first.kind == "failed":
-            _settle(state, req, "failed")
+            settle(state, req, "failed")
             err = errors.from_exception(first.error)
             if err.status >= 500:
                 log.error("speech request %s failed", req.id, exc_info=first.error)
@@ -545,91 +526,6 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     return app
 
 
-def check_input(state: ServerState, text: str, param: str = "input") -> None:
-    """The server's checks of a text to speak, before any work: not blank, at most
-    ``--max-input-chars``, valid Unicode.
-
-    Raises APIError 400 naming ``param`` (``empty_input``, ``string_above_max_length``)."""
-    if not text.strip():
-        raise APIError(400, f"{param} is empty: give some words to speak", param=param,
-                       code="empty_input")
-    if len(text) > state.max_input_chars:
-        raise APIError(400, f"{param} is {len(text)} characters; the limit is "
-                            f"{state.max_input_chars} (start the server with "
-                            "--max-input-chars to change it)", param=param,
-                       code="string_above_max_length")
-    try:
-        check_unicode(text, param, "send the text as valid UTF-8", param)
-    except InputError as e:
-        raise APIError(400, str(e), param=param) from None
-
-
-@dataclass
-class SpeechPlan:
-    """A speech request checked and resolved, ready for :func:`submit_speech` (any number of
-    texts): the hosted model, the voice, ``seed`` (None: a new one per text), ``speed``, the
-    family options (with ``normalize`` when on) and the ``x-vocalis-instructions`` note."""
-
-    hosted: Hosted
-    voice: object
-    seed: int | None
-    speed: float
-    options: dict
-    instructions_note: str | None = None
-
-
-def plan_speech(state: ServerState, hosted: Hosted, body: SpeechRequest) -> SpeechPlan:
-    """Resolve ``body``'s voice and options for ``hosted`` (blocking: may load a voice).
-    Front ends that speak several texts with one configuration (the WebSocket endpoint)
-    check once here, then submit each text.
-
-    Raises APIError 400 naming the field (unknown voice, conflicting instructions)."""
-    tts = hosted.tts
-    voice = hosted.voices.resolve(body.voice_id())
-    options, note = _options(tts, body)
-    if _normalize_request(state, tts, body, options):
-        options["normalize"] = True
-    return SpeechPlan(hosted, voice, body.seed, body.speed, options, note)
-
-
-def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
-    """Every check of :meth:`vocalis.api.TTS.submit` that needs no text of the user's
-    (speed, seed, the options against the family's schema and rules, the voice, whether
-    normalization applies), run on ``sample_text``: a configuration is refused before any
-    text arrives.
-
-    Raises APIError 400 naming the field."""
-    tts = plan.hosted.tts
-    options = dict(plan.options)
-    norm = options.pop("normalize", False)
-    try:
-        _, _, _, checked = tts.info.check_request(sample_text, plan.voice, plan.seed, plan.speed,
-                                                  options)
-        tts.normalized_text(sample_text, norm, checked)
-    except InputError as e:
-        raise APIError(400, str(e), param=_field_of(e.param), code=e.code) from None
-
-
-def _field_of(param: str | None) -> str | None:
-    """The request's field name for an engine option (OpenAI's ``instructions``)."""
-    return "instructions" if param == "instruct" else param
-
-
-def submit_speech(state: ServerState, plan: SpeechPlan, text: str, seed: int):
-    """Submit ``text`` with ``plan`` to the engine (blocking); returns the engine request.
-
-    Raises APIError: 429 when the queue is full (counted as rejected), 400 naming the field
-    the engine's checks refused."""
-    tts = plan.hosted.tts
-    try:
-        return tts.submit(text, plan.voice, seed, plan.speed, **plan.options)
-    except CapacityError as e:
-        state.metrics.speech.labels("rejected").inc()
-        raise APIError(429, str(e), code=e.code) from None
-    except InputError as e:  # the option at fault is named by the API's range check
-        raise APIError(400, str(e), param=_field_of(e.param), code=e.code) from None
-
-
 def _cloner(state: ServerState) -> Hosted:
     """The model an upload without ``model`` is for: the default model if it clones voices,
     else the first hosted model that does (else the default, whose store says why not)."""
@@ -646,46 +542,13 @@ def _capabilities(hosted: Hosted) -> dict:
     return caps
 
 
-def _options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
-    """The request's model-family options for ``tts.submit`` and the
-    ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
-    instruction option on models that use it; other models ignore it, and the note says so."""
-    options = body.options()
-    info = tts.info
-    # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
-    alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
-    given = options.get(alias) if alias else None
-    if body.instructions and given is not None and given != body.instructions:
-        raise APIError(400, f"instructions and {alias} differ: give one of them",
-                       param=alias, code="invalid_value")
-    instructions = body.instructions or given
-    if not instructions:
-        return options, None
-    if info.instructions and info.instructions_option:
-        options.pop(alias, None)
-        options[info.instructions_option] = instructions
-        return options, None
-    options.pop(alias, None)  # the model takes none: dropped, and the note says so
-    return options, f"ignored: {info.name} ({info.title}) has no instruction control"
-
-
 def _admit(state: ServerState, request: Request, req) -> None:
-    """Track an admitted engine request until :func:`_settle`; the Gate settles it when the
+    """Track an admitted engine request until :func:`settle`; the Gate settles it when the
     HTTP exchange ends if nothing else did (a failure before or while the response is sent,
     a response whose body never started)."""
     state.admitted.add(req)
     request.scope.setdefault(ON_EXIT, []).append(
-        lambda failed: _settle(state, req, "failed" if failed else "cancelled"))
-
-
-def _settle(state: ServerState, req, outcome: str) -> None:
-    """Once per admitted request: stop its work (a no-op when it has finished), free its
-    row and count ``outcome`` (completed, cancelled, failed)."""
-    if req not in state.admitted:
-        return
-    state.admitted.discard(req)
-    req.cancel()
-    state.metrics.speech.labels(outcome).inc()
+        lambda failed: settle(state, req, "failed" if failed else "cancelled"))
 
 
 def _whole_file(body: SpeechRequest, request: Request) -> bool:
@@ -810,7 +673,7 @@ async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool, rat
             piece = await job.next()
     finally:
         m.streams.dec()
-        _settle(state, job.request, outcome)
+        settle(state, job.request, outcome)
 
 
 def _version() -> str:

@@ -92,6 +92,7 @@ from vocalis.options import new_seed
 from vocalis.server import errors
 from vocalis.server.bridge import SpeechJob
 from vocalis.server.errors import APIError
+from vocalis.server import speech
 from vocalis.server.schemas import (
     InputCancel,
     InputDone,
@@ -331,8 +332,6 @@ class StreamConnection:
     def _check_config(self, cfg: StreamSessionConfig) -> _Config:
         """Everything a sentence will be checked against, checked now (blocking: a voice
         may load). Raises APIError naming the field."""
-        from vocalis.server.app import check_plan, plan_speech
-
         if cfg.word_timestamps:
             raise APIError(400, "word_timestamps is not available yet on this server: send "
                                 "word_timestamps false (or leave it out)",
@@ -370,8 +369,8 @@ class StreamConnection:
                              instructions=cfg.instructions, response_format=cfg.response_format,
                              speed=cfg.speed if cfg.speed is not None else 1.0, seed=cfg.seed,
                              normalize=cfg.normalize, **options)
-        plan = plan_speech(state, hosted, body)
-        check_plan(plan)
+        plan = speech.plan_speech(state, hosted, body)
+        speech.check_plan(plan)
         if cfg.split_granularity == "token":  # (the server's --normalize does not apply)
             if cfg.normalize:
                 raise APIError(400, "normalize cannot read numbers that arrive in pieces: drop "
@@ -517,11 +516,9 @@ class StreamConnection:
 
     def _release_all(self) -> None:
         """On the way out: every engine request of the connection cancelled and counted."""
-        from vocalis.server.app import _settle
-
         for item in self.items:
             if item.job is not None:
-                _settle(self.state, item.job.request, "cancelled")
+                speech.settle(self.state, item.job.request, "cancelled")
         self.items.clear()
 
     # ------------------------------------------------------------------ engine
@@ -566,15 +563,13 @@ class StreamConnection:
         """One engine request for ``item``'s sentence; a cancellation meanwhile (the client
         left) cancels the request once it exists. Raises APIError (queue full, a text the
         model refuses)."""
-        from vocalis.server.app import check_input, submit_speech
-
         cfg = item.utt.config
         state = self.state
         text = item.sentence.text
-        check_input(state, text, "text")
+        speech.check_input(state, text, "text")
         seed = cfg.plan.seed if cfg.plan.seed is not None else new_seed()
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, submit_speech, state, cfg.plan, text, seed)
+        fut = loop.run_in_executor(None, speech.submit_speech, state, cfg.plan, text, seed)
         try:
             req = await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -636,8 +631,6 @@ class StreamConnection:
         await self.send_json(msg)
 
     async def _speak(self, item: _Item) -> None:
-        from vocalis.server.app import _settle
-
         utt, s = item.utt, item.sentence
         cfg = utt.config
         job = item.job
@@ -646,7 +639,7 @@ class StreamConnection:
         if item.cancelled:  # never announced: wait for its row to be freed, send nothing
             while (await job.next()).kind not in ("done", "failed"):
                 pass
-            _settle(self.state, job.request, "cancelled")
+            speech.settle(self.state, job.request, "cancelled")
             return
         index = utt.sentences
         utt.sentences += 1
@@ -697,7 +690,7 @@ class StreamConnection:
                     utt.samples += made
                     utt.heard_end = s.end
             finally:
-                _settle(self.state, job.request, outcome)
+                speech.settle(self.state, job.request, outcome)
         s = item.sentence  # (split_granularity token: the whole text, known by now)
         span = {"text_start": s.start, "text_end": s.end}
         if not (failed or cancelled):
@@ -745,9 +738,7 @@ def _language_option(info, language: str) -> dict:
 
 async def serve(ws: WebSocket, state) -> None:
     """Handle one connection to :data:`PATH` (the route calls this)."""
-    from vocalis.server.app import _authorized
-
-    if not _authorized(ws.scope, state.api_key):
+    if not speech.authorized(ws.scope, state.api_key):
         await ws.send_denial_response(errors.error_response(
             401, "missing or wrong API key: send the header Authorization: Bearer KEY",
             code="invalid_api_key"))

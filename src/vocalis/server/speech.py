@@ -1,0 +1,162 @@
+"""A speech request as the server's front ends (``POST /v1/audio/speech`` and the WebSocket
+stream, :mod:`vocalis.server.stream`) share it: the API key check, the text's checks, a
+request's plan (voice and family options resolved once, for any number of texts), its
+submission to the engine and its settling (row freed, outcome counted).
+
+``state`` is the server's :class:`~vocalis.server.app.ServerState`, ``hosted`` one of its
+:class:`~vocalis.server.app.Hosted` models.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from vocalis.errors import CapacityError, InputError
+from vocalis.options import check_unicode
+from vocalis.server.errors import APIError
+from vocalis.server.schemas import SpeechRequest
+
+
+def header(scope, name: bytes) -> str | None:
+    """The value of the request header ``name`` (lower case bytes) in an ASGI ``scope``."""
+    for k, v in scope.get("headers", ()):
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
+
+
+def authorized(scope, api_key: str | None) -> bool:
+    """True when the server has no key or the request carries it (``Authorization: Bearer``
+    or ``x-api-key``)."""
+    if api_key is None:
+        return True
+    auth = header(scope, b"authorization") or ""
+    token = auth[7:].strip() if auth[:7].lower() == "bearer " else header(scope, b"x-api-key")
+    return bool(token) and hmac.compare_digest(token.encode(), api_key.encode())
+
+
+def normalize_request(state, tts, body, options: dict) -> bool:
+    """Whether this request's text is normalized: its ``normalize`` field, else the server's
+    default where the request's language is covered and the model is not exact."""
+    if body.normalize is not None:
+        return body.normalize
+    return bool(getattr(state, "normalize", False)) and tts.normalizes(options)
+
+
+def check_input(state, text: str, param: str = "input") -> None:
+    """The server's checks of a text to speak, before any work: not blank, at most
+    ``--max-input-chars``, valid Unicode.
+
+    Raises APIError 400 naming ``param`` (``empty_input``, ``string_above_max_length``)."""
+    if not text.strip():
+        raise APIError(400, f"{param} is empty: give some words to speak", param=param,
+                       code="empty_input")
+    if len(text) > state.max_input_chars:
+        raise APIError(400, f"{param} is {len(text)} characters; the limit is "
+                            f"{state.max_input_chars} (start the server with "
+                            "--max-input-chars to change it)", param=param,
+                       code="string_above_max_length")
+    try:
+        check_unicode(text, param, "send the text as valid UTF-8", param)
+    except InputError as e:
+        raise APIError(400, str(e), param=param) from None
+
+
+@dataclass
+class SpeechPlan:
+    """A speech request checked and resolved, ready for :func:`submit_speech` (any number of
+    texts): the hosted model, the voice, ``seed`` (None: a new one per text), ``speed``, the
+    family options (with ``normalize`` when on) and the ``x-vocalis-instructions`` note."""
+
+    hosted: object
+    voice: object
+    seed: int | None
+    speed: float
+    options: dict
+    instructions_note: str | None = None
+
+
+def plan_speech(state, hosted, body: SpeechRequest) -> SpeechPlan:
+    """Resolve ``body``'s voice and options for ``hosted`` (blocking: may load a voice).
+    Front ends that speak several texts with one configuration (the WebSocket endpoint)
+    check once here, then submit each text.
+
+    Raises APIError 400 naming the field (unknown voice, conflicting instructions)."""
+    tts = hosted.tts
+    voice = hosted.voices.resolve(body.voice_id())
+    options, note = request_options(tts, body)
+    if normalize_request(state, tts, body, options):
+        options["normalize"] = True
+    return SpeechPlan(hosted, voice, body.seed, body.speed, options, note)
+
+
+def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
+    """Every check of :meth:`vocalis.api.TTS.submit` that needs no text of the user's
+    (speed, seed, the options against the family's schema and rules, the voice, whether
+    normalization applies), run on ``sample_text``: a configuration is refused before any
+    text arrives.
+
+    Raises APIError 400 naming the field."""
+    tts = plan.hosted.tts
+    options = dict(plan.options)
+    norm = options.pop("normalize", False)
+    try:
+        _, _, _, checked = tts.info.check_request(sample_text, plan.voice, plan.seed, plan.speed,
+                                                  options)
+        tts.normalized_text(sample_text, norm, checked)
+    except InputError as e:
+        raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+
+
+def field_of(param: str | None) -> str | None:
+    """The request's field name for an engine option (OpenAI's ``instructions``)."""
+    return "instructions" if param == "instruct" else param
+
+
+def submit_speech(state, plan: SpeechPlan, text: str, seed: int):
+    """Submit ``text`` with ``plan`` to the engine (blocking); returns the engine request.
+
+    Raises APIError: 429 when the queue is full (counted as rejected), 400 naming the field
+    the engine's checks refused."""
+    tts = plan.hosted.tts
+    try:
+        return tts.submit(text, plan.voice, seed, plan.speed, **plan.options)
+    except CapacityError as e:
+        state.metrics.speech.labels("rejected").inc()
+        raise APIError(429, str(e), code=e.code) from None
+    except InputError as e:  # the option at fault is named by the API's range check
+        raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+
+
+def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
+    """The request's model-family options for ``tts.submit`` and the
+    ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
+    instruction option on models that use it; other models ignore it, and the note says so."""
+    options = body.options()
+    info = tts.info
+    # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
+    alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
+    given = options.get(alias) if alias else None
+    if body.instructions and given is not None and given != body.instructions:
+        raise APIError(400, f"instructions and {alias} differ: give one of them",
+                       param=alias, code="invalid_value")
+    instructions = body.instructions or given
+    if not instructions:
+        return options, None
+    if info.instructions and info.instructions_option:
+        options.pop(alias, None)
+        options[info.instructions_option] = instructions
+        return options, None
+    options.pop(alias, None)  # the model takes none: dropped, and the note says so
+    return options, f"ignored: {info.name} ({info.title}) has no instruction control"
+
+
+def settle(state, req, outcome: str) -> None:
+    """Once per admitted request: stop its work (a no-op when it has finished), free its
+    row and count ``outcome`` (completed, cancelled, failed)."""
+    if req not in state.admitted:
+        return
+    state.admitted.discard(req)
+    req.cancel()
+    state.metrics.speech.labels(outcome).inc()
