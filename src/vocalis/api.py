@@ -28,7 +28,7 @@ from vocalis.audio.stretch import Stretcher
 from vocalis.engine.openmp import frees_thread_pool, set_threads
 from vocalis.engine.scheduler import Engine, make_job
 from vocalis.engine.types import AudioChunk, Failed, Finished, Request, RequestStats
-from vocalis.errors import InputError, ModelNotFound
+from vocalis.errors import InputError, ModelNotFound, VocalisError
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Voice
 from vocalis.options import (
     QUANTIZE_MODES,
@@ -127,7 +127,7 @@ class TextRequest:
         self._started = threading.Event()  # set once started (or cancelled before)
         self._req = None
         self._cancelled = False
-        self._error: InputError | None = None  # what ended it, if anything did
+        self._error: VocalisError | None = None  # what ended it, if anything did
 
     @property
     def text(self) -> str:
@@ -146,7 +146,8 @@ class TextRequest:
         Raises InputError: ``text`` is not a string or not valid Unicode (the piece is
         refused, the request goes on); after :meth:`close`, or after an error that ended
         the request; past the model's most text (this ends the request: its row is freed
-        and its events end, cancelled)."""
+        and its events end, cancelled). CapacityError: the engine's queue is full when the
+        request starts (it ends too)."""
         if not isinstance(text, str):
             raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
         check_unicode(text, "text", "send the text as valid UTF-8", "input")
@@ -156,7 +157,7 @@ class TextRequest:
             self._check_open()
             try:
                 self._begin(self._feed.push(text))
-            except InputError as e:
+            except VocalisError as e:  # too much text, a full queue: it ends here
                 self._end(e)
                 raise
 
@@ -172,7 +173,7 @@ class TextRequest:
             self._check_open()
             try:
                 self._begin(self._feed.close())
-            except InputError as e:
+            except VocalisError as e:
                 self._end(e)
                 raise
 
@@ -181,7 +182,7 @@ class TextRequest:
             raise InputError(f"this streamed request has ended ({self._error}): open another",
                              param="input")
 
-    def _end(self, error: InputError) -> None:
+    def _end(self, error: VocalisError) -> None:
         """An error ended the request: free its row, let :meth:`events` end."""
         self._error = error
         if self._req is not None:

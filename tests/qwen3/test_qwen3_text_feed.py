@@ -338,3 +338,24 @@ def test_the_runaway_guard_is_the_whole_texts_once_the_text_is_closed(tts):
     req.close()
     samples, codes = _collect(req)
     assert codes == whole.chunks[0]["codes"] and len(samples) == len(whole.samples)
+
+
+def test_a_full_queue_at_the_start_ends_the_streamed_request(dirs):
+    from vocalis.errors import CapacityError
+
+    model = vocalis.load(str(dirs["customvoice"]), max_batch=1, max_queue=1)
+    try:
+        busy = model.submit(TEXT, seed=1, speaker="ryan", max_frames=400)
+        next(iter(busy.events(timeout=60)))  # it holds the only row
+        waiting = model.submit(TEXT, seed=2, speaker="ryan", max_frames=400)  # the queue
+        req = model.open_text(seed=1, **OPTS)
+        with pytest.raises(CapacityError):
+            req.push("Hello there ")
+        (ev,) = list(req.events(timeout=5))  # a reader is not left waiting
+        assert isinstance(ev, Finished) and ev.stats.cancelled
+        with pytest.raises(InputError, match="has ended"):
+            req.push("more")
+        busy.cancel()
+        waiting.cancel()
+    finally:
+        model.close()
