@@ -171,29 +171,37 @@ class TokenStream:
         self.text = ""
         self.ids: list[int] = []  # text ids handed out so far
         self.role: list[int] = []  # the template's 3 role ids, once text ids are out
+        self._final: list[int] = []  # template ids of the final pieces (role, then text)
+        self._done = 0  # where the final pieces end in the segment (a piece boundary)
 
     def _segment(self) -> str:
         # the part of the template between its special tokens that holds the text
         return "assistant\n" + unicodedata.normalize("NFC", self.text)
 
     def push(self, delta: str) -> list[int]:
-        """Add ``delta``; returns the ids that became final (maybe none)."""
+        """Add ``delta``; returns the ids that became final (maybe none). Only the text
+        after the final pieces is split and encoded again (it starts a piece, and the
+        regex reads no text before where it starts), so a push costs the unfinished tail,
+        not the whole reply."""
         self.text += delta
-        seg = self._segment()
-        pieces = self._tok._tok.pre_tokenizer.pre_tokenize_str(seg)
+        tail = self._segment()[self._done:]
+        pieces = self._tok._tok.pre_tokenizer.pre_tokenize_str(tail)
         # the start of the last run of white space, moved back to a piece boundary (a
         # punctuation piece may end with line breaks)
-        run = next((i for i in range(len(seg) - 1, 0, -1)
-                    if seg[i].isspace() and not seg[i - 1].isspace()), 0)
+        run = next((i for i in range(len(tail) - 1, 0, -1)
+                    if tail[i].isspace() and not tail[i - 1].isspace()), 0)
         cut = max((a for _, (a, _) in pieces if a <= run), default=0)
         if cut == 0:
             return []
-        # the ids of the pieces before it, from the encoding of the whole text so far (the
-        # text cut there would be split again differently: "  " alone is one piece, before
-        # a digit two)
-        cut += len("<|im_start|>")
-        enc = self._tok._tok.encode("<|im_start|>" + seg, add_special_tokens=False)
-        return self._take([i for i, (_, end) in zip(enc.ids, enc.offsets) if end <= cut])
+        # the ids of the pieces before it, from the encoding of the tail as it is (the
+        # tail cut there would be split again differently: "  " alone is one piece,
+        # before a digit two); the first tail carries the template's opening token
+        head = "<|im_start|>" if self._done == 0 else ""
+        enc = self._tok._tok.encode(head + tail, add_special_tokens=False)
+        new = [i for i, (_, end) in zip(enc.ids, enc.offsets) if end <= len(head) + cut]
+        self._done += cut
+        self._final += new
+        return self._take(self._final)
 
     def close(self) -> list[int]:
         """The text is complete: the ids not handed out yet."""
