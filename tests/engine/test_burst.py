@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-import vocalis
+from tests.engine.pocket_2m import load_2m
 from tests.engine.test_isolation import assert_same, events
 
 TEXTS = ["Hello there, how are you today?", "A second voice in the burst.", "Short one.",
@@ -17,9 +17,7 @@ TEXTS = ["Hello there, how are you today?", "A second voice in the burst.", "Sho
 
 @pytest.fixture(scope="module")
 def tts(checkpoints):
-    d = checkpoints.get("english_2m_2026-10")
-    t = vocalis.load(str(d), max_batch=8, max_queue=16)
-    t.test_voice = t.voice(str(d / "voice.wav"))
+    t = load_2m(checkpoints, max_batch=8, max_queue=16)
     yield t
     t.close()
 

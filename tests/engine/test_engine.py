@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import vocalis
+from tests.engine.pocket_2m import load_2m
 from vocalis.engine.types import AudioChunk, Failed, Finished
 from vocalis.errors import CapacityError
 
@@ -32,9 +33,7 @@ def cosine(a, b):
 
 @pytest.fixture(scope="module")
 def tts(checkpoints):
-    d = checkpoints.get("english_2m_2026-10")
-    t = vocalis.load(str(d), max_batch=8, max_queue=64)
-    t.test_voice = t.voice(str(d / "voice.wav"))
+    t = load_2m(checkpoints, max_batch=8, max_queue=64)
     yield t
     t.close()
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import vocalis
+from tests.engine.pocket_2m import load_2m
 from vocalis.engine.types import AudioChunk, Failed, Finished
 from vocalis.errors import GenerationError, InputError
 from vocalis.models.pocket.layers import StreamingConv1d
@@ -32,9 +33,7 @@ LONG = "This request keeps talking for a while, so that another one can run besi
 
 @pytest.fixture(scope="module")
 def tts(checkpoints):
-    d = checkpoints.get("english_2m_2026-10")
-    t = vocalis.load(str(d), max_batch=4, max_queue=16)
-    t.test_voice = t.voice(str(d / "voice.wav"))
+    t = load_2m(checkpoints, max_batch=4, max_queue=16)
     yield t
     t.close()
 
