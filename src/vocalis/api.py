@@ -40,6 +40,7 @@ from vocalis.options import (
 )
 from vocalis.text.normalize import normalize as normalize_text
 from vocalis.text.normalize import supports
+from vocalis.timing import Word, WordTimer
 
 
 @dataclass
@@ -48,7 +49,9 @@ class Audio:
 
     ``samples``: float32 mono ``[T]`` in [-1, 1] (not clipped); ``sample_rate`` in Hz;
     ``ttfa_ms``: time from the call to the first decoded audio; ``wall_ms``: total time;
-    ``chunks``: per text chunk, its prepared text, token ids, frames and EOS step.
+    ``chunks``: per text chunk, its prepared text, token ids, frames and EOS step;
+    ``words``: with ``word_timestamps=True``, every word of the text with its start and end
+    in ``samples`` (:class:`vocalis.timing.Word`, seconds), else None.
     """
 
     samples: np.ndarray
@@ -56,6 +59,7 @@ class Audio:
     ttfa_ms: float = 0.0
     wall_ms: float = 0.0
     chunks: list[dict] = field(default_factory=list)
+    words: list[Word] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -93,18 +97,47 @@ class _Stretched:
 
     def events(self, timeout: float | None = None):
         last = 0
+        words: list | None = None  # word timestamps not handed on yet (no audio left)
         for ev in self._request.events(timeout):
             if isinstance(ev, AudioChunk):
                 last = ev.chunk
+                if ev.words is not None:
+                    words = (words or []) + ev.words
                 y = self._stretcher.process(ev.samples)
                 if y.shape[0]:
-                    yield AudioChunk(y, ev.chunk, ev.frame)
+                    yield AudioChunk(y, ev.chunk, ev.frame, words=words)
+                    words = None
                 continue
             if isinstance(ev, Finished) and not ev.stats.cancelled:
                 y = self._stretcher.finish()
                 if y.shape[0]:
-                    yield AudioChunk(y, last, -1)
+                    yield AudioChunk(y, last, -1, words=words)
+                    words = None
                 ev.stats.audio_s = self._stretcher.n_out / self._stretcher.sample_rate
+            if isinstance(ev, Finished) and (words or ev.words):
+                ev.words = (words or []) + (ev.words or [])
+            yield ev
+
+
+class _Timed:
+    """A request whose audio events carry word timestamps (``word_timestamps=True``): each
+    :class:`AudioChunk` the words that ended by then, ``Finished`` the rest
+    (:class:`vocalis.timing.WordTimer`). Everything but :meth:`events` is the engine
+    request's."""
+
+    def __init__(self, request: Request, timer: WordTimer):
+        self._request = request
+        self._timer = timer
+
+    def __getattr__(self, name):
+        return getattr(self._request, name)
+
+    def events(self, timeout: float | None = None):
+        for ev in self._request.events(timeout):
+            if isinstance(ev, AudioChunk):
+                ev.words = self._timer.push(ev.samples, ev.chunk, ev.scores)
+            elif isinstance(ev, Finished):
+                ev.words = self._timer.finish(cut=ev.stats.cancelled)
             yield ev
 
 
@@ -346,7 +379,7 @@ class TTS:
 
     @frees_thread_pool
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               normalize: bool = False, **options):
+               normalize: bool = False, word_timestamps: bool = False, **options):
         """Queue a request; returns its handle (:class:`vocalis.engine.types.Request`) whose
         ``events()`` yield :class:`~vocalis.engine.types.AudioChunk` as audio is decoded,
         then ``Finished`` or ``Failed``; ``cancel()`` stops it within one engine step.
@@ -362,13 +395,35 @@ class TTS:
             ``max_queue`` requests are already waiting.
         """
         text, seed, speed, options = self.info.check_request(text, voice, seed, speed, options)
+        decoder = self.word_decoder(word_timestamps)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
+        said = text
         text = self.normalized_text(text, normalize, options)
         prepared = self.loaded.prepare(text, voice, options, seed)
         job = make_job(self.engine_family, prepared.state, prepared.chunks, prepared.params,
                        seed if seed is not None else new_seed())
+        job.timestamps = decoder is not None
         req = self.engine.submit(job)
+        if decoder is not None:
+            req = _Timed(req, WordTimer(said, [c[:2] for c in prepared.chunks], decoder,
+                                        self.sample_rate, speed))
         return req if stretcher is None else _Stretched(req, stretcher)
+
+    def word_decoder(self, word_timestamps: bool = True):
+        """The tokenizer's decoder for :class:`vocalis.timing.WordTimer` when word timestamps
+        are asked for (None if not).
+
+        Raises InputError: not a bool, or a model that cannot align words."""
+        if not isinstance(word_timestamps, bool):
+            raise InputError(f"word_timestamps must be true or false, got {word_timestamps!r}",
+                             param="word_timestamps")
+        if not word_timestamps:
+            return None
+        decoder = self.loaded.word_decoder()
+        if decoder is None:
+            raise InputError(f"model {self.name} gives no word timestamps: drop "
+                             "word_timestamps", param="word_timestamps")
+        return decoder
 
     @frees_thread_pool
     def open_text(self, voice=None, seed: int | None = None, speed: float = 1.0,
@@ -416,7 +471,8 @@ class TTS:
                 req.cancel()
 
     def synthesize(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-                   normalize: bool = False, **options) -> Audio:
+                   normalize: bool = False, word_timestamps: bool = False,
+                   **options) -> Audio:
         """Speech for ``text``.
 
         Args:
@@ -430,6 +486,9 @@ class TTS:
             normalize: read numbers, dates, money, units and abbreviations as words first
                 (:mod:`vocalis.text.normalize`, in the request's language); refused with
                 ``exact`` models, whose text must stay the official package's.
+            word_timestamps: also time every word (``Audio.words``; events carry them as
+                they come): from the model's own attention over the text
+                (:mod:`vocalis.timing`); the audio is the same either way.
             options: the family's request options (``tts.family.options``: Pocket TTS
                 ``temperature``, ``eos_threshold``...; Qwen3-TTS ``speaker``, ``language``,
                 ``instruct``, ``ref_audio``...), with the official names and defaults.
@@ -437,16 +496,20 @@ class TTS:
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`), CapacityError.
         """
-        req = self.submit(text, voice, seed, speed, normalize, **options)
+        req = self.submit(text, voice, seed, speed, normalize, word_timestamps, **options)
         pieces: list[np.ndarray] = []
+        words: list[Word] | None = [] if word_timestamps else None
         for ev in req.events():
             if isinstance(ev, AudioChunk):
                 pieces.append(ev.samples)
             elif isinstance(ev, Failed):
                 raise ev.error
+            if words is not None and getattr(ev, "words", None):
+                words += ev.words
         st = req.stats
         samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-        return Audio(samples, self.sample_rate, st.ttfa_ms or 0.0, st.wall_ms, st.chunks)
+        return Audio(samples, self.sample_rate, st.ttfa_ms or 0.0, st.wall_ms, st.chunks,
+                     words)
 
     # ---------------------------------------------------------------- text normalization
 

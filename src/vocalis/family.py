@@ -230,6 +230,11 @@ class LoadedModel(ABC):
         Raises VoiceError (unknown name, unusable audio, a voice of another model) or
         InputError (a voice option that does not apply)."""
 
+    def word_decoder(self):
+        """The tokenizer's ``ids -> text`` for word timestamps (:mod:`vocalis.timing`) when
+        the family's engine reads its text attention (``RowOut.scores``), else None."""
+        return None
+
     @abstractmethod
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         """One request checked against the loaded model (tokens, voice) and turned into

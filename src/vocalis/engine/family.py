@@ -32,12 +32,16 @@ class RowOut:
     set of codes), or ``end`` (its text chunk is over; no frame), or an ``error`` that fails
     this request alone (for example non-finite values). ``start``: with the first frame of a
     chunk, what the codec needs to begin the row (e.g. reference codes to feed first); the
-    engine hands it to the decode stages in place of ``True`` in ``first``."""
+    engine hands it to the decode stages in place of ``True`` in ``first``. ``scores``: for
+    a job with ``timestamps``, the step's attention over the chunk's text tokens (numpy
+    float32 ``[tokens]``, see :mod:`vocalis.timing`), or None where the family has none
+    for this frame."""
 
     frame: torch.Tensor | None = None
     end: bool = False
     error: BaseException | None = None
     start: Any = None
+    scores: Any = None
 
 
 class EngineBatch(ABC):

@@ -60,6 +60,10 @@ class Job:
     pending: bool = False  # its next text chunk awaits the prompt pass
     asked_budget: bool = False  # the chunk's budget is a length the request asked for
     chunk_info: list[dict] = field(default_factory=list)
+    # word timestamps asked for: the family puts each frame's text attention in
+    # RowOut.scores; they travel to the frame's AudioChunk through ``scores``
+    timestamps: bool = False
+    scores: dict = field(default_factory=dict)  # (chunk, frame) -> float32 [tokens]
 
 
 class Engine:
@@ -377,6 +381,8 @@ class Engine:
             g = job.step
             first = (out.start if out.start is not None else True) if g == 0 else False
             decode_items.append((job, out.frame, job.chunk, g, first))
+            if out.scores is not None:
+                job.scores[(job.chunk, g)] = out.scores
             job.step += 1
             job.frames += 1
             job.chunk_info[-1]["frames"] += 1
@@ -528,7 +534,8 @@ class Engine:
                     job.req.cancel()
                     job.req._put(Failed(non_finite(job, "decoder", frame), job.req.stats))
                     continue
-                job.req._put(AudioChunk(np.array(samples), chunk, frame))
+                job.req._put(AudioChunk(np.array(samples), chunk, frame,
+                                        job.scores.pop((chunk, frame), None)))
         for job, err in finishes:
             if job.failed:
                 continue

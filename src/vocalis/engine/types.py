@@ -25,11 +25,17 @@ import numpy as np
 @dataclass
 class AudioChunk:
     """Decoded audio: ``samples`` float32 ``[n]``; ``chunk`` = text chunk index; ``frame`` =
-    frame index within that chunk."""
+    frame index within that chunk; ``scores``: for a request that asked for word timestamps,
+    the attention of the frame's step over its chunk's text tokens (float32 ``[tokens]``,
+    see :mod:`vocalis.timing`), else None."""
 
     samples: np.ndarray
     chunk: int
     frame: int
+    scores: np.ndarray | None = None
+    #: with word timestamps (:meth:`vocalis.api.TTS.submit` ``word_timestamps``): the words
+    #: that ended by this chunk (:class:`vocalis.timing.Word`), else None
+    words: list | None = None
 
 
 @dataclass
@@ -62,7 +68,11 @@ class RequestStats:
 
 @dataclass
 class Finished:
+    """The request is over. ``words``: with word timestamps, the words not given with an
+    earlier :class:`AudioChunk` (the last ones)."""
+
     stats: RequestStats
+    words: list | None = None
 
 
 @dataclass

@@ -176,20 +176,22 @@ class PocketBatch(EngineBatch):
 
     @torch.no_grad()
     def step(self, n: int, latents: torch.Tensor, bos: torch.Tensor, pos: torch.Tensor,
-             pos_max: int) -> torch.Tensor:
+             pos_max: int, probe=None) -> torch.Tensor:
         """One FlowLM step for rows ``[0, n)``.
 
         Args:
             latents: previous normalized latents ``[n, 32]`` (ignored where ``bos``).
             bos: bool ``[n]``, rows at the first frame of a chunk (input is ``bos_emb``).
             pos: long ``[n]`` positions of the new step; ``pos_max`` = ``max(pos)``.
+            probe: reads the step's attention over rows' text tokens (word timestamps,
+                :class:`vocalis.models.text_attention.TextAttention`), or None.
         Returns:
             condition ``[n, cond]`` float32, input of the EOS and sampler heads.
         """
-        return self.step_rows(list(range(n)), latents, bos, pos, pos_max)
+        return self.step_rows(list(range(n)), latents, bos, pos, pos_max, probe)
 
     def step_rows(self, rows: list[int], latents: torch.Tensor, bos: torch.Tensor,
-                  pos: torch.Tensor, pos_max: int) -> torch.Tensor:
+                  pos: torch.Tensor, pos_max: int, probe=None) -> torch.Tensor:
         """:meth:`step` for the rows ``rows`` only (inputs ``[len(rows), ...]`` in that
         order); every other row's cache is left untouched. Returns ``[len(rows), cond]``."""
         fm = self.model.flow_lm
@@ -199,7 +201,7 @@ class PocketBatch(EngineBatch):
             torch.tensor(rows, dtype=torch.long, device=latents.device)
         x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
         h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, where,
-                                               pos, pos_max)
+                                               pos, pos_max, probe)
         return self._condition(h)
 
     # ---------------------------------------------------------------- Mimi

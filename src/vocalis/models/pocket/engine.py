@@ -24,6 +24,7 @@ from vocalis.models.pocket.model import (
     max_gen_len,
 )
 from vocalis.models.pocket.tuning import default_split
+from vocalis.models.text_attention import TextAttention
 
 
 def draw_noise(rng: torch.Generator, std: float, clamp: float | None, dim: int) -> torch.Tensor:
@@ -64,8 +65,11 @@ class PocketEngineFamily(EngineFamily):
     admit_group = 3
 
     def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None,
-                 codec_pipeline: bool = True):
+                 codec_pipeline: bool = True,
+                 timestamp_heads: dict[int, tuple[int, ...]] | None = None):
         self.model = model
+        # FlowLM heads read for word timestamps (layer -> heads); None: all of them
+        self.timestamp_heads = timestamp_heads
         self.split = split  # (FlowLM threads, codec threads), chosen by measurement
         self.codec_pipeline = codec_pipeline  # few rows: two codec threads (else one)
         self.sample_rate = model.sample_rate
@@ -135,14 +139,15 @@ class PocketEngineFamily(EngineFamily):
         ready = batch.take_ready(rows, pos_list)  # computed by their prompt pass
         rest = [r for r in rows if r not in ready]
         cond = None
+        probe = self._probe(jobs, rest)
         if rest:
             pos = torch.tensor(pos_list, dtype=torch.long, device=dev)
             if len(rest) == n:
-                cond = batch.step(n, latents, bos, pos, max(pos_list))
+                cond = batch.step(n, latents, bos, pos, max(pos_list), probe)
             else:  # rows left out (free, ready, or held back by the engine): not touched
                 idx = torch.tensor(rest, dtype=torch.long, device=dev)
                 part = batch.step_rows(rest, latents[idx], bos[idx], pos[idx],
-                                       max(pos_list[r] for r in rest))
+                                       max(pos_list[r] for r in rest), probe)
                 cond = part.new_zeros(n, part.shape[-1])
                 cond[idx] = part
         if ready:
@@ -192,8 +197,24 @@ class PocketEngineFamily(EngineFamily):
                     continue
             st.latent = sampled[r]
             st.pos += 1
-            out[r] = RowOut(frame=st.latent)
+            scores = None
+            if probe is not None and job.timestamps and r in rest:
+                scores = probe.scores(r if len(rest) == n else rest.index(r))
+            out[r] = RowOut(frame=st.latent, scores=scores)
         return out
+
+    def _probe(self, jobs: list, rest: list[int]) -> TextAttention | None:
+        """The attention reader of a step whose rows ``rest`` run the FlowLM, for the rows
+        that asked for word timestamps (None when none did). A row's text tokens sit right
+        after its voice prompt in its cache."""
+        spans = {}
+        for i, r in enumerate(rest):
+            job = jobs[r]
+            if job.timestamps:
+                start = job.voice.length
+                spans[r if len(rest) == len(jobs) else i] = (
+                    start, start + len(job.chunks[job.chunk][1]))
+        return TextAttention(spans, self.timestamp_heads) if spans else None
 
 
 __all__ = ["PocketEngineFamily", "PocketRow", "draw_noise"]

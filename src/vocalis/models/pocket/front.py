@@ -385,6 +385,9 @@ class PocketModel(LoadedModel):
         # voices stored before records named their family were all Pocket TTS voice states
         return record.get("family", self.family.name) == self.family.name
 
+    def word_decoder(self):
+        return self.model.tokenizer.decode
+
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.pocket.model import SamplingParams
 

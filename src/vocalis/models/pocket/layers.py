@@ -156,7 +156,7 @@ class Attention(nn.Module):
 
     def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
                      pos: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
-                     ) -> torch.Tensor:
+                     probe=None, layer: int = 0) -> torch.Tensor:
         """Attention for B rows of a batched cache, each at its own position.
 
         Args:
@@ -167,6 +167,8 @@ class Attention(nn.Module):
             slots: long ``[B, T]``, the cache slots the new keys/values go to (the
                 positions themselves for a linear cache).
             mask: bool ``[B, 1, T, S]``; attention reads slots ``[0, S)`` of those rows.
+            probe: a :class:`vocalis.models.text_attention.TextAttention` that reads this
+                layer's (index ``layer``) queries and keys (word timestamps), or None.
         """
         b, t, _ = x.shape
         q, k, v = self._qkv(x, pos)
@@ -176,6 +178,8 @@ class Attention(nn.Module):
         data[0, r, slots] = k
         data[1, r, slots] = v
         valid = data[:, rows, :mask.shape[-1]]
+        if probe is not None:
+            probe.capture(layer, q, valid[0], self.heads // self.kv_heads)
         return self._attend(q, valid[0], valid[1], mask)
 
 
@@ -216,9 +220,10 @@ class TransformerLayer(nn.Module):
         return x + self.layer_scale_2(h)
 
 
-def _layer_rows(layer: "TransformerLayer", x, data, rows, pos, slots, mask):
+def _layer_rows(layer: "TransformerLayer", x, data, rows, pos, slots, mask, probe=None,
+                index: int = 0):
     x = x + layer.layer_scale_1(layer.self_attn.forward_rows(layer.norm1(x), data, rows, pos,
-                                                             slots, mask))
+                                                             slots, mask, probe, index))
     h = layer.linear2(F.gelu(layer.linear1(layer.norm2(x)), approximate="tanh"))
     return x + layer.layer_scale_2(h)
 
@@ -265,12 +270,14 @@ class Transformer(nn.Module):
 
     def forward_linear_rows(self, x: torch.Tensor, data: list[torch.Tensor],
                             rows: slice | torch.Tensor, pos: torch.Tensor, pos_max: int,
-                            ) -> torch.Tensor:
+                            probe=None) -> torch.Tensor:
         """B rows at their own positions over linear caches (slot = position).
 
         x: ``[B, T, d]``; ``pos``: long ``[B]``; ``pos_max``: ``max(pos)`` as an int.
         Keys ``[0, pos_max + T)`` are read; each row sees its own past only (requires
         ``context is None``). Positions are not advanced (the caller owns them).
+        ``probe``: reads every layer's step attention (word timestamps; see
+        :meth:`Attention.forward_rows`).
         """
         t = x.shape[1]
         ar = torch.arange(t, device=x.device)
@@ -278,8 +285,8 @@ class Transformer(nn.Module):
         pos_k = torch.arange(pos_max + t, device=x.device)
         delta = pos_q[:, :, None] - pos_k[None, None, :]
         mask = ((pos_k[None, None, :] >= 0) & (delta >= 0))[:, None]
-        for layer, d in zip(self.layers, data):
-            x = _layer_rows(layer, x, d, rows, pos, pos_q, mask)
+        for i, (layer, d) in enumerate(zip(self.layers, data)):
+            x = _layer_rows(layer, x, d, rows, pos, pos_q, mask, probe, i)
         return x
 
     def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor],

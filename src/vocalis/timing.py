@@ -1,0 +1,295 @@
+"""Word timestamps: when each word of a request's text is spoken in its audio.
+
+A model family that can align (``EngineFamily.aligns``) gives, for every frame of a request
+that asked for timestamps, the attention of that frame's step over the text tokens of its
+text chunk (``AudioChunk.scores``: float32 ``[tokens of the chunk]``, summing to 1 over the
+heads the family uses). This module turns those scores and the decoded audio into words
+with start and end times, as the audio is produced:
+
+* the chunk's words come from its tokens: token ``i`` belongs to word ``w`` when the
+  decoded prefix ``ids[:i + 1]`` holds ``w + 1`` whitespace-separated words, so a word's
+  tokens (and its punctuation) are grouped whatever the tokenizer (SentencePiece or
+  byte-level BPE); words without a letter or digit are dropped;
+* a frame's word scores are its token scores summed per word;
+* the spoken word advances monotonically: from the current word to the next one when a
+  later word draws more attention than the current one (at most one word per frame;
+  the method of Kyutai's pocket-tts PR #280 and the ``pocket-tts-timestamped`` fork: heads
+  that attend to the word being spoken, or to the next one during a pause);
+* silence places the edges: audio is cut into 10 ms windows (240 samples at 24 kHz) and
+  a window is voiced when its RMS exceeds 1e-3 (-60 dBFS); a word starts at the first
+  voiced window after the previous word ended and ends after its last voiced window;
+* at the end of a chunk, the words not reached yet share the time left after the
+  current word's start evenly, so every word of the chunk gets a span inside the chunk's
+  audio, in order; a chunk's first word starts at or after the chunk's first sample and
+  its last word ends at or before its last (chunk boundaries are exact: they are the
+  frame counts of the chunks).
+
+Times are seconds from the start of the request's audio; they are frame-exact at chunk
+boundaries and otherwise as precise as the model's attention (Pocket TTS: 40-70 ms mean
+error reported by the fork on real weights; Qwen3-TTS: not measured on real weights).
+Speed changes (``speed != 1``) scale every time by ``1 / speed``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: RMS above which a 10 ms window counts as speech (-60 dBFS)
+VOICED_RMS = 1e-3
+#: samples per voicing window at 24 kHz (10 ms); scaled for other rates
+WINDOW_S = 0.010
+
+_WORD = re.compile(r"\S+")
+
+
+def _speakable(word: str) -> bool:
+    return any(ch.isalnum() for ch in word)
+
+
+@dataclass
+class Word:
+    """One word of the input and its time in the audio.
+
+    ``word``: the word as the request's text has it (as the model read it where the text
+    was rewritten and the word is not found there); ``start``/``end``: seconds from the start of
+    the request's audio (``start <= end``); ``chunk``: the text chunk it belongs to;
+    ``text_start``/``text_end``: its character range in the request's text, or None when
+    the text was rewritten (normalization) so that it cannot be found there.
+    """
+
+    word: str
+    start: float
+    end: float
+    chunk: int
+    text_start: int | None = None
+    text_end: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"word": self.word, "start": round(self.start, 4), "end": round(self.end, 4),
+                "text_start": self.text_start, "text_end": self.text_end}
+
+
+def token_words(ids: Sequence[int], decode: Callable[[list[int]], str]) -> tuple[list[str], list[int]]:
+    """Group a chunk's tokens into words.
+
+    Args:
+        ids: the chunk's text token ids.
+        decode: the family's tokenizer ``ids -> text``.
+    Returns:
+        ``(words, owner)``: the chunk's speakable words (as decoded) and, per token, the
+        index of its word in ``words`` (-1 for tokens of no speakable word).
+    """
+    owner_raw: list[int] = []
+    for i in range(len(ids)):
+        owner_raw.append(len(_WORD.findall(decode(list(ids[:i + 1])))) - 1)
+    raw = _WORD.findall(decode(list(ids)))
+    keep: dict[int, int] = {}
+    words: list[str] = []
+    for j, w in enumerate(raw):
+        if _speakable(w):
+            keep[j] = len(words)
+            words.append(w)
+    return words, [keep.get(o, -1) for o in owner_raw]
+
+
+def _core(word: str) -> str:
+    return "".join(ch for ch in word.casefold() if ch.isalnum())
+
+
+def locate(words: Sequence[str], text: str, start: int = 0) -> tuple[list[tuple[int, int] | None], int]:
+    """Find ``words`` in order in ``text`` from character ``start``: per word its
+    ``(start, end)`` there (the whitespace-separated piece whose letters and digits equal
+    the word's), or None. Returns the spans and where the search stopped."""
+    pieces = [(m.start(), m.end(), _core(m.group())) for m in _WORD.finditer(text, start)]
+    out: list[tuple[int, int] | None] = []
+    k = 0
+    pos = start
+    for w in words:
+        c = _core(w)
+        hit = None
+        for j in range(k, min(k + 8, len(pieces))):  # a rewritten word may sit in between
+            if pieces[j][2] == c and c:
+                hit = j
+                break
+        if hit is None:
+            out.append(None)
+            continue
+        out.append((pieces[hit][0], pieces[hit][1]))
+        pos = pieces[hit][1]
+        k = hit + 1
+    return out, pos
+
+
+class _ChunkAligner:
+    """The monotonic word walk of one text chunk."""
+
+    def __init__(self, index: int, words: list[str], owner: list[int], t0: int,
+                 spans: list[tuple[int, int] | None], window: int):
+        self.index = index
+        self.words = words
+        self.owner = np.asarray(owner, dtype=np.int64)
+        self.spans = spans
+        self.window = window
+        self.t0 = t0  # the chunk's first sample in the request's audio
+        self.t = t0  # one past the last sample seen
+        self.cur = -1  # the word being spoken (-1: none yet)
+        self.cur_start = 0  # its first sample
+        self.last_voiced = t0  # one past the last voiced window seen
+        self.waiting = False  # the current word starts at the next voiced window
+
+    def _word_scores(self, scores: np.ndarray | None) -> np.ndarray | None:
+        if scores is None or not len(self.words):
+            return None
+        s = np.zeros(len(self.words), np.float64)
+        m = self.owner[: len(scores)] >= 0
+        np.add.at(s, self.owner[: len(scores)][m], np.asarray(scores, np.float64)[m])
+        return s
+
+    def _voiced(self, samples: np.ndarray) -> list[tuple[int, int]]:
+        """Voiced windows of a frame as sample ranges ``[a, b)`` of the request's audio."""
+        out = []
+        w = self.window
+        for a in range(0, len(samples), w):
+            seg = samples[a:a + w].astype(np.float64)
+            if len(seg) and np.sqrt(np.mean(seg * seg)) > VOICED_RMS:
+                out.append((self.t + a, self.t + a + len(seg)))
+        return out
+
+    def push(self, samples: np.ndarray, scores: np.ndarray | None) -> list[tuple[int, int, int]]:
+        """One frame: returns the words it closed as ``(word, start, end)`` in samples."""
+        closed: list[tuple[int, int, int]] = []
+        voiced = self._voiced(samples)
+        ws = self._word_scores(scores)
+        n = len(self.words)
+        if n:
+            if self.cur < 0:
+                if voiced:
+                    self.cur, self.cur_start, self.waiting = 0, voiced[0][0], False
+            elif self.cur < n - 1 and ws is not None and ws[self.cur + 1:].max() > ws[self.cur]:
+                end = max(self.last_voiced, self.cur_start)
+                closed.append((self.cur, self.cur_start, end))
+                self.cur += 1
+                if voiced:
+                    self.cur_start, self.waiting = max(voiced[0][0], end), False
+                else:
+                    self.cur_start, self.waiting = max(self.t, end), True
+            elif self.waiting and voiced:
+                self.cur_start, self.waiting = max(voiced[0][0], self.cur_start), False
+        if voiced:
+            self.last_voiced = voiced[-1][1]
+        self.t += len(samples)
+        return closed
+
+    def finish(self, cut: bool = False) -> list[tuple[int, int, int]]:
+        """The chunk's audio is over: close the current word and fit the rest in (``cut``:
+        the request was stopped; only the word being spoken is closed)."""
+        n = len(self.words)
+        if not n:
+            return []
+        if cut:
+            if self.cur < 0:
+                return []
+            out = [(self.cur, self.cur_start, max(self.cur_start, min(self.t, self.last_voiced)))]
+            self.cur = n
+            return out
+        if self.cur < 0:  # no voiced audio at all: spread the words over the chunk
+            self.cur, self.cur_start = 0, self.t0
+        left = n - self.cur
+        end = max(self.last_voiced, self.cur_start) if left == 1 else self.t
+        if left > 1 and self.last_voiced > self.cur_start:
+            end = self.last_voiced
+        span = max(0, end - self.cur_start)
+        out = []
+        for k in range(left):
+            a = self.cur_start + (span * k) // left
+            b = self.cur_start + (span * (k + 1)) // left
+            out.append((self.cur + k, a, b))
+        self.cur = n
+        return out
+
+
+class WordTimer:
+    """Word timestamps of one request, built as its audio events come.
+
+    Args:
+        text: the request's text (as submitted: character offsets refer to it).
+        chunks: the request's text chunks as ``(chunk text, token ids)``.
+        decode: the family's tokenizer ``ids -> text``.
+        sample_rate: Hz of the audio events.
+        speed: the request's speed (times are divided by it).
+
+    Feed every :class:`~vocalis.engine.types.AudioChunk` to :meth:`push` (it returns the
+    words finished by then) and call :meth:`finish` after the last one.
+    """
+
+    def __init__(self, text: str, chunks: Sequence[tuple[str, Sequence[int]]],
+                 decode: Callable[[list[int]], str], sample_rate: int, speed: float = 1.0):
+        self.sample_rate = sample_rate
+        self.speed = speed
+        self.window = max(1, round(WINDOW_S * sample_rate))
+        self.text = text
+        self._chunks = [token_words(ids, decode) for _, ids in chunks]
+        self._search = 0
+        self._cur: _ChunkAligner | None = None
+        self._t = 0  # samples so far
+        self._done = False
+
+    @property
+    def word_count(self) -> int:
+        return sum(len(w) for w, _ in self._chunks)
+
+    def _open(self, index: int) -> None:
+        words, owner = self._chunks[index]
+        spans, self._search = locate(words, self.text, self._search)
+        self._cur = _ChunkAligner(index, words, owner, self._t, spans, self.window)
+
+    def _words(self, al: _ChunkAligner, closed) -> list[Word]:
+        out = []
+        for w, a, b in closed:
+            span = al.spans[w]
+            word = al.words[w] if span is None else self.text[span[0]:span[1]]
+            out.append(Word(word, a / self.sample_rate / self.speed,
+                            b / self.sample_rate / self.speed, al.index,
+                            None if span is None else span[0], None if span is None else span[1]))
+        return out
+
+    def _close_to(self, index: int) -> list[Word]:
+        """Finish the chunks before ``index`` (those with no audio get zero-length words)."""
+        out: list[Word] = []
+        while not self._done and (self._cur is None or self._cur.index < index):
+            nxt = 0 if self._cur is None else self._cur.index + 1
+            if self._cur is not None:
+                out += self._words(self._cur, self._cur.finish())
+            if nxt >= len(self._chunks):
+                self._cur, self._done = None, True
+                break
+            self._open(nxt)
+        return out
+
+    def push(self, samples: np.ndarray, chunk: int, scores: np.ndarray | None) -> list[Word]:
+        """One frame of audio (``samples [n]`` float at the model rate, before any speed
+        change) of text chunk ``chunk`` with its attention ``scores``; returns the words
+        that ended by then."""
+        out = self._close_to(chunk)
+        if self._cur is not None:
+            out += self._words(self._cur, self._cur.push(samples, scores))
+        self._t += len(samples)
+        return out
+
+    def finish(self, cut: bool = False) -> list[Word]:
+        """The request's audio is over: the remaining words. ``cut``: it was stopped
+        (cancelled) before its end; only the word being spoken is given, ending at the
+        last voiced audio."""
+        if cut:
+            if self._cur is None or self._done:
+                return []
+            self._done = True
+            return self._words(self._cur, self._cur.finish(cut=True))
+        return self._close_to(len(self._chunks))
+
+
+__all__ = ["VOICED_RMS", "Word", "WordTimer", "locate", "token_words"]
