@@ -405,8 +405,8 @@ class TTS:
         job.timestamps = decoder is not None
         req = self.engine.submit(job)
         if decoder is not None:
-            req = _Timed(req, WordTimer(said, [c[:2] for c in prepared.chunks], decoder,
-                                        self.sample_rate, speed))
+            chunks = [(c[0], self.loaded.word_tokens(c[1])) for c in prepared.chunks]
+            req = _Timed(req, WordTimer(said, chunks, decoder, self.sample_rate, speed))
         return req if stretcher is None else _Stretched(req, stretcher)
 
     def word_decoder(self, word_timestamps: bool = True):
@@ -421,7 +421,7 @@ class TTS:
             return None
         decoder = self.loaded.word_decoder()
         if decoder is None:
-            raise InputError(f"model {self.name} gives no word timestamps: drop "
+            raise InputError(f"model {self.info.name} gives no word timestamps: drop "
                              "word_timestamps", param="word_timestamps")
         return decoder
 

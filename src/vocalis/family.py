@@ -235,6 +235,11 @@ class LoadedModel(ABC):
         the family's engine reads its text attention (``RowOut.scores``), else None."""
         return None
 
+    def word_tokens(self, ids: list[int]) -> list[int]:
+        """The text tokens of a prepared chunk's ``ids`` (what ``RowOut.scores`` covers, in
+        order): all of them unless the family wraps the text in a template."""
+        return list(ids)
+
     @abstractmethod
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         """One request checked against the loaded model (tokens, voice) and turned into

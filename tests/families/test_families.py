@@ -81,6 +81,9 @@ def test_python_api(stub):
         assert e.value.param == "temperature"
         with pytest.raises(VoiceError):
             tts.synthesize("Hi", voice="nobody")
+        with pytest.raises(InputError) as e:  # a family that reads no attention
+            tts.synthesize("Hi", word_timestamps=True)
+        assert e.value.param == "word_timestamps" and "gives no word timestamps" in str(e.value)
     finally:
         tts.close()
 
@@ -156,6 +159,10 @@ def test_served_through_the_openai_client(served):
         client.audio.speech.create(model=MODEL, voice="low", input="Hi",
                                    extra_body={"temperature": 0.5})
     assert (e.value.body["param"], e.value.body["code"]) == ("temperature", "unknown_parameter")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.audio.speech.create(model=MODEL, voice="low", input="Hi", response_format="pcm",
+                                   extra_body={"word_timestamps": True})
+    assert e.value.body["param"] == "word_timestamps"
     with urllib.request.urlopen(served + "/health") as r:
         health = json.loads(r.read())
     caps = health["models"][0]

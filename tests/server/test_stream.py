@@ -265,7 +265,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
                               ("format", json.dumps({**CONFIG, "response_format": "wav"})),
                               ("clause", json.dumps({**CONFIG, "split_granularity": "clause"})),
                               ("voice", json.dumps({**CONFIG, "voice": "nobody"})),
-                              ("timestamps", json.dumps({**CONFIG, "word_timestamps": True}))]:
+                              ("timestamps", json.dumps({**CONFIG, "word_timestamps": True,
+                                                            "split_granularity": "token"}))]:
                 await ws.send(msg)
                 out[name] = json.loads(await asyncio.wait_for(ws.recv(), 30))
             await ws.send(json.dumps({"type": "input.text", "text": "Still fine."}))
@@ -491,3 +492,79 @@ def test_a_cancel_after_a_refused_piece_leaves_the_next_utterance_alone(server, 
     assert refused["type"] == "error" and refused["code"] == "text_buffer_full"
     assert done["cancelled"] is False and done["total_sentences"] == 1 and done["samples"] > 0
     assert rows_free(tts)
+
+
+WORDS_TEXT = "Hello there, how are you today? I am fine."
+
+
+async def _ws_words(server, split: str) -> tuple[list[dict], list[dict], int]:
+    """An utterance of WORDS_TEXT over the WebSocket with word timestamps: its audio.words
+    entries, every event, and the samples sent."""
+    async with connect(ws_url(server)) as ws:
+        await ws.send(json.dumps({**CONFIG, "split_granularity": split,
+                                  "word_timestamps": True}))
+        await ws.send(json.dumps({"type": "input.text", "text": WORDS_TEXT}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        events: list[dict] = []
+        audio: list[bytes] = []
+        end = await recv_until(ws, "session.done", events, audio)
+    words = [w for e in events if e["type"] == "audio.words" for w in e["words"]]
+    return words, events, end["samples"]
+
+
+def test_word_timestamps_are_the_same_on_sse_a_whole_file_and_the_websocket(server, tts):
+    """The same request (text, voice, seed) gives the same words and times on the three
+    ways out; every word of the text once, in order, inside the audio."""
+    status, _, data = speech(server, input=WORDS_TEXT, stream_format="sse",
+                             word_timestamps=True)
+    assert status == 200
+    events = [json.loads(part[len("data: "):]) for part in data.decode().split("\n\n")
+              if part.startswith("data: ")]
+    sse_words = [w for e in events for w in e.get("words", [])]
+    assert events[-1]["type"] == "speech.audio.done"
+    status, headers, whole = speech(server, input=WORDS_TEXT, stream=False,
+                                    word_timestamps=True)
+    assert status == 200
+    file_words = json.loads(headers["x-vocalis-word-timestamps"])
+    ws_words, _, samples = run(_ws_words(server, "none"))
+    assert sse_words == file_words == ws_words
+    assert [w["word"] for w in sse_words] == WORDS_TEXT.split()
+    for w in sse_words:
+        assert WORDS_TEXT[w["text_start"]:w["text_end"]] == w["word"]
+    duration = len(whole) / 2 / 24000
+    assert samples == len(whole) // 2
+    for a, b in zip(sse_words, sse_words[1:]):
+        assert 0 <= a["start"] <= a["end"] <= b["start"]
+    assert sse_words[-1]["end"] <= duration + 1e-4
+    assert rows_free(tts)
+
+
+def test_websocket_sentence_words_count_from_the_utterance_start(server, tts):
+    words, events, samples = run(_ws_words(server, "sentence"))
+    assert [w["word"] for w in words] == WORDS_TEXT.split()
+    for w in words:  # offsets into the utterance's text, across sentences
+        assert WORDS_TEXT[w["text_start"]:w["text_end"]] == w["word"]
+    edges = [0]
+    for e in events:
+        if e["type"] == "audio.done":
+            edges.append(edges[-1] + e["samples"])
+    assert edges[-1] == samples
+    by_sentence: dict[int, list[dict]] = {}
+    for e in events:
+        if e["type"] == "audio.words":
+            by_sentence.setdefault(e["sentence_index"], []).extend(e["words"])
+    assert sorted(by_sentence) == [0, 1]
+    for i, ws in by_sentence.items():  # each sentence's words lie inside its own audio
+        for w in ws:
+            assert edges[i] / 24000 - 1e-4 <= w["start"] <= w["end"] <= edges[i + 1] / 24000 + 1e-4
+    assert rows_free(tts)
+
+
+def test_word_timestamps_need_a_way_out_that_can_carry_them(server):
+    status, _, data = speech(server, input=WORDS_TEXT, stream=True, word_timestamps=True)
+    body = json.loads(data)
+    assert status == 400 and body["error"]["param"] == "word_timestamps"
+    assert "stream_format 'sse'" in body["error"]["message"]
+    status, _, data = speech(server, input=WORDS_TEXT, stream_format="sse",
+                             word_timestamps="yes")
+    assert status == 400

@@ -480,6 +480,12 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         text = body.input
         check_input(state, text)
         whole = _whole_file(body, request)
+        if body.word_timestamps and not whole and body.stream_format != "sse":
+            raise APIError(400, "word_timestamps needs somewhere to put the times: use "
+                                "stream_format 'sse' (they ride on the events), \"stream\": "
+                                "false (a whole file, times in the x-vocalis-word-timestamps "
+                                "header) or the WebSocket /v1/audio/speech/stream",
+                           param="word_timestamps", code="invalid_value")
         plan = await asyncio.to_thread(plan_speech, state, hosted, body)
         seed = plan.seed if plan.seed is not None else new_seed()
         instructions_note = plan.instructions_note
@@ -513,9 +519,13 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             headers["x-vocalis-instructions"] = instructions_note
         sse = body.stream_format == "sse"
         if whole:
-            content = await _whole_body(state, job, first, request, tts.sample_rate)
+            words: list | None = [] if body.word_timestamps else None
+            content = await _whole_body(state, job, first, request, tts.sample_rate, words)
             if content is None:
                 return Response(status_code=499)  # nobody reads it: the client went away
+            if words is not None:
+                headers["x-vocalis-word-timestamps"] = json.dumps(
+                    [w.as_dict() for w in words], separators=(",", ":"))
             return Response(content, media_type=job.encoder.media_type, headers=headers)
         if sse:
             headers["X-Accel-Buffering"] = "no"
@@ -573,12 +583,14 @@ def _whole_file(body: SpeechRequest, request: Request) -> bool:
 
 
 async def _whole_body(state: ServerState, job: SpeechJob, first: Piece,
-                      request: Request, rate: int) -> bytes | None:
+                      request: Request, rate: int, words: list | None = None) -> bytes | None:
     """Every byte of a whole-file response; None when the client went away meanwhile (the
-    request is cancelled and counted so). A failure raises its OpenAI error."""
+    request is cancelled and counted so). A failure raises its OpenAI error. ``words``:
+    receives the word timestamps, if asked for."""
 
     async def collect() -> bytes:
-        return b"".join([data async for data in _body(state, job, first, False, rate)])
+        return b"".join([data async for data in _body(state, job, first, False, rate,
+                                                      words)])
 
     try:
         return await _unless_gone(collect(), request)
@@ -630,22 +642,35 @@ class StreamFailed(RuntimeError):
         self.error = error
 
 
-async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool, rate: int):
+def _words(piece: Piece) -> dict:
+    """A piece's word timestamps as an SSE event's ``words`` field (nothing without any)."""
+    return {"words": [w.as_dict() for w in piece.words]} if piece.words else {}
+
+
+async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool, rate: int,
+                words: list | None = None):
+    """The response's bytes (SSE events when ``sse``; their ``words`` carry the word
+    timestamps that ended by each; ``words``, given for a whole file, collects them)."""
     m = state.metrics
     m.streams.inc()
     outcome = "cancelled"
     piece = first
     try:
         while True:
+            if words is not None and piece.words:
+                words.extend(piece.words)
             if piece.kind == "audio":
                 if piece.samples:
                     m.audio_seconds.inc(piece.samples / rate)
                 if piece.data:
                     if sse:
                         yield _sse({"type": "speech.audio.delta",
-                                    "audio": base64.b64encode(piece.data).decode("ascii")})
+                                    "audio": base64.b64encode(piece.data).decode("ascii"),
+                                    **_words(piece)})
                     else:
                         yield piece.data
+                elif sse and piece.words:
+                    yield _sse({"type": "speech.audio.delta", "audio": "", **_words(piece)})
             elif piece.kind == "done":
                 stats = piece.stats
                 if stats is not None and stats.cancelled:
@@ -657,7 +682,8 @@ async def _body(state: ServerState, job: SpeechJob, first: Piece, sse: bool, rat
                     if stats.audio_s:
                         m.rtf.observe(stats.rtf)
                 if sse:
-                    yield _sse({"type": "speech.audio.done", "usage": _usage(stats)})
+                    yield _sse({"type": "speech.audio.done", "usage": _usage(stats),
+                                **_words(piece)})
                 break
             elif piece.kind == "failed":
                 outcome = "failed"

@@ -23,13 +23,15 @@ log = logging.getLogger("vocalis.server")
 @dataclass
 class Piece:
     """``kind``: ``audio`` (``data`` bytes, ``samples`` count), ``done`` (``stats``),
-    ``failed`` (``error``, ``stats``)."""
+    ``failed`` (``error``, ``stats``); ``words``: with word timestamps, the words
+    (:class:`vocalis.timing.Word`) that ended by this piece."""
 
     kind: str
     data: bytes = b""
     samples: int = 0
     stats: RequestStats | None = None
     error: BaseException | None = None
+    words: list | None = None
 
 
 class SpeechJob:
@@ -71,17 +73,18 @@ class SpeechJob:
                     data = self.encoder.write(ev.samples)
                     if head:
                         data, head = head + data, b""
-                    if not self._put(Piece("audio", data, int(ev.samples.shape[0]))):
+                    if not self._put(Piece("audio", data, int(ev.samples.shape[0]),
+                                           words=ev.words)):
                         return
                 elif isinstance(ev, Finished):
                     if ev.stats.cancelled:
                         self.encoder.close()
-                        self._put(Piece("done", stats=ev.stats))
+                        self._put(Piece("done", stats=ev.stats, words=ev.words))
                         return
                     tail = head + self.encoder.end()
                     if tail:
                         self._put(Piece("audio", tail, 0))
-                    self._put(Piece("done", stats=ev.stats))
+                    self._put(Piece("done", stats=ev.stats, words=ev.words))
                     return
                 elif isinstance(ev, Failed):
                     self._put(Piece("failed", stats=ev.stats, error=ev.error))

@@ -32,7 +32,9 @@ class SpeechRequest(BaseModel):
     lengths; absent: see :func:`vocalis.server.app._whole_file`.
 
     Extensions (vocalis): ``seed``; ``normalize`` (read numbers, dates, money, units and
-    abbreviations as words; default: the server's setting); and the request options of the
+    abbreviations as words; default: the server's setting); ``word_timestamps`` (each
+    word's start and end: on the SSE events, or in the ``x-vocalis-word-timestamps`` header
+    of a whole file; a raw audio stream cannot carry them); and the request options of the
     model's family, with their official names (``GET /health``: ``models[].options``;
     Pocket TTS ``temperature``, ``eos_threshold``...; Qwen3-TTS ``language``, ``top_k``,
     ``non_streaming_mode``...). The family's schema checks them (400 naming the field); a
@@ -54,6 +56,8 @@ class SpeechRequest(BaseModel):
     seed: int | None = None
     # absent = the server's default (on unless `vocalis serve --no-normalize`)
     normalize: StrictBool | None = None
+    # word start/end times (vocalis.timing): SSE events, or a whole file's header
+    word_timestamps: StrictBool = False
 
     def voice_id(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
@@ -79,8 +83,8 @@ class StreamSessionConfig(BaseModel):
     sentence uses it), ``split_granularity`` (``none``: one request per ``input.done``;
     ``sentence``: one per sentence as soon as it is complete; ``token``, a vocalis
     extension: one request per utterance that takes the text as it comes, on models that
-    take streamed text), ``word_timestamps`` (only
-    ``false`` here), ``initial_codec_chunk_frames`` (accepted; vocalis always decodes each
+    take streamed text), ``word_timestamps`` (each sentence's words with their times, in
+    ``audio.words`` messages), ``initial_codec_chunk_frames`` (accepted; vocalis always decodes each
     frame as soon as it exists). Extensions as in :class:`SpeechRequest`: ``normalize`` and
     the request options of the model's family (checked by its schema; a field nobody
     declares is refused)."""

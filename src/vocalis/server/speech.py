@@ -75,6 +75,7 @@ class SpeechPlan:
     speed: float
     options: dict
     instructions_note: str | None = None
+    word_timestamps: bool = False
 
 
 def plan_speech(state, hosted, body: SpeechRequest) -> SpeechPlan:
@@ -88,7 +89,8 @@ def plan_speech(state, hosted, body: SpeechRequest) -> SpeechPlan:
     options, note = request_options(tts, body)
     if normalize_request(state, tts, body, options):
         options["normalize"] = True
-    return SpeechPlan(hosted, voice, body.seed, body.speed, options, note)
+    return SpeechPlan(hosted, voice, body.seed, body.speed, options, note,
+                      body.word_timestamps)
 
 
 def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
@@ -105,6 +107,7 @@ def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
         _, _, _, checked = tts.info.check_request(sample_text, plan.voice, plan.seed, plan.speed,
                                                   options)
         tts.normalized_text(sample_text, norm, checked)
+        tts.word_decoder(plan.word_timestamps)
     except InputError as e:
         raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
 
@@ -121,7 +124,8 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int):
     the engine's checks refused."""
     tts = plan.hosted.tts
     try:
-        return tts.submit(text, plan.voice, seed, plan.speed, **plan.options)
+        return tts.submit(text, plan.voice, seed, plan.speed,
+                          word_timestamps=plan.word_timestamps, **plan.options)
     except CapacityError as e:
         state.metrics.speech.labels("rejected").inc()
         raise APIError(429, str(e), code=e.code) from None

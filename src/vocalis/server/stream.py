@@ -19,6 +19,8 @@ Server -> client, for every sentence (one engine request) in order::
      "sample_rate", "channels", "text_start", "text_end"}
     binary frames: the audio (``stream_audio`` true: 16-bit PCM chunks as they are decoded;
                    false: one frame holding the sentence's whole file in ``format``)
+    {"type": "audio.words", "utterance_index", "sentence_index", "words"}   with
+                   ``word_timestamps`` true (vocalis extension): after the audio they cover
     {"type": "audio.done", "utterance_index", "sentence_index", "total_bytes", "error",
      "samples", "cancelled", "text_start", "text_end"}
 
@@ -332,9 +334,10 @@ class StreamConnection:
     def _check_config(self, cfg: StreamSessionConfig) -> _Config:
         """Everything a sentence will be checked against, checked now (blocking: a voice
         may load). Raises APIError naming the field."""
-        if cfg.word_timestamps:
-            raise APIError(400, "word_timestamps is not available yet on this server: send "
-                                "word_timestamps false (or leave it out)",
+        if cfg.word_timestamps and cfg.split_granularity == "token":
+            raise APIError(400, "word_timestamps are not available with split_granularity "
+                                "'token' yet (the text is not known ahead): use 'sentence' or "
+                                "'none', or send word_timestamps false",
                            param="word_timestamps", code="unsupported_value")
         if cfg.split_granularity == "clause":
             raise APIError(400, "split_granularity 'clause' is not supported: use 'sentence' "
@@ -368,7 +371,8 @@ class StreamConnection:
         body = SpeechRequest(model=hosted.model_id, input=".", voice=voice,
                              instructions=cfg.instructions, response_format=cfg.response_format,
                              speed=cfg.speed if cfg.speed is not None else 1.0, seed=cfg.seed,
-                             normalize=cfg.normalize, **options)
+                             normalize=cfg.normalize, word_timestamps=cfg.word_timestamps,
+                             **options)
         plan = speech.plan_speech(state, hosted, body)
         speech.check_plan(plan)
         if cfg.split_granularity == "token":  # (the server's --normalize does not apply)
@@ -652,6 +656,8 @@ class StreamConnection:
         made = 0                   # samples of a whole file not yet sent
         failed = cancelled = False
         outcome = "cancelled"
+        # word times from the utterance's first sample, offsets into its text
+        words = _WordsOut(self, base, utt.samples / cfg.rate, s.start)
         if job is None:  # refused at submission
             failed = True
             await self.send_error(item.error)
@@ -663,6 +669,7 @@ class StreamConnection:
                     if piece.kind == "audio" and not cfg.msg.stream_audio:
                         made += piece.samples
                         whole.append(piece.data)
+                        words.keep(piece.words)
                     elif piece.kind == "audio":
                         if piece.data:
                             await self.send_bytes(piece.data)
@@ -671,9 +678,12 @@ class StreamConnection:
                             utt.heard_end = s.end
                             samples += piece.samples
                             utt.samples += piece.samples
+                        words.keep(piece.words)
+                        await words.send()
                     elif piece.kind == "done":
                         cancelled = piece.stats is not None and piece.stats.cancelled
                         outcome = "cancelled" if cancelled else "completed"
+                        words.keep(piece.words)
                         break
                     else:
                         failed = True
@@ -689,6 +699,8 @@ class StreamConnection:
                     total_bytes, samples = len(data), made
                     utt.samples += made
                     utt.heard_end = s.end
+                if not failed and (cfg.msg.stream_audio or not cancelled):
+                    await words.send()
             finally:
                 speech.settle(self.state, job.request, outcome)
         s = item.sentence  # (split_granularity token: the whole text, known by now)
@@ -699,6 +711,32 @@ class StreamConnection:
         await self.send_json({"type": "audio.done", **base, "total_bytes": total_bytes,
                               "error": failed, "samples": samples, "cancelled": cancelled,
                               **span})
+
+
+class _WordsOut:
+    """A sentence's word timestamps on their way out as ``audio.words`` messages (vocalis
+    extension): ``{"type": "audio.words", "utterance_index", "sentence_index", "words":
+    [{"word", "start", "end", "text_start", "text_end"}]}``, sent after the audio they
+    cover, times in seconds from the utterance's first sample, offsets into its text."""
+
+    def __init__(self, session, base: dict, t0: float, c0: int):
+        self.session, self.base, self.t0, self.c0 = session, base, t0, c0
+        self.pending: list = []
+
+    def keep(self, words) -> None:
+        for w in words or ():
+            d = w.as_dict()
+            d["start"] = round(d["start"] + self.t0, 4)
+            d["end"] = round(d["end"] + self.t0, 4)
+            if d["text_start"] is not None:
+                d["text_start"] += self.c0
+                d["text_end"] += self.c0
+            self.pending.append(d)
+
+    async def send(self) -> None:
+        if self.pending:
+            words, self.pending = self.pending, []
+            await self.session.send_json({"type": "audio.words", **self.base, "words": words})
 
 
 def _open_text(plan, seed: int):

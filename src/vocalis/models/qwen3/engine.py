@@ -22,7 +22,9 @@ decode; an in-context (ICL) request first feeds its reference codes and drops th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 
 from vocalis.engine.family import KEEP_CACHE_POSITIONS, EngineBatch, EngineFamily, RowOut
@@ -33,6 +35,7 @@ from vocalis.models.qwen3.model import Qwen3Model
 from vocalis.models.qwen3.prompt import FedText, TalkerPrompt
 from vocalis.models.qwen3.sampling import GenerationParams, choose, talker_scores
 from vocalis.models.qwen3.talker import KVCache
+from vocalis.models.text_attention import TextAttention
 
 # Talker cache positions: a row of the 0.6B talker holds 28 layers x 2 x 8 heads x 128 x 4 B
 # = 229 KB per position in float32, and every row of the batch cache has as many positions
@@ -81,6 +84,8 @@ class Qwen3Row:
     logits: torch.Tensor | None = None
     hidden: torch.Tensor | None = None
     pos: int = 0
+    scores: Any = None  # word timestamps: the last talker pass's attention over the text
+    span: Any = None  # word timestamps: Qwen3EngineFamily._text_span of the row
 
 
 class _RowCache:
@@ -368,7 +373,10 @@ class Qwen3EngineFamily(EngineFamily):
             positions[r] = st.pos
             start = DecodeStart(job.voice.ref_codes) if job.step == 0 else None
             job.chunk_info[-1].setdefault("codes", []).append(frames[i].tolist())  # [16] per frame
-            out[r] = RowOut(frame=frames[i], start=start)
+            out[r] = RowOut(frame=frames[i], start=start, scores=st.scores)
+            st.scores = None
+            if job.timestamps and st.span is None:
+                st.span = self._text_span(job) or ()
         self._talker_step = (embed, [jobs[r] for r in cont], cont, positions)
         return out
 
@@ -386,23 +394,74 @@ class Qwen3EngineFamily(EngineFamily):
         talker, n = self.model.talker, embed.shape[0]
         live = {positions[r] for r in cont}
         batch.ensure(max(live) + 1)
+        timed = {r: job for job, r in zip(cont_jobs, cont) if job.timestamps}
+        probes: dict = {}
         if len(live) == 1:  # every row at one position: the plain kernel path (as batch 1)
-            logits, hid = self._decode_runs(batch, embed, cont, live.pop())
+            logits, hid = self._decode_runs(batch, embed, cont, live.pop(), timed, probes)
         else:
             for r in range(n):  # idle rows write at slot 0 of their own (masked) cache
                 if r not in cont:
                     positions[r] = 0
+            probe = self._probe({r: (r, j) for r, j in timed.items()})
             logits, hid = talker.decode(embed, _SliceCache(batch.cache, 0, n),
-                                        torch.tensor(positions, dtype=torch.long, device=embed.device))
+                                        torch.tensor(positions, dtype=torch.long, device=embed.device),
+                                        probe)
+            probes.update({r: (probe, r) for r in timed})
         for job, r in zip(cont_jobs, cont):
             st = job.state
             st.logits, st.hidden = logits[r:r + 1], hid[r:r + 1]
             st.pos += 1
+            if r in probes:
+                st.scores = self._text_scores(job, *probes[r])
 
-    def _decode_runs(self, batch: Qwen3Batch, embed: torch.Tensor, rows: list[int], pos: int):
+    @staticmethod
+    def _text_span(job) -> tuple[int, int, int] | None:
+        """Where a row's text tokens sit in its talker cache, for word timestamps: (first
+        position, count, position step) of the n text tokens, or None (in-context cloning
+        prompts interleave reference text: not read). Whole-text layout: the text block
+        ends two positions before the prompt's end (tts_eos, then tts_pad + codec BOS);
+        streaming-text layout: token 0 rides on the prompt's last position and token j on
+        the talker pass at ``prompt + j - 1`` (:mod:`vocalis.models.qwen3.prompt`)."""
+        if job.voice.ref_codes is not None or isinstance(job.voice.prompt.trailing, FedText):
+            return None
+        n = len(job.chunks[job.chunk][1]) - 8  # the template adds 3 + 5 tokens
+        length = job.voice.prompt.prefill.shape[1]
+        if job.voice.prompt.trailing is job.voice.prompt.tts_pad:
+            return length - n - 2, n, 0
+        return length - 1, n, 1
+
+    def _probe(self, rows: dict) -> TextAttention | None:
+        """The attention reader of one talker call: ``rows`` maps a row to (its index in
+        the call, its job). Streaming-text rows read the tokens fed so far only."""
+        spans = {}
+        for i, job in rows.values():
+            span = job.state.span
+            if not span:
+                continue
+            first, n, fed = span
+            count = n if not fed else min(n, job.state.pos - first + 1)
+            spans[i] = (first, first + count)
+        return TextAttention(spans, None) if spans else None
+
+    def _text_scores(self, job, probe, index: int):
+        """A row's scores from its call's reader, padded with zeros to all its n text tokens
+        (tokens not fed yet), or None."""
+        if probe is None:
+            return None
+        got = probe.scores(index)
+        span = job.state.span
+        if got is None or not span:
+            return None
+        out = np.zeros(span[1], np.float32)
+        out[:len(got)] = got
+        return out
+
+    def _decode_runs(self, batch: Qwen3Batch, embed: torch.Tensor, rows: list[int], pos: int,
+                     timed: dict | None = None, probes: dict | None = None):
         """Rows at one shared position ``pos``: each contiguous run of ``rows`` goes through
         one view of the batch cache (no copy). Returns (logits ``[n, V]``, hidden
-        ``[n, 1, H]``) indexed by row (rows not in ``rows`` are zeros)."""
+        ``[n, 1, H]``) indexed by row (rows not in ``rows`` are zeros). ``timed``: rows
+        (-> job) that read their attention; ``probes`` receives row -> (reader, index)."""
         talker = self.model.talker
         n = embed.shape[0]
         logits = torch.zeros(n, talker.spec.vocab_size, device=embed.device)
@@ -415,7 +474,12 @@ class Qwen3EngineFamily(EngineFamily):
                 runs.append([r])
         for run in runs:
             a, b = run[0], run[-1] + 1
-            logits[a:b], hid[a:b] = talker.decode(embed[a:b], _SliceCache(batch.cache, a, b), pos)
+            mine = {r: (r - a, timed[r]) for r in run if timed and r in timed}
+            probe = self._probe(mine) if mine else None
+            logits[a:b], hid[a:b] = talker.decode(embed[a:b], _SliceCache(batch.cache, a, b), pos,
+                                                  probe)
+            if probes is not None:
+                probes.update({r: (probe, i) for r, (i, _) in mine.items()})
         return logits, hid
 
 

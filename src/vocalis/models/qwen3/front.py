@@ -472,6 +472,12 @@ class Qwen3LoadedModel(LoadedModel):
         return (super().voice_fits(record) and self.info.cloning
                 and record.get("model_size") == self.model.model_size)
 
+    def word_decoder(self):
+        return self.model.tokenizer.decode
+
+    def word_tokens(self, ids: list[int]) -> list[int]:
+        return list(ids[3:-5])  # the assistant template adds 3 tokens before, 5 after
+
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.qwen3.engine import Qwen3Input
         from vocalis.models.qwen3.model import guard_frames

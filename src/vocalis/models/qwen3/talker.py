@@ -180,7 +180,14 @@ class KVCache:
 
 class Attention(nn.Module):
     """GQA self-attention with q/k RMSNorm over head_dim, RoPE, scale ``head_dim**-0.5``,
-    no biases (``modeling:727-805`` talker, ``885-958`` predictor; identical math)."""
+    no biases (``modeling:727-805`` talker, ``885-958`` predictor; identical math).
+
+    ``probe`` (set for one call by :meth:`Talker.decode`): a
+    :class:`vocalis.models.text_attention.TextAttention` that reads this layer's (``index``)
+    queries and cached keys, for word timestamps; eager calls only."""
+
+    probe = None
+    index = 0
 
     def __init__(self, s: DecoderSpec):
         super().__init__()
@@ -234,6 +241,8 @@ class Attention(nn.Module):
             k_cache[:, start:start + t] = k.transpose(1, 2)
             v_cache[:, start:start + t] = v.transpose(1, 2)
             n = start + t
+        if self.probe is not None:
+            self.probe.capture(self.index, q, k_cache[:, :n], self.heads // self.kv_heads)
         keys = k_cache[:, :n].transpose(1, 2)
         values = v_cache[:, :n].transpose(1, 2)
         # Causal only within a prefill from position 0 (decode: one query sees every key).
@@ -291,6 +300,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.spec = s
         self.layers = nn.ModuleList(DecoderLayer(s) for _ in range(s.num_layers))
+        for i, layer in enumerate(self.layers):
+            layer.self_attn.index = i
         self.norm = RMSNorm(s.hidden_size, s.rms_norm_eps)
         self._rope_kept: dict = {}  # (start, t, dtype, device) -> (cos, sin), see _rope
 
@@ -591,10 +602,23 @@ class Talker(nn.Module):
         h = self.model.run(embeds, cache, 0)
         return self.codec_head(h).float(), h
 
-    def decode(self, embed: torch.Tensor, cache: KVCache, pos) -> tuple[torch.Tensor, torch.Tensor]:
+    def decode(self, embed: torch.Tensor, cache: KVCache, pos, probe=None,
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """One position ``embed [B, 1, H]`` at ``pos`` (int, or long ``[B]``: each row at its
         own position, see :meth:`Decoder.run_rows`). Returns (logits ``[B, 3072]`` fp32,
-        hidden ``[B, 1, H]``)."""
+        hidden ``[B, 1, H]``). ``probe``: reads every layer's attention (word timestamps,
+        :class:`vocalis.models.text_attention.TextAttention`); the call then runs eagerly,
+        which gives the traced step's results bit for bit."""
+        if probe is not None:
+            for layer in self.model.layers:
+                layer.self_attn.probe = probe
+            try:
+                h = (self.model.run_rows(embed, cache, pos) if isinstance(pos, torch.Tensor)
+                     else self.model.run(embed, cache, pos))
+            finally:
+                for layer in self.model.layers:
+                    layer.self_attn.probe = None
+            return self.codec_head(h)[:, -1].float(), h
         if isinstance(pos, torch.Tensor):
             h = self.model.run_rows(embed, cache, pos)
         elif embed.shape[1] == 1:
