@@ -24,6 +24,7 @@ of a second, and every check that needs no model answers before any of them is i
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import signal
 import sys
@@ -467,6 +468,10 @@ def generate(
         help="wav, mp3, opus (ogg), flac, aac or pcm. Default: from the -o extension.")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", rich_help_panel=OUTPUT_PANEL, help=QUIET_HELP)] = False,
+    words_file: Annotated[str | None, typer.Option(
+        "--words", metavar="FILE", rich_help_panel=OUTPUT_PANEL, show_default=False,
+        help="Also write every word's start and end (seconds) as JSON to this file (word "
+             "timestamps, from the model's attention).")] = None,
     model: ModelFlag = None,
     device: DeviceFlag = "cpu",
     threads: ThreadsFlag = None,
@@ -487,6 +492,9 @@ def generate(
     family = family or {}
     text = _read_text(text, text_file)
     fmt = _check_output(output, fmt)
+    if words_file is not None and not Path(words_file).expanduser().parent.is_dir():
+        raise InputError(f"cannot write {words_file}: its folder does not exist (create it, or "
+                         "give another --words path)")
     # Every check that needs no weights runs before anything is loaded: the model id, the
     # options (each family's schema), the text and the voice (a missing file fails here).
     info = families.describe(model or families.default_model_id())
@@ -510,11 +518,13 @@ def generate(
         t0 = time.perf_counter()
         # submit() checks the voice and the text against the model before anything is
         # queued, so a mistake never leaves an empty or truncated file behind.
-        req = tts.submit(text, voice, seed, speed, normalize, **options)
+        req = tts.submit(text, voice, seed, speed, normalize,
+                         word_timestamps=words_file is not None, **options)
     except KeyboardInterrupt:
         _error("interrupted before any audio: nothing was written")
         raise typer.Exit(130) from None
     n_chunks = req.n_chunks
+    words: list = []
 
     to_stdout = output == "-"
     try:
@@ -547,6 +557,7 @@ def generate(
         for ev in req.events():
             if ctrl_c.fired:
                 break
+            words += getattr(ev, "words", None) or []
             if isinstance(ev, AudioChunk):
                 out(writer.write(ev.samples))
                 n_samples += ev.samples.shape[0]
@@ -586,6 +597,13 @@ def generate(
                 tts.close()
     if write_error is not None:
         raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
+    if words_file is not None:  # (interrupted: the words that ended by then)
+        try:
+            Path(words_file).expanduser().write_text(
+                json.dumps([w.as_dict() for w in words], ensure_ascii=False, indent=1) + "\n",
+                encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"cannot write {words_file}: {e.strerror or e}") from None
     duration_s = n_samples / tts.sample_rate
     if interrupted:
         _interrupted(output, to_stdout, duration_s)

@@ -108,6 +108,27 @@ def test_generate_from_stdin_same_seed_same_file(ckpt, reference_wav, tmp_path):
     assert out.read_bytes() == reference_wav.read_bytes()
 
 
+def test_generate_writes_word_timestamps_beside_the_same_audio(ckpt, reference_wav, tmp_path):
+    import json
+
+    out, words = tmp_path / "w.wav", tmp_path / "w.json"
+    proc = run(*gen_args(ckpt, "--text", TEXT, "--seed", "7", "-o", str(out),
+                         "--words", str(words)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.read_bytes() == reference_wav.read_bytes()  # the audio is unchanged
+    got = json.loads(words.read_text(encoding="utf-8"))
+    assert [w["word"] for w in got] == TEXT.split()
+    duration = len(parse_wav(out.read_bytes())[1]) / 24000
+    for a, b in zip(got, got[1:]):
+        assert 0 <= a["start"] <= a["end"] <= b["start"]
+    assert got[-1]["end"] <= duration
+    assert [TEXT[w["text_start"]:w["text_end"]] for w in got] == TEXT.split()
+    bad = run(*gen_args(ckpt, "--text", TEXT, "-o", str(out), "--words",
+                        str(tmp_path / "no" / "such" / "w.json")))
+    assert bad.returncode == 2 and len(stderr_lines(bad)) == 1
+    assert "its folder does not exist" in bad.stderr.decode()
+
+
 def test_generate_from_text_file(ckpt, reference_wav, tmp_path):
     text_file = tmp_path / "text.txt"
     text_file.write_text(TEXT + "\n", encoding="utf-8")
