@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+import wave
 
 import pytest
 
@@ -490,4 +495,60 @@ def test_a_cancel_after_a_refused_piece_leaves_the_next_utterance_alone(server, 
     refused, done, audio = run(go())
     assert refused["type"] == "error" and refused["code"] == "text_buffer_full"
     assert done["cancelled"] is False and done["total_sentences"] == 1 and done["samples"] > 0
+    assert rows_free(tts)
+
+
+def _say(server, *args, **popen) -> subprocess.Popen:
+    """``vocalis say`` against ``server``, run for real as a subprocess."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "vocalis.cli", "say", "--url", ws_url(server),
+                             "--voice", "alloy", "--seed", "7", *args], env=env, **popen)
+
+
+def test_say_ctrl_c_exits_130_with_one_line_and_a_closed_pipe_exits_141(server, tts,
+                                                                         tmp_path):
+    """docs/cli.md: Ctrl-C stops with one line saying what was left, exit 130 (at once, also
+    while the server's audio waits unread); the reader of ``-o -`` going away ends it
+    quietly with 141, as ``vocalis generate``."""
+    # Ctrl-C while waiting for the next line of stdin, after some audio was written
+    path = tmp_path / "said.wav"
+    p = _say(server, "-o", str(path), stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(b"Hello there.\n")
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not (path.exists() and path.stat().st_size > 1000):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    lines = err.decode().strip().splitlines()
+    assert p.returncode == 130, err.decode()
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted: "), lines
+    assert str(path) in lines[0] and "partial" in lines[0]
+    seconds = float(lines[0].split("first ")[1].split(" s")[0])
+    with wave.open(str(path)) as w:  # a whole WAV file: its header holds the true length
+        assert w.getnframes() > 0 and abs(w.getnframes() / 24000 - seconds) < 0.01
+
+    # Ctrl-C while the audio on stdout is not read (the pipe full, frames queued unread)
+    p = _say(server, "-o", "-", "--text", "Hello there, this is a long one. " * 60,
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(p.stdout.read(4)) == 4
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err.decode()
+    assert time.monotonic() - t0 < 5  # no closing handshake waited out behind the audio
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "the audio on stdout is partial" in lines[0], lines
+
+    # `vocalis say -o - | head -c 10`
+    p = _say(server, "-q", "-o", "-", "--text", "Hello there. This is a test of a pipe. " * 10,
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141, err.decode()
+    assert len(head) == 10 and err == b""
     assert rows_free(tts)
