@@ -552,3 +552,19 @@ def test_say_ctrl_c_exits_130_with_one_line_and_a_closed_pipe_exits_141(server, 
     assert p.wait(timeout=60) == 141, err.decode()
     assert len(head) == 10 and err == b""
     assert rows_free(tts)
+
+
+def test_a_speed_that_is_not_a_finite_number_is_named_in_plain_words(server):
+    """``speed: NaN`` (JSON's NaN and Infinity, as Python's json writes them, or the
+    strings) is refused saying what speed takes, on the HTTP route (400 envelope) and the
+    WebSocket (error event); the range check alone would call NaN "greater than 4"."""
+    want = "speed must be a finite number between 0.25 and 4.0"
+    for bad in (float("nan"), float("inf"), float("-inf"), "NaN"):
+        status, _, data = speech(server, input="Hi.", speed=bad)
+        err = json.loads(data)["error"]
+        assert status == 400 and err["param"] == "speed" and err["code"] == "finite_number"
+        assert err["message"].startswith(want + " (got "), err
+        ev, code = _closing(server, json.dumps({**CONFIG, "speed": bad}))
+        assert ev["type"] == "error" and ev["param"] == "speed" and code == 1008
+        assert ev["code"] == "finite_number" and want in ev["message"], ev
+    assert speech(server, input="Still fine.", speed=1.0)[0] == 200
