@@ -103,9 +103,16 @@ RANDOM_SEED_BITS = 31
 
 def check_seed(seed) -> int | None:
     """``seed`` as an ``int`` in [0, 2**63), or None (a random seed is drawn at submission).
+    No negative value means "random" (vLLM-Omni's ``-1`` included): a request wanting one
+    leaves ``seed`` out, and the refusal says so.
 
     Raises InputError (``param="seed"``) for anything else."""
-    return None if seed is None else check_option(SEED, seed)
+    if seed is None:
+        return None
+    try:
+        return check_option(SEED, seed)
+    except InputError as e:
+        raise InputError(f"{e}; leave seed out for a random one", param="seed") from None
 
 
 def new_seed() -> int:

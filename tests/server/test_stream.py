@@ -568,3 +568,37 @@ def test_a_speed_that_is_not_a_finite_number_is_named_in_plain_words(server):
         assert ev["type"] == "error" and ev["param"] == "speed" and code == 1008
         assert ev["code"] == "finite_number" and want in ev["message"], ev
     assert speech(server, input="Still fine.", speed=1.0)[0] == 200
+
+
+def test_seed_minus_one_is_refused_alike_on_http_and_the_websocket(server):
+    """vocalis has no "-1 = random" convention: a seed is an integer in [0, 2**63) and a
+    random one is asked for by leaving it out (docs/server.md). HTTP and WebSocket answer
+    ``seed: -1`` with the same message, naming the range and what to do."""
+    want = "seed must be an integer in [0, 2**63), got -1; leave seed out for a random one"
+    status, _, data = speech(server, input="Hi.", seed=-1)
+    err = json.loads(data)["error"]
+    assert status == 400 and err["param"] == "seed" and err["message"] == want, err
+
+    # the first session.config: refused, and the connection closes (nothing to speak with)
+    ev, code = _closing(server, json.dumps({**CONFIG, "seed": -1}))
+    assert ev["type"] == "error" and ev["param"] == "seed" and ev["message"] == want, ev
+    assert code == 1008
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({**CONFIG, "seed": None}))  # no seed: a random one
+            await ws.send(json.dumps({**CONFIG, "seed": -1}))  # refused; the first one holds
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            done = await recv_until(ws, "session.done", [], [])
+            return refused, done
+
+    refused, done = run(go())
+    assert refused["type"] == "error" and refused["param"] == "seed"
+    assert refused["message"] == want, refused
+    assert done["total_sentences"] == 1 and done["samples"] > 0
+    status, headers, _ = server.request("POST", "/v1/audio/speech",
+                                        {"model": "tts-1", "input": "Hi.", "voice": "alloy",
+                                         "response_format": "pcm"})
+    assert status == 200 and int(headers["x-vocalis-seed"]) >= 0
