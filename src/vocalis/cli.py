@@ -1416,10 +1416,23 @@ def say(
                 feeder.cancel()
             await s.close()
 
+    interrupted = False
     try:
         asyncio.run(run())
+    except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled run(), the connection is gone
+        interrupted = True
     finally:
         sink.close()
+    if interrupted:  # one line, exit 130, as generate (docs/cli.md)
+        duration_s = sink.samples / (sink.rate or 24000)
+        if output == "-":
+            what = f"the audio on stdout is partial ({duration_s:.2f} s)"
+        elif sink.samples:
+            what = f"{output} is partial: it holds the first {duration_s:.2f} s, playable"
+        else:
+            what = f"no audio yet, so {output} was not written"
+        _error(f"interrupted: {what}")
+        raise typer.Exit(130)
     for e in refused:
         typer.echo(f"vocalis: not spoken: {e}", err=True)
     if sink.samples == 0:
@@ -1443,8 +1456,11 @@ class _PCMSink:
     def write(self, data: bytes, rate: int | None) -> None:
         self.samples += len(data) // 2
         if self.output == "-":
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
+            try:
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
+            except BrokenPipeError:  # `vocalis say -o - | head -c 10`: exit 141, as generate
+                raise ReaderGone from None
             return
         if self._wav is None:
             import wave

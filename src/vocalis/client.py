@@ -91,9 +91,16 @@ class SpeechStream:
         await self._send({"type": "session.config", **self.config})
         return self
 
-    async def __aexit__(self, *exc) -> None:
-        if self._ws is not None:
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        if self._ws is None:
+            return
+        if exc_type is None:
             await self._ws.close()
+        else:
+            # Left on an error or a cancel (Ctrl-C): drop the connection at once (the server
+            # stops the rows on disconnect). A closing handshake could wait its whole
+            # timeout (10 s) behind audio frames this side no longer reads.
+            self._ws.transport.abort()
 
     async def _send(self, obj: dict) -> None:
         await self._ws.send(json.dumps(obj))

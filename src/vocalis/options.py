@@ -56,6 +56,15 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def not_finite_message(spec: OptionRange) -> str:
+    """What to say of a NaN or infinite value for a real option, without the value:
+    ``speed must be a finite number between 0.25 and 4.0`` (one wording for every front end;
+    the server's schemas use it too)."""
+    if spec.lo_open or spec.hi_open:
+        return f"{spec.name} must be a finite number in {spec.describe().split(' in ')[1]}"
+    return f"{spec.name} must be a finite number between {_fmt(spec.lo)} and {_fmt(spec.hi)}"
+
+
 def check_option(spec: OptionRange, value):
     """``value`` as ``int``/``float`` when it lies in ``spec``'s range.
 
@@ -74,7 +83,7 @@ def check_option(spec: OptionRange, value):
             raise bad
         v = float(value)
         if not math.isfinite(v):
-            raise bad
+            raise InputError(f"{not_finite_message(spec)}, got {value!r}", param=spec.name)
     too_low = v <= spec.lo if spec.lo_open else v < spec.lo
     too_high = v >= spec.hi if spec.hi_open else v > spec.hi
     if too_low or too_high:
@@ -94,9 +103,16 @@ RANDOM_SEED_BITS = 31
 
 def check_seed(seed) -> int | None:
     """``seed`` as an ``int`` in [0, 2**63), or None (a random seed is drawn at submission).
+    No negative value means "random" (vLLM-Omni's ``-1`` included): a request wanting one
+    leaves ``seed`` out, and the refusal says so.
 
     Raises InputError (``param="seed"``) for anything else."""
-    return None if seed is None else check_option(SEED, seed)
+    if seed is None:
+        return None
+    try:
+        return check_option(SEED, seed)
+    except InputError as e:
+        raise InputError(f"{e}; leave seed out for a random one", param="seed") from None
 
 
 def new_seed() -> int:
@@ -361,4 +377,4 @@ def did_you_mean(word: str, choices: Iterable[str], spell=None) -> str:
 __all__ = ["FLT_MAX", "Option", "OptionRange", "OptionSchema", "QUANTIZE_MODES",
            "RANDOM_SEED_BITS", "SEED",
            "UnknownOption", "check_option", "check_seed", "check_text", "check_unicode",
-           "did_you_mean", "new_seed", "quantize_mode", "text_from_file"]
+           "did_you_mean", "new_seed", "not_finite_message", "quantize_mode", "text_from_file"]

@@ -111,6 +111,8 @@ def test_stdout_streams_the_chosen_format(ckpt, reference, capsysbinary):
     (("-o", "out.wav", "--format", "ogg"), "does not match"),  # ogg is opus's extension
     (("-o", "out.wav", "--speed", "9"), "speed must be a number in [0.25, 4.0]"),
     (("-o", "out.wav", "--speed", "0.1"), "speed must be a number in [0.25, 4.0]"),
+    (("-o", "out.wav", "--speed", "nan"), "speed must be a finite number between 0.25 and 4.0"),
+    (("-o", "out.wav", "--speed", "inf"), "speed must be a finite number between 0.25 and 4.0"),
 ])
 def test_refusals_are_one_line_exit_2(ckpt, tmp_path, capsys, monkeypatch, extra, needle):
     monkeypatch.chdir(tmp_path)

@@ -201,6 +201,32 @@ def test_nothing_speakable_is_refused(tts, ckpt, server, text):
     assert status == 400 and "nothing the model can speak" in body["error"]["message"]
 
 
+@pytest.mark.parametrize("text,says", [
+    ("\u4f60\u597d\u4e16\u754c",  # 你好世界
+     "is written in Chinese characters (Han), and this Pocket TTS model has no letters for "
+     "it: for Chinese use a Qwen3-TTS model (e.g. qwen3-tts/0.6b-customvoice, language "
+     "chinese), or give text in a language this model speaks"),
+    ("\uc548\ub155\ud558\uc138\uc694",  # 안녕하세요
+     "is written in Korean Hangul, and this Pocket TTS model has no letters for it: for "
+     "Korean use a Qwen3-TTS model"),
+    ("\u0928\u092e\u0938\u094d\u0924\u0947",  # नमस्ते
+     "is written in Devanagari script, and this Pocket TTS model has no letters for it: no "
+     "model vocalis runs reads that script yet; give text in a language this model speaks"),
+])
+def test_text_in_a_script_the_model_lacks_names_the_script_and_what_to_do(ckpt, server, text,
+                                                                           says):
+    """Pocket TTS given only Chinese (or Korean, Hindi): the message names the script and
+    the model to use instead, on the command line (one line, exit 2) and over HTTP (400)."""
+    unk, sp = _unknown_ids(ckpt)
+    assert set(sp.encode(text)) - unk <= {sp.piece_to_id("\u2581")}  # independently: unknown
+    line = one_error_line(cli("generate", "--model", str(ckpt), "--voice",
+                              str(ckpt / "voice.wav"), "--text", text, "-o", "-"))
+    assert line.startswith("error: text has nothing the model can speak: ") and says in line
+    status, body = speech(server, json.dumps(text))
+    assert status == 400 and body["error"]["param"] == "input"
+    assert says in body["error"]["message"]
+
+
 def test_unknown_characters_warn_once(tts, ckpt, caplog):
     unk, sp = _unknown_ids(ckpt)
     assert unk & set(sp.encode("\U0001F600"))  # the tokenizer has no piece for it

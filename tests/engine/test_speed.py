@@ -63,8 +63,11 @@ def test_chunked_stream_equals_one_shot(speed):
 
 
 def test_bad_speed_is_refused():
-    for bad in (0.2, 4.01, 0, -1, float("nan"), float("inf"), True, "2"):
+    for bad in (0.2, 4.01, 0, -1, True, "2"):
         with pytest.raises(InputError, match=r"speed must be a number in \[0.25, 4.0\]"):
+            Stretcher(bad, RATE)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(InputError, match="speed must be a finite number between 0.25 and 4.0"):
             Stretcher(bad, RATE)
 
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
+import wave
 
 import pytest
 
@@ -568,3 +573,109 @@ def test_word_timestamps_need_a_way_out_that_can_carry_them(server):
     status, _, data = speech(server, input=WORDS_TEXT, stream_format="sse",
                              word_timestamps="yes")
     assert status == 400
+
+
+def _say(server, *args, **popen) -> subprocess.Popen:
+    """``vocalis say`` against ``server``, run for real as a subprocess."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "vocalis.cli", "say", "--url", ws_url(server),
+                             "--voice", "alloy", "--seed", "7", *args], env=env, **popen)
+
+
+def test_say_ctrl_c_exits_130_with_one_line_and_a_closed_pipe_exits_141(server, tts,
+                                                                         tmp_path):
+    """docs/cli.md: Ctrl-C stops with one line saying what was left, exit 130 (at once, also
+    while the server's audio waits unread); the reader of ``-o -`` going away ends it
+    quietly with 141, as ``vocalis generate``."""
+    # Ctrl-C while waiting for the next line of stdin, after some audio was written
+    path = tmp_path / "said.wav"
+    p = _say(server, "-o", str(path), stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(b"Hello there.\n")
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not (path.exists() and path.stat().st_size > 1000):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    lines = err.decode().strip().splitlines()
+    assert p.returncode == 130, err.decode()
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted: "), lines
+    assert str(path) in lines[0] and "partial" in lines[0]
+    seconds = float(lines[0].split("first ")[1].split(" s")[0])
+    with wave.open(str(path)) as w:  # a whole WAV file: its header holds the true length
+        assert w.getnframes() > 0 and abs(w.getnframes() / 24000 - seconds) < 0.01
+
+    # Ctrl-C while the audio on stdout is not read (the pipe full, frames queued unread)
+    p = _say(server, "-o", "-", "--text", "Hello there, this is a long one. " * 60,
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(p.stdout.read(4)) == 4
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err.decode()
+    assert time.monotonic() - t0 < 5  # no closing handshake waited out behind the audio
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "the audio on stdout is partial" in lines[0], lines
+
+    # `vocalis say -o - | head -c 10`
+    p = _say(server, "-q", "-o", "-", "--text", "Hello there. This is a test of a pipe. " * 10,
+             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 141, err.decode()
+    assert len(head) == 10 and err == b""
+    assert rows_free(tts)
+
+
+def test_a_speed_that_is_not_a_finite_number_is_named_in_plain_words(server):
+    """``speed: NaN`` (JSON's NaN and Infinity, as Python's json writes them, or the
+    strings) is refused saying what speed takes, on the HTTP route (400 envelope) and the
+    WebSocket (error event); the range check alone would call NaN "greater than 4"."""
+    want = "speed must be a finite number between 0.25 and 4.0"
+    for bad in (float("nan"), float("inf"), float("-inf"), "NaN"):
+        status, _, data = speech(server, input="Hi.", speed=bad)
+        err = json.loads(data)["error"]
+        assert status == 400 and err["param"] == "speed" and err["code"] == "finite_number"
+        assert err["message"].startswith(want + " (got "), err
+        ev, code = _closing(server, json.dumps({**CONFIG, "speed": bad}))
+        assert ev["type"] == "error" and ev["param"] == "speed" and code == 1008
+        assert ev["code"] == "finite_number" and want in ev["message"], ev
+    assert speech(server, input="Still fine.", speed=1.0)[0] == 200
+
+
+def test_seed_minus_one_is_refused_alike_on_http_and_the_websocket(server):
+    """vocalis has no "-1 = random" convention: a seed is an integer in [0, 2**63) and a
+    random one is asked for by leaving it out (docs/server.md). HTTP and WebSocket answer
+    ``seed: -1`` with the same message, naming the range and what to do."""
+    want = "seed must be an integer in [0, 2**63), got -1; leave seed out for a random one"
+    status, _, data = speech(server, input="Hi.", seed=-1)
+    err = json.loads(data)["error"]
+    assert status == 400 and err["param"] == "seed" and err["message"] == want, err
+
+    # the first session.config: refused, and the connection closes (nothing to speak with)
+    ev, code = _closing(server, json.dumps({**CONFIG, "seed": -1}))
+    assert ev["type"] == "error" and ev["param"] == "seed" and ev["message"] == want, ev
+    assert code == 1008
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({**CONFIG, "seed": None}))  # no seed: a random one
+            await ws.send(json.dumps({**CONFIG, "seed": -1}))  # refused; the first one holds
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            done = await recv_until(ws, "session.done", [], [])
+            return refused, done
+
+    refused, done = run(go())
+    assert refused["type"] == "error" and refused["param"] == "seed"
+    assert refused["message"] == want, refused
+    assert done["total_sentences"] == 1 and done["samples"] > 0
+    status, headers, _ = server.request("POST", "/v1/audio/speech",
+                                        {"model": "tts-1", "input": "Hi.", "voice": "alloy",
+                                         "response_format": "pcm"})
+    assert status == 200 and int(headers["x-vocalis-seed"]) >= 0

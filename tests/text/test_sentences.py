@@ -40,3 +40,25 @@ def test_a_full_stop_at_the_end_waits_for_the_next_character():
     assert buf.feed("Hello there.") == []
     assert buf.feed(" ") == []
     assert [s.text for s in buf.feed("Next")] == ["Hello there."]
+
+
+def test_full_stops_of_other_scripts_end_a_sentence():
+    # Devanagari danda and double danda, CJK, Arabic question mark, Urdu full stop,
+    # Armenian and Ethiopic full stops: each ends a sentence as "." / "!" / "?" do.
+    cases = [
+        ("नमस्ते। आप कैसे हैं॥ ठीक", ["नमस्ते।", "आप कैसे हैं॥"], "ठीक"),
+        ("你好。世界！真的？好", ["你好。", "世界！", "真的？"], "好"),
+        ("こんにちは｡元気", ["こんにちは｡"], "元気"),
+        ("كيف حالك؟ بخير", ["كيف حالك؟"], "بخير"),
+        ("آپ کیسے ہیں۔ ٹھیک", ["آپ کیسے ہیں۔"], "ٹھیک"),
+        ("Բարեւ։ Ինչպես", ["Բարեւ։"], "Ինչպես"),
+        ("ሰላም። እንዴት ነህ፧ ደህና", ["ሰላም።", "እንዴት ነህ፧"], "ደህና"),
+    ]
+    for text, sentences, rest in cases:
+        assert split_sentences(text, 1000) == (sentences, rest), text
+
+
+def test_a_danda_at_the_end_of_a_piece_ends_the_sentence_at_once():
+    buf = SentenceBuffer(100)
+    assert [s.text for s in buf.feed("नमस्ते।")] == ["नमस्ते।"]
+    assert [(s.text, s.start, s.end) for s in buf.feed(" आप कैसे हैं॥")] == [("आप कैसे हैं॥", 8, 20)]

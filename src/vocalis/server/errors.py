@@ -117,7 +117,9 @@ def _validation_error(exc: RequestValidationError) -> APIError:
         if near:  # {"vocie": "alba"}: the field is there, misspelled
             msg += f" (the request has {near[0]!r}: did you mean {param!r}?)"
     elif param:
-        msg = f"{param}: {first.get('msg', 'invalid value')}"
+        msg = first.get("msg", "invalid value")
+        if not msg.startswith(f"{param} "):  # ours name the field already
+            msg = f"{param}: {msg}"
         if "input" in first and kind not in ("string_too_long",):
             shown = json.dumps(first["input"], default=str)
             if len(shown) <= 80:

@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic_core import PydanticCustomError
+
+from vocalis.audio.stretch import SPEED_RANGE
+from vocalis.options import not_finite_message
 
 OPENAI_MAX_INPUT_CHARS = 4096
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+
+def _finite_speed(value):
+    """NaN and infinities (JSON ``NaN``, ``Infinity``, or the strings) are refused in plain
+    words, before the range check would call them "greater than 4"."""
+    if isinstance(value, (float, str)) and not isinstance(value, bool):
+        try:
+            finite = math.isfinite(float(value))
+        except ValueError:
+            return value  # not a number at all: the float type says so
+        if not finite:
+            raise PydanticCustomError("finite_number", not_finite_message(SPEED_RANGE))
+    return value
+
+
+#: ``speed`` of every request body: OpenAI's range (vocalis.audio.stretch.SPEED_RANGE)
+Speed = Annotated[float, BeforeValidator(_finite_speed),
+                  Field(ge=SPEED_RANGE.lo, le=SPEED_RANGE.hi)]
 
 
 class VoiceRef(BaseModel):
@@ -49,7 +72,7 @@ class SpeechRequest(BaseModel):
     voice: str | VoiceRef
     instructions: str | None = Field(default=None, max_length=OPENAI_MAX_INPUT_CHARS)
     response_format: ResponseFormat = "mp3"
-    speed: float = Field(default=1.0, ge=0.25, le=4.0)
+    speed: Speed = 1.0
     stream_format: Literal["audio", "sse"] = "audio"
     stream: bool | None = None
     # the range is checked once for every front end (vocalis.options.check_seed)
@@ -99,7 +122,7 @@ class StreamSessionConfig(BaseModel):
     language: str | None = Field(default=None, max_length=64)
     instructions: str | None = Field(default=None, max_length=OPENAI_MAX_INPUT_CHARS)
     response_format: ResponseFormat = "wav"
-    speed: float | None = Field(default=1.0, ge=0.25, le=4.0)
+    speed: Speed | None = 1.0
     stream_audio: StrictBool = False
     word_timestamps: StrictBool = False
     seed: int | None = None

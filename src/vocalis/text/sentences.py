@@ -15,9 +15,16 @@ from dataclasses import dataclass
 
 from vocalis.text.normalize import abbreviations_before_names
 
+# Marks that end a sentence wherever they stand (no space needed after them, none of them
+# is ever inside a sentence): CJK full stops (。！？ and the half-width ｡), Devanagari danda
+# and double danda (। ॥), Arabic question mark and Arabic/Urdu full stop (؟ ۔), Armenian
+# full stop (։), Ethiopic full stop and question mark (። ፧), Myanmar section sign (။).
+_FULL_STOPS = "\u3002\uff01\uff1f\uff61\u0964\u0965\u061f\u06d4\u0589\u1362\u1367\u104b"
+
 # A sentence ends at . ! ? ... (with closing quotes or brackets) followed by white space,
-# at CJK full stops, or at a line break.
-_BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*\s*|\n+")
+# at one of the full stops above, or at a line break.
+_BOUNDARY = re.compile(
+    r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|[" + _FULL_STOPS + r"]+[\"'\u201d\u2019)\]]*\s*|\n+")
 
 # Words whose dot does not end a sentence when a name or a number may follow: the titles and
 # abbreviations text normalization reads (one source: its tables; compared in lower case,
@@ -29,13 +36,14 @@ _NO_END_AFTER = abbreviations_before_names()
 def _ends_sentence(buffer: str, m: re.Match) -> bool | None:
     """Whether the boundary ``m`` ends a sentence; None: not known until more text comes.
 
-    ``!``, ``?``, ``…``, CJK full stops and line breaks always do. A ``.`` does when the next
-    character has arrived and is not a lower-case letter or a digit (``etc. and``, ``No. 7``),
+    ``!``, ``?``, ``…``, the full stops of ``_FULL_STOPS`` (CJK, danda...) and line breaks
+    always do. A ``.`` does when the next character has arrived and is not a lower-case
+    letter or a digit (``etc. and``, ``No. 7``),
     and the word before it is not a title or abbreviation (``Dr. Smith``, ``г. Москва``), a
     single letter (``J. Smith``, ``z. B.``) or a number of up to three digits (German and
     Russian ordinals: ``am 3. Mai``).
     """
-    if "." not in m.group(0) or re.search(r"[!?\u2026\u3002\uff01\uff1f\n]", m.group(0)):
+    if "." not in m.group(0) or re.search(r"[!?\u2026\n" + _FULL_STOPS + "]", m.group(0)):
         return True
     if m.end() >= len(buffer):
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
@@ -278,6 +279,40 @@ def _unknown_ids(tok: Tokenizer) -> frozenset[int]:
     return frozenset(i for i in tok.encode(_PROBE) if tok.decode([i]).strip())
 
 
+#: scripts by the first word of their letters' Unicode names, in words; with the language a
+#: Qwen3-TTS model speaks in them (its ``language`` value), where there is one
+_SCRIPTS = {"CJK": ("Chinese characters (Han)", "chinese"),
+            "HIRAGANA": ("Japanese kana", "japanese"), "KATAKANA": ("Japanese kana", "japanese"),
+            "HANGUL": ("Korean Hangul", "korean"), "CYRILLIC": ("Cyrillic", "russian")}
+
+
+def _scripts(letters) -> list[str]:
+    """The scripts of ``letters`` in words, in order of first appearance (Chinese characters
+    (Han), Japanese kana, Korean Hangul, Devanagari, Arabic...)."""
+    out: list[str] = []
+    for c in letters:
+        first = unicodedata.name(c, "").split(" ")[0]
+        if first in ("", "LATIN", "FULLWIDTH"):  # Latin letters the vocabulary lacks: rare
+            continue
+        name = _SCRIPTS.get(first, (f"{first.title()} script", None))[0]
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _other_model(scripts: list[str]) -> str:
+    """What to do about text in ``scripts`` (see :func:`_scripts`): the Qwen3-TTS language
+    that reads them, else words in a language the model speaks."""
+    languages = {name: lang for name, lang in _SCRIPTS.values()}
+    langs = [languages[s] for s in scripts if languages.get(s)]
+    if not langs:
+        return ("no model vocalis runs reads that script yet; give text in a language this "
+                "model speaks (Pocket TTS models read Latin letters)")
+    lang = "japanese" if "japanese" in langs else langs[0]
+    return (f"for {lang.title()} use a Qwen3-TTS model (e.g. qwen3-tts/0.6b-customvoice, "
+            f"language {lang}), or give text in a language this model speaks")
+
+
 def check_speakable(tok: Tokenizer, text: str) -> None:
     """Refuse text in which the tokenizer finds no letter or digit it knows (emoji, symbols,
     control characters or punctuation only); warn about characters it maps to unknown.
@@ -289,6 +324,11 @@ def check_speakable(tok: Tokenizer, text: str) -> None:
     unknown = _unknown_ids(tok)
     known = set(ids) - unknown
     if not any(any(c.isalnum() for c in tok.decode([i])) for i in known):
+        scripts = _scripts(c for c in text if c.isalpha())
+        if scripts:  # letters, of a script the vocabulary does not have
+            raise InputError(f"text has nothing the model can speak: {text[:40]!r} is written in "
+                             f"{' and '.join(scripts)}, and this Pocket TTS model has no letters "
+                             f"for it: {_other_model(scripts)}", param="input")
         raise InputError(f"text has nothing the model can speak: {text[:40]!r} holds no letter "
                          "or digit the model knows (only emoji, symbols, punctuation or control "
                          "characters): write the words out", param="input")
