@@ -645,6 +645,9 @@ def test_a_speed_that_is_not_a_finite_number_is_named_in_plain_words(server):
         assert ev["type"] == "error" and ev["param"] == "speed" and code == 1008
         assert ev["code"] == "finite_number" and want in ev["message"], ev
     assert speech(server, input="Still fine.", speed=1.0)[0] == 200
+    status, _, data = server.request("GET", "/openapi.json")  # the range is still published
+    prop = json.loads(data)["components"]["schemas"]["SpeechRequest"]["properties"]["speed"]
+    assert status == 200 and (prop["minimum"], prop["maximum"]) == (0.25, 4.0), prop
 
 
 def test_seed_minus_one_is_refused_alike_on_http_and_the_websocket(server):

@@ -30,8 +30,9 @@ def _finite_speed(value):
 
 
 #: ``speed`` of every request body: OpenAI's range (vocalis.audio.stretch.SPEED_RANGE)
-Speed = Annotated[float, BeforeValidator(_finite_speed),
-                  Field(ge=SPEED_RANGE.lo, le=SPEED_RANGE.hi)]
+#: (the validator wraps the float with its bounds: it runs first, the schema keeps the range)
+Speed = Annotated[float, Field(ge=SPEED_RANGE.lo, le=SPEED_RANGE.hi),
+                  BeforeValidator(_finite_speed)]
 
 
 class VoiceRef(BaseModel):
