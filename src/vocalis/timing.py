@@ -25,8 +25,9 @@ with start and end times, as the audio is produced:
   frame counts of the chunks).
 
 Times are seconds from the start of the request's audio; they are frame-exact at chunk
-boundaries and otherwise as precise as the model's attention (Pocket TTS: 40-70 ms mean
-error reported by the fork on real weights; Qwen3-TTS: not measured on real weights).
+boundaries and otherwise as precise as the model's attention (Pocket TTS: 38-72 ms mean
+error reported by the fork on real weights with the heads used here; Qwen3-TTS: not
+measured on real weights).
 Speed changes (``speed != 1``) scale every time by ``1 / speed``.
 """
 

@@ -199,3 +199,17 @@ def test_pocket_speed_scales_the_times(tts):
 def test_word_timestamps_must_be_a_bool(tts):
     with pytest.raises(InputError, match="word_timestamps must be true or false"):
         tts.synthesize("Hello.", tts.test_voice, word_timestamps="yes")
+
+
+def test_the_chosen_heads_exist_in_their_configs():
+    """The heads taken from the pocket-tts-timestamped fork name layers and heads that the
+    config's FlowLM has, and only released configs have them."""
+    from vocalis.models.pocket import registry
+
+    named = [n for n in registry.config_names() if registry.timestamp_heads(n)]
+    assert "english_2026-09" in named and "english_2m_2026-10" not in named
+    for name in named:
+        t = registry.released_config(name).flow_lm.transformer
+        for layer, heads in registry.timestamp_heads(name).items():
+            assert 0 <= layer < t.num_layers and all(0 <= h < t.num_heads for h in heads)
+    assert registry.timestamp_heads("/some/folder/config.yaml") is None

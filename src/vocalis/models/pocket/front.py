@@ -167,7 +167,8 @@ class PocketTTS(ModelFamily):
         chosen = tune(model, settings.threads or torch.get_num_threads(), settings.max_batch,
                       settings.exact, settings.tuning)
         engine = PocketEngineFamily(model, parse_split(chosen.choices["threads"]),
-                                    chosen.choices["codec_pipeline"] == "on")
+                                    chosen.choices["codec_pipeline"] == "on",
+                                    registry.timestamp_heads(info.name))
         return PocketModel(info, model, engine, exact=settings.exact,
                            quantize=settings.quantize, tuning=chosen)
 

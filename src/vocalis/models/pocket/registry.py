@@ -178,6 +178,44 @@ def _build() -> dict[str, dict]:
 
 _RELEASED = _build()
 
+# FlowLM heads (layer, head) whose attention follows the word being spoken, for word
+# timestamps (vocalis.timing), per released config: the heads the public fork
+# dpm63/pocket-tts-timestamped chose for the very same weights (its config files at the
+# commits named, whose weight revisions equal the ones pinned above), by word-edge error
+# against CrisperWhisper on 500 samples (its README: 38-72 ms mean absolute error by
+# config). Configs not listed read every head of every layer.
+_TIMESTAMP_HEADS: dict[str, tuple[tuple[int, int], ...]] = {
+    "english_2026-01": ((3, 8),),                                  # fork 2ce2d043
+    "english_2026-04": ((3, 8),),                                  # 2ce2d043
+    "english_2026-04_24l": ((14, 10),),                            # 2ce2d043
+    "english_2026-09": ((3, 8), (2, 0)),                           # 8bdfd327
+    "english_2026-09_24l": ((14, 10),),                            # 09aa8e07
+    "english_drifting_26-09": ((2, 15),),                          # 8bdfd327
+    "french": ((3, 9),),                                           # be529702
+    "french_24l": ((17, 13), (20, 12), (17, 11), (18, 5)),         # be529702
+    "german": ((3, 14), (2, 0)),                                   # be529702
+    "german_24l": ((17, 11), (15, 4)),                             # 8bdfd327
+    "italian": ((3, 9), (4, 5), (3, 10)),                          # 0f1e4843
+    "italian_24l": ((17, 13), (13, 10), (18, 5), (14, 10)),        # 0f1e4843
+    "portuguese": ((3, 9), (4, 2), (4, 5), (3, 10)),               # be529702
+    "spanish": ((3, 9), (4, 2), (4, 5), (3, 10)),                  # 0f1e4843
+    "spanish_24l": ((17, 13), (17, 11), (18, 1)),                  # 8bdfd327
+    "dutch": ((3, 14), (4, 5), (5, 4)),                            # be529702
+    "dutch_24l": ((17, 13), (17, 11)),                             # 8bdfd327
+}
+
+
+def timestamp_heads(name: str) -> dict[int, tuple[int, ...]] | None:
+    """The FlowLM heads read for word timestamps of released config ``name``, by layer
+    (None: not chosen for it; every head is read)."""
+    pairs = _TIMESTAMP_HEADS.get(name)
+    if pairs is None:
+        return None
+    out: dict[int, tuple[int, ...]] = {}
+    for layer, head in pairs:
+        out[layer] = out.get(layer, ()) + (head,)
+    return out
+
 
 def config_names() -> list[str]:
     """Names of the released configs, default first."""
