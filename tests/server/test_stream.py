@@ -270,8 +270,7 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
                               ("format", json.dumps({**CONFIG, "response_format": "wav"})),
                               ("clause", json.dumps({**CONFIG, "split_granularity": "clause"})),
                               ("voice", json.dumps({**CONFIG, "voice": "nobody"})),
-                              ("timestamps", json.dumps({**CONFIG, "word_timestamps": True,
-                                                            "split_granularity": "token"}))]:
+                              ("timestamps", json.dumps({**CONFIG, "word_timestamps": "yes"}))]:
                 await ws.send(msg)
                 out[name] = json.loads(await asyncio.wait_for(ws.recv(), 30))
             await ws.send(json.dumps({"type": "input.text", "text": "Still fine."}))
@@ -285,7 +284,7 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
             "field": "unknown_parameter",
             "option": "unknown_parameter", "format": "invalid_value",
             "clause": "unsupported_value", "voice": "voice_not_found",
-            "timestamps": "unsupported_value", "surrogate": "invalid_text",
+            "timestamps": "bool_type", "surrogate": "invalid_text",
             "model": "string_unicode"}
     for name, code in want.items():
         ev = out[name]
@@ -682,3 +681,107 @@ def test_seed_minus_one_is_refused_alike_on_http_and_the_websocket(server):
                                         {"model": "tts-1", "input": "Hi.", "voice": "alloy",
                                          "response_format": "pcm"})
     assert status == 200 and int(headers["x-vocalis-seed"]) >= 0
+
+
+async def _sentences_until_done(ws) -> tuple[list[dict], dict[int, bytearray]]:
+    """Events and each sentence's audio until session.done."""
+    events: list[dict] = []
+    per: dict[int, bytearray] = {}
+    current = None
+    while True:
+        msg = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(msg, bytes):
+            per[current].extend(msg)
+            continue
+        ev = json.loads(msg)
+        events.append(ev)
+        if ev["type"] == "audio.start":
+            current = ev["sentence_index"]
+            per[current] = bytearray()
+        if ev["type"] == "session.done":
+            return events, per
+
+
+def test_a_sentence_is_generated_before_its_end_is_sure_and_sent_once_it_is(server, tts,
+                                                                             monkeypatch):
+    """"Hello there." may still go on ("etc. and"): its end is known from the next
+    character. It is generated at once and sent when that character confirms it, so its
+    first audio does not wait for the character; the audio is the HTTP endpoint's."""
+    monkeypatch.setattr(stream, "AHEAD", 1)  # each sentence alone: the very same bytes
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            before = tts.engine_status()["frames"]
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            deadline = time.monotonic() + 30
+            while tts.engine_status()["frames"] == before and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            generated = tts.engine_status()["frames"] > before
+            try:  # nothing is sent before the text says the sentence ended
+                early = await asyncio.wait_for(ws.recv(), 0.5)
+            except asyncio.TimeoutError:
+                early = None
+            await ws.send(json.dumps({"type": "input.text", "text": " How are you?"}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            return generated, early, *await _sentences_until_done(ws)
+
+    generated, early, events, per = run(go())
+    assert generated and early is None
+    starts = [e for e in events if e["type"] == "audio.start"]
+    assert [e["sentence_text"] for e in starts] == ["Hello there.", "How are you?"]
+    for e in starts:
+        status, _, data = speech(server, input=e["sentence_text"], seed=7)
+        assert status == 200 and bytes(per[e["sentence_index"]]) == data
+    assert rows_free(tts)
+
+
+@pytest.mark.parametrize("rest", [" and pears.", "!"])
+def test_a_guess_the_text_does_not_confirm_is_never_sent(server, tts, monkeypatch, rest):
+    monkeypatch.setattr(stream, "AHEAD", 1)
+    first = "I like apples etc." if rest != "!" else "I like apples!"
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            before = tts.engine_status()["frames"]
+            await ws.send(json.dumps({"type": "input.text", "text": first}))
+            deadline = time.monotonic() + 30
+            while tts.engine_status()["frames"] == before and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await ws.send(json.dumps({"type": "input.text", "text": rest}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            return await _sentences_until_done(ws)
+
+    events, per = run(go())
+    starts = [e for e in events if e["type"] == "audio.start"]
+    whole = first + rest
+    assert [e["sentence_text"] for e in starts] == [whole]
+    assert (starts[0]["text_start"], starts[0]["text_end"]) == (0, len(whole))
+    status, _, data = speech(server, input=whole, seed=7)
+    assert status == 200 and bytes(per[starts[0]["sentence_index"]]) == data
+    assert events[-1]["type"] == "session.done" and events[-1]["total_sentences"] == 1
+    assert rows_free(tts)
+
+
+def test_a_guess_is_dropped_by_cancel_and_by_session_close(server, tts):
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            await ws.send(json.dumps({"type": "input.cancel"}))
+            done = await recv_until(ws, "session.done", [], [])
+            await ws.send(json.dumps({"type": "input.text", "text": "Good night."}))
+            await ws.send(json.dumps({"type": "session.close"}))
+            rest = []
+            try:
+                while True:
+                    rest.append(await asyncio.wait_for(ws.recv(), 30))
+            except ConnectionClosed:
+                pass
+            return done, rest
+
+    done, rest = run(go())
+    assert done["cancelled"] is True and done["total_sentences"] == 0
+    assert rest == []  # the unflushed "Good night." is dropped with session.close, unsent
+    assert rows_free(tts)

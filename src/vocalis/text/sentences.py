@@ -140,6 +140,21 @@ class SentenceBuffer:
         self.pending += piece
         return self._take(*sentence_spans(self.pending, self.max_chars))
 
+    def tentative(self) -> Sentence | None:
+        """The pending text as a sentence when it ends in ``.``, ``!``, ``?`` or ``…`` whose
+        meaning waits for the next character (``Hello there.`` could go on as ``Hello
+        there. How``, ``etc. and`` or ``Wow!!``): what :meth:`feed` would give if that
+        character were a space and a capital letter, else None. A front end may start speaking it early and drop it if the text
+        goes on."""
+        text = self.pending.rstrip()
+        if not text.rstrip("\"'\u201d\u2019)]").endswith((".", "!", "?", "\u2026")):
+            return None
+        spans, rest = sentence_spans(text + " X", self.max_chars)
+        if len(spans) != 1 or rest != len(text) + 1:
+            return None
+        a, b = spans[0]
+        return Sentence(text[a:b], self.offset + a, self.offset + b)
+
     def flush(self) -> list[Sentence]:
         spans, rest = sentence_spans(self.pending, self.max_chars)
         a, b = _stripped(self.pending, rest, len(self.pending))
