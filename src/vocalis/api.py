@@ -141,6 +141,44 @@ class _Timed:
             yield ev
 
 
+class _FedTimed:
+    """Word timestamps of a streamed-text request (:class:`TextRequest`): its words are
+    known once its text is complete, so its frames are kept until then and timed at once
+    (the words then come with the next event); from there on as :class:`_Timed`."""
+
+    def __init__(self, request: Request, text: "TextRequest", decoder, speed: float):
+        self._request, self._text, self._decoder, self._speed = request, text, decoder, speed
+
+    def __getattr__(self, name):
+        return getattr(self._request, name)
+
+    def _timer(self) -> WordTimer:
+        tts = self._text._tts
+        text = self._text.text
+        return WordTimer(text, tts.loaded.fed_word_chunks(text), self._decoder,
+                         tts.sample_rate, self._speed)
+
+    def events(self, timeout: float | None = None):
+        held: list = []
+        timer: WordTimer | None = None
+        for ev in self._request.events(timeout):
+            words: list = []
+            if timer is None and (self._text.closed or isinstance(ev, (Finished, Failed))):
+                timer = self._timer()
+                for samples, chunk, scores in held:
+                    words += timer.push(samples, chunk, scores)
+                held = []
+            if isinstance(ev, AudioChunk):
+                if timer is None:
+                    held.append((ev.samples, ev.chunk, ev.scores))
+                else:
+                    words += timer.push(ev.samples, ev.chunk, ev.scores)
+                ev.words = words
+            elif isinstance(ev, Finished):
+                ev.words = words + timer.finish(cut=ev.stats.cancelled)
+            yield ev
+
+
 class TextRequest:
     """A request whose text arrives in pieces (:meth:`TTS.open_text`), e.g. the tokens of a
     language model as it writes them.
@@ -154,8 +192,11 @@ class TextRequest:
     engine step. ``push`` and ``close`` may be called from any one thread; ``events`` from
     another."""
 
-    def __init__(self, tts: "TTS", feed, seed: int, stretcher: Stretcher | None):
+    def __init__(self, tts: "TTS", feed, seed: int, stretcher: Stretcher | None,
+                 decoder=None):
         self._tts, self._feed, self._seed, self._stretcher = tts, feed, seed, stretcher
+        self._decoder = decoder  # word timestamps asked for: the tokenizer's decoder
+        self.closed = False  # the whole text has come (close() succeeded)
         self._lock = threading.Lock()
         self._started = threading.Event()  # set once started (or cancelled before)
         self._req = None
@@ -209,6 +250,7 @@ class TextRequest:
             except VocalisError as e:
                 self._end(e)
                 raise
+            self.closed = True
 
     def _check_open(self) -> None:
         if self._error is not None:
@@ -233,7 +275,11 @@ class TextRequest:
             raise InputError("this model was closed (TTS.close()): load it again", param="model")
         job = make_job(tts.engine_family, prepared.state, prepared.chunks, prepared.params,
                        self._seed)
+        job.timestamps = self._decoder is not None
         req = tts.engine.submit(job)
+        if self._decoder is not None:
+            speed = 1.0 if self._stretcher is None else self._stretcher.speed
+            req = _FedTimed(req, self, self._decoder, speed)
         self._req = req if self._stretcher is None else _Stretched(req, self._stretcher)
         self._started.set()
 
@@ -427,7 +473,7 @@ class TTS:
 
     @frees_thread_pool
     def open_text(self, voice=None, seed: int | None = None, speed: float = 1.0,
-                  **options) -> TextRequest:
+                  word_timestamps: bool = False, **options) -> TextRequest:
         """A request whose text will be pushed in pieces as it is written
         (:class:`TextRequest`: ``push``, ``close``, ``events``, ``cancel``).
 
@@ -436,6 +482,9 @@ class TTS:
         the text token by token in its streaming-text layout (``non_streaming_mode``
         false; Base models with ``xvector_only``); with the same seed the audio equals
         :meth:`synthesize` of the whole text with ``non_streaming_mode=False``.
+        ``word_timestamps``: its events carry word timestamps as :meth:`submit`'s do; the
+        words are known once the text is closed, so the first come with the first event
+        after :meth:`close`.
 
         Raises:
             InputError: a model that takes whole texts only (Pocket TTS: send sentences),
@@ -444,9 +493,11 @@ class TTS:
         if self._closed:
             raise InputError("this model was closed (TTS.close()): load it again", param="model")
         _, seed, speed, options = self.info.check_request(None, voice, seed, speed, options)
+        decoder = self.word_decoder(word_timestamps)
         feed = self.loaded.open_text(voice, options, seed)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
-        return TextRequest(self, feed, seed if seed is not None else new_seed(), stretcher)
+        return TextRequest(self, feed, seed if seed is not None else new_seed(), stretcher,
+                           decoder)
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                normalize: bool = False, **options) -> Iterator[np.ndarray]:

@@ -240,6 +240,13 @@ class LoadedModel(ABC):
         order): all of them unless the family wraps the text in a template."""
         return list(ids)
 
+    def fed_word_chunks(self, text: str) -> list[tuple[str, list[int]]]:
+        """For a streamed text (:meth:`open_text`) now complete: its chunks as
+        :class:`vocalis.timing.WordTimer` takes them, ``(text, text tokens)``, the tokens
+        the model was fed. Families that take streamed text and give word timestamps
+        define it."""
+        raise NotImplementedError
+
     @abstractmethod
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         """One request checked against the loaded model (tokens, voice) and turned into

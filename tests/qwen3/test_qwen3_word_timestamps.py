@@ -79,3 +79,24 @@ def test_rows_at_different_positions_time_their_own_words(tts):
     first.join()
     _check(out["a"].words, TEXT, out["a"].duration_s)
     _check(out["b"].words, OTHER, out["b"].duration_s)
+
+
+def test_streamed_text_is_timed_once_complete_and_its_audio_is_unchanged(tts):
+    """open_text in pieces (as a language model writes): the same audio as the whole text
+    in the streaming-text layout, and every word timed once the text is closed."""
+    kw = dict(speaker="ryan", seed=3, max_new_tokens=40)
+    whole = tts.synthesize(TEXT, non_streaming_mode=False, **kw)
+    req = tts.open_text(word_timestamps=True, **kw)
+    rng = np.random.default_rng(0)
+    cuts = sorted({int(c) for c in rng.integers(1, len(TEXT), size=8)})
+    for a, b in zip([0, *cuts], [*cuts, len(TEXT)]):
+        req.push(TEXT[a:b])
+    req.close()
+    samples, words = [], []
+    for ev in req.events(timeout=60):
+        if isinstance(ev, AudioChunk):
+            samples.append(ev.samples)
+        words += ev.words or []
+    got = np.concatenate(samples)
+    assert np.array_equal(got, whole.samples)
+    _check(words, TEXT, len(got) / tts.sample_rate)

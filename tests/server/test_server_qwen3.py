@@ -422,3 +422,41 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
 
     assert asyncio.run(refused({"normalize": True}))["param"] == "normalize"
     assert asyncio.run(refused({"non_streaming_mode": True}))["param"] == "non_streaming_mode"
+
+
+def test_websocket_token_mode_words_equal_the_http_sse_words(served):
+    """Word timestamps of a text streamed in token by token come once it is complete, and
+    are those of the whole text over HTTP SSE (same seed, streaming-text layout)."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from vocalis.server import stream
+
+    tts, cv = served["0.6b-customvoice"]
+    url = cv.url.replace("http://", "ws://") + stream.PATH
+    text = "Timed words, streamed a few characters at a time."
+    opts = dict(max_new_tokens=25, seed=5)
+
+    async def session():
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "response_format": "pcm",
+                                      "stream_audio": True, "voice": "ryan",
+                                      "split_granularity": "token", "word_timestamps": True,
+                                      **opts}))
+            for i in range(0, len(text), 5):
+                await ws.send(json.dumps({"type": "input.text", "text": text[i:i + 5]}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            return await _recv_until(ws, ("session.done", "error"))
+
+    _, events = asyncio.run(session())
+    ws_words = [w for e in events if e["type"] == "audio.words" for w in e["words"]]
+    status, _, data = cv.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": text, "voice": "ryan", "response_format": "pcm",
+        "non_streaming_mode": False, "stream_format": "sse", "word_timestamps": True, **opts})
+    assert status == 200
+    sse = [json.loads(p[len("data: "):]) for p in data.decode().split("\n\n")
+           if p.startswith("data: ")]
+    sse_words = [w for e in sse for w in e.get("words", [])]
+    assert ws_words == sse_words
+    assert [w["word"] for w in ws_words] == text.split()

@@ -44,7 +44,10 @@ Sentences: with ``split_granularity`` ``sentence`` each sentence (the rules of
 :mod:`vocalis.text.sentences`, the same as Wyoming's) is submitted to the engine as soon as
 its end has arrived, while earlier audio is still being sent (at most ``AHEAD`` engine
 requests per connection at a time, so the next sentence is ready when one ends; their audio
-leaves in order). ``none`` (vLLM-Omni's default) speaks the whole utterance as one request
+leaves in order). A text that stops at ``.``, ``!``, ``?`` or ``…`` may be a sentence's end
+or not (``etc. and``, ``Wow!!``), which only the next character tells: it is generated at
+once as a guess, and its audio is sent when that character confirms it (the sentence then
+comes out as the rules give it); otherwise the guess is dropped unsent and its row freed. ``none`` (vLLM-Omni's default) speaks the whole utterance as one request
 at ``input.done``. ``clause`` is refused (use ``sentence``). ``token`` (vocalis extension,
 models that take streamed text: Qwen3-TTS) makes each utterance one request that takes
 every ``input.text`` as it comes (:meth:`vocalis.api.TTS.open_text`): speech starts after
@@ -147,6 +150,7 @@ class _Utterance:
     cancelled: bool = False
     started: bool = False       # some text arrived
     fed: "_Item | None" = None  # split_granularity token: the one request, text fed to it
+    guess: "_Item | None" = None  # sentence mode: a sentence spoken before its end is sure
 
 
 @dataclass
@@ -160,10 +164,19 @@ class _Item:
     submitting: bool = False
     waiting: bool = False              # counted in the connection's pending characters
     submitted: asyncio.Event = field(default_factory=asyncio.Event)
+    # a guess (SentenceBuffer.tentative): generated at once, sent once the text confirms it
+    # (sure is set); dropped (never sent, its row freed) when the text goes on otherwise
+    sure: asyncio.Event = field(default_factory=asyncio.Event)
+    dropped: bool = False
+    guess: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.guess:
+            self.sure.set()
 
     @property
     def cancelled(self) -> bool:
-        return self.utt.cancelled
+        return self.utt.cancelled or self.dropped
 
 
 class _Config:
@@ -235,7 +248,11 @@ class StreamConnection:
                         return
                 except APIError as e:
                     await self.send_error(e)
-            # session.close: let the speaker finish what was flushed, then close
+            # session.close: let the speaker finish what was flushed, then close (a guess at
+            # the unflushed rest is dropped with it)
+            if self.utt is not None and self.utt.guess is not None:
+                self._drop(self.utt.guess)
+                self.utt.guess = None
             self.closing = True
             async with self.changed:
                 self.changed.notify_all()
@@ -334,11 +351,6 @@ class StreamConnection:
     def _check_config(self, cfg: StreamSessionConfig) -> _Config:
         """Everything a sentence will be checked against, checked now (blocking: a voice
         may load). Raises APIError naming the field."""
-        if cfg.word_timestamps and cfg.split_granularity == "token":
-            raise APIError(400, "word_timestamps are not available with split_granularity "
-                                "'token' yet (the text is not known ahead): use 'sentence' or "
-                                "'none', or send word_timestamps false",
-                           param="word_timestamps", code="unsupported_value")
         if cfg.split_granularity == "clause":
             raise APIError(400, "split_granularity 'clause' is not supported: use 'sentence' "
                                 "(each sentence is spoken as soon as it is complete) or 'none'",
@@ -426,7 +438,7 @@ class StreamConnection:
         if granularity == "token":
             await self._feed(utt, text)
             return
-        await self._queue(utt, utt.text.feed(text))
+        await self._queue(utt, utt.text.feed(text), guess=True)
 
     async def _feed(self, utt: _Utterance, text: str) -> None:
         """split_granularity token: the utterance's request takes ``text`` now (opened
@@ -452,15 +464,50 @@ class StreamConnection:
             raise StreamError(f"{e} (the text before this piece is spoken; send input.done)",
                               e.code or "invalid_value", param="text") from None
 
-    async def _queue(self, utt: _Utterance, sentences: list[Sentence], end: bool = False) -> None:
+    async def _queue(self, utt: _Utterance, sentences: list[Sentence], end: bool = False,
+                     guess: bool = False) -> None:
+        """Queue ``sentences`` (and the utterance's end). Sentence mode: a guess made earlier
+        is confirmed by its own sentence coming (it is not queued again) or dropped; with
+        ``guess``, a rest that ends like a sentence (``Hello there.``, its end known only
+        from the next character) is generated now and sent once confirmed, so that its
+        first audio does not wait for that character (SentenceBuffer.tentative)."""
         async with self.changed:
+            sentences = self._settle_guess(utt, sentences)
             for s in sentences:
                 if any(c.isalnum() for c in s.text):  # else nothing to speak ("...", an emoji)
                     self.items.append(_Item(utt, s, waiting=True))
                     self.waiting_chars += len(s.text)
+            if guess and utt.guess is None and not utt.cancelled:
+                s = utt.text.tentative()
+                if s is not None and any(c.isalnum() for c in s.text):
+                    utt.guess = _Item(utt, s, waiting=True, guess=True)
+                    self.items.append(utt.guess)
+                    self.waiting_chars += len(s.text)
             if end:
                 self.items.append(_Item(utt))
             self.changed.notify_all()
+
+    def _settle_guess(self, utt: _Utterance, sentences: list[Sentence]) -> list[Sentence]:
+        """Confirm or drop the utterance's guess against the sentences now complete; returns
+        those still to queue."""
+        item, utt.guess = utt.guess, None
+        if item is None:
+            return sentences
+        if sentences and sentences[0] == item.sentence:
+            item.sure.set()
+            return sentences[1:]
+        self._drop(item)
+        return sentences
+
+    def _drop(self, item: _Item) -> None:
+        """A guess the text did not confirm: never sent; its request (if any) cancelled."""
+        item.dropped = True
+        if item.job is not None:
+            item.job.cancel()
+        elif not item.submitting:
+            self._unwait(item)
+            item.submitted.set()
+        item.sure.set()
 
     async def _done(self) -> None:
         if self.open_utterances >= MAX_OPEN_UTTERANCES:
@@ -506,6 +553,7 @@ class StreamConnection:
 
     def _cancel_all(self) -> None:
         for item in list(self.items):
+            item.sure.set()
             item.utt.cancelled = True
             if item.job is not None:
                 item.job.cancel()
@@ -620,6 +668,7 @@ class StreamConnection:
             if item.sentence is None:
                 await self._end(item.utt)
             else:
+                await item.sure.wait()  # a guess: until the text confirms (or drops) it
                 await item.submitted.wait()
                 await self._speak(item)
             async with self.changed:
@@ -745,7 +794,8 @@ def _open_text(plan, seed: int):
     take whole texts only."""
     options = {k: v for k, v in plan.options.items() if k != "normalize"}
     try:
-        return plan.hosted.tts.open_text(plan.voice, seed, plan.speed, **options)
+        return plan.hosted.tts.open_text(plan.voice, seed, plan.speed,
+                                         word_timestamps=plan.word_timestamps, **options)
     except InputError as e:
         if e.param == "input":  # the model takes whole texts
             raise APIError(400, f"{e}; here: split_granularity 'sentence'",

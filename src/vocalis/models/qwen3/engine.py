@@ -422,10 +422,12 @@ class Qwen3EngineFamily(EngineFamily):
         ends two positions before the prompt's end (tts_eos, then tts_pad + codec BOS);
         streaming-text layout: token 0 rides on the prompt's last position and token j on
         the talker pass at ``prompt + j - 1`` (:mod:`vocalis.models.qwen3.prompt`)."""
-        if job.voice.ref_codes is not None or isinstance(job.voice.prompt.trailing, FedText):
+        if job.voice.ref_codes is not None:
             return None
-        n = len(job.chunks[job.chunk][1]) - 8  # the template adds 3 + 5 tokens
         length = job.voice.prompt.prefill.shape[1]
+        if isinstance(job.voice.prompt.trailing, FedText):  # n: known once the text ends
+            return length - 1, None, 1
+        n = len(job.chunks[job.chunk][1]) - 8  # the template adds 3 + 5 tokens
         if job.voice.prompt.trailing is job.voice.prompt.tts_pad:
             return length - n - 2, n, 0
         return length - 1, n, 1
@@ -439,6 +441,8 @@ class Qwen3EngineFamily(EngineFamily):
             if not span:
                 continue
             first, n, fed = span
+            if n is None:  # streamed text: token 0 rides on the prompt, the rest are pushed
+                n = 1 + job.voice.prompt.trailing.tokens
             count = n if not fed else min(n, job.state.pos - first + 1)
             spans[i] = (first, first + count)
         return TextAttention(spans, None) if spans else None
@@ -452,6 +456,8 @@ class Qwen3EngineFamily(EngineFamily):
         span = job.state.span
         if got is None or not span:
             return None
+        if span[1] is None:  # streamed text: the tokens so far (the timer pads)
+            return got
         out = np.zeros(span[1], np.float32)
         out[:len(got)] = got
         return out

@@ -478,6 +478,10 @@ class Qwen3LoadedModel(LoadedModel):
     def word_tokens(self, ids: list[int]) -> list[int]:
         return list(ids[3:-5])  # the assistant template adds 3 tokens before, 5 after
 
+    def fed_word_chunks(self, text: str) -> list[tuple[str, list[int]]]:
+        # the fed tokens are the whole text's (TokenStream), so its template's middle
+        return [(text, self.word_tokens(self.model.text_ids(text)[0].tolist()))]
+
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.qwen3.engine import Qwen3Input
         from vocalis.models.qwen3.model import guard_frames

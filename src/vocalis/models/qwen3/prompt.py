@@ -98,6 +98,12 @@ class FedText:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def tokens(self) -> int:
+        """Text tokens pushed so far (``tts_eos`` not counted)."""
+        with self._lock:
+            return len(self._rows) - int(self.closed)
+
     def ready(self, t: int) -> bool:
         return self.closed or t < len(self._rows)
 
