@@ -3,6 +3,8 @@ WebSocket endpoint share, and the offsets of each sentence in the whole text."""
 
 from __future__ import annotations
 
+import pytest
+
 from vocalis.text.sentences import Sentence, SentenceBuffer, sentence_spans, split_sentences
 
 
@@ -62,3 +64,23 @@ def test_a_danda_at_the_end_of_a_piece_ends_the_sentence_at_once():
     buf = SentenceBuffer(100)
     assert [s.text for s in buf.feed("नमस्ते।")] == ["नमस्ते।"]
     assert [(s.text, s.start, s.end) for s in buf.feed(" आप कैसे हैं॥")] == [("आप कैसे हैं॥", 8, 20)]
+
+
+@pytest.mark.parametrize("text, guess", [
+    ("Hello there.", "Hello there."), ("Hello there. ", "Hello there."),
+    ("Wow!", "Wow!"), ('He said "go."', 'He said "go."'), ("Hmm\u2026", "Hmm\u2026"),
+    ("I like apples etc.", "I like apples etc."),
+    ("Meet Dr.", None), ("It is 3.", None), ("J.", None), ("Hello there", None),
+])
+def test_a_rest_that_may_end_a_sentence_is_offered_as_a_guess(text, guess):
+    """The guess is what the buffer gives once a space and a capital letter follow."""
+    buf = SentenceBuffer(4096)
+    done = buf.feed("First one. ") + buf.feed(text)
+    assert [s.text for s in done] == ["First one."]
+    got = buf.tentative()
+    if guess is None:
+        assert got is None
+        return
+    assert got.text == guess and got.start == len("First one. ")
+    confirmed = buf.feed(" Next")
+    assert confirmed == [got]
