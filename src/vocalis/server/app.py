@@ -43,7 +43,7 @@ from starlette.requests import ClientDisconnect
 from vocalis.errors import InputError
 from vocalis.options import new_seed
 from vocalis.text.normalize import warm as warm_normalization
-from vocalis.server import errors, stream
+from vocalis.server import elevenlabs, errors, stream
 from vocalis.server.speech import (
     authorized,
     check_input,
@@ -469,6 +469,18 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         """Text in as it is written, audio out as it is generated (vLLM-Omni's protocol;
         see :mod:`vocalis.server.stream`)."""
         await stream.serve(websocket, state)
+
+    @app.websocket(elevenlabs.STREAM_PATH)
+    async def elevenlabs_stream_input(websocket: WebSocket, voice_id: str):
+        """ElevenLabs-compatible text-streaming WebSocket (see
+        :mod:`vocalis.server.elevenlabs`)."""
+        await elevenlabs.serve(websocket, state, voice_id, multi=False)
+
+    @app.websocket(elevenlabs.MULTI_PATH)
+    async def elevenlabs_multi_stream_input(websocket: WebSocket, voice_id: str):
+        """ElevenLabs-compatible multi-context WebSocket (see
+        :mod:`vocalis.server.elevenlabs`)."""
+        await elevenlabs.serve(websocket, state, voice_id, multi=True)
 
     @app.post("/v1/audio/speech")
     async def speech(body: SpeechRequest, request: Request):
