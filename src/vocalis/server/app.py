@@ -12,6 +12,10 @@ API key; ``/health`` then answers liveness only to a caller without the key)::
     GET    /health                   {"status": "ok", model, engine...}; 503 while shutting down
     GET    /metrics                  Prometheus text format
     GET    /                         the web page (static files under /static, no CDN)
+    WS     /v1/audio/speech/stream   text in, audio out (vLLM-Omni's protocol: stream.py)
+    WS     /v1/text-to-speech/{voice_id}/stream-input, .../multi-stream-input
+                                     ElevenLabs' text-streaming protocol (elevenlabs.py; the
+                                     key may also come as xi-api-key)
 
 Every error is OpenAI's envelope (see :mod:`vocalis.server.errors`).
 
