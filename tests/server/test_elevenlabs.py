@@ -208,13 +208,17 @@ def test_close_context_cancels_and_frees_rows(server, tts):
     asyncio.run(go())
 
 
-def test_client_that_vanishes_frees_rows(server, tts):
+@pytest.mark.parametrize("ended", [False, True])
+def test_client_that_vanishes_frees_rows(server, tts, ended):
+    """ended: the input was over (the server only sends) when the client left."""
     long = " ".join(f"Here is sentence {i} of a story." for i in range(12))
 
     async def go():
         ws = await connect(url(server))
         await ws.send(json.dumps({"text": " "}))
         await ws.send(json.dumps({"text": long + " ", "flush": True}))
+        if ended:
+            await ws.send(json.dumps({"text": ""}))
         await recv_json(ws)
         ws.transport.abort()  # no close handshake
 
@@ -234,10 +238,15 @@ def test_bad_messages_get_errors(server):
             e3 = await recv_json(ws)
             await ws.send(json.dumps({"text": S1, "flush": True}))  # still usable
             await ws.send(json.dumps({"text": ""}))
+            await ws.send(json.dumps({"text": "Too late. "}))
             msgs = await collect(ws)
             return e1, e2, e3, msgs
 
     e1, e2, e3, msgs = asyncio.run(go())
+    late = [m for m in msgs if "error" in m]
+    assert [m["error"] for m in late] == ["context_closed"]
+    msgs = [m for m in msgs if "error" not in m]
+    assert msgs[-1] == {"isFinal": True}
     for e in (e1, e2, e3):
         assert e["error"] == "invalid_message" and e["message"]
     assert audio_of(msgs)

@@ -247,13 +247,35 @@ class Connection:
                         return
                 except APIError as e:
                     await self.send_error(e)
-            for ctx in list(self.contexts.values()):
-                await ctx.done.wait()
-            await self.ws.close(1000)
+            if await self._drain():
+                await self.ws.close(1000)
         except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
             pass  # the client went away
         finally:
             await self._release_all()
+
+    async def _drain(self) -> bool:
+        """The input is over: wait until every context has sent its audio and ``isFinal``,
+        still reading the socket (a client that leaves meanwhile cancels the rest; text
+        now gets an error). False when the client left."""
+        finished = asyncio.ensure_future(
+            asyncio.gather(*(c.done.wait() for c in list(self.contexts.values()))))
+        try:
+            while not finished.done():
+                recv = asyncio.ensure_future(self.ws.receive())
+                await asyncio.wait({finished, recv}, return_when=asyncio.FIRST_COMPLETED)
+                if not recv.done():
+                    recv.cancel()
+                    await asyncio.gather(recv, return_exceptions=True)
+                    break
+                if recv.result()["type"] == "websocket.disconnect":
+                    return False
+                await self.send_error(ELError("message after the end of input (the empty "
+                                              "text or close_socket): it was ignored",
+                                              "context_closed"))
+            return True
+        finally:
+            finished.cancel()
 
     async def _handle(self, message: dict) -> bool:
         """One client message; True when the input is over (stream-input's empty text,
