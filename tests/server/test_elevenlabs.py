@@ -100,6 +100,10 @@ def test_stream_input_with_the_elevenlabs_sdk(server):
     assert len(audio) > 2400 and len(audio) % 2 == 0
     mp3 = b"".join(client.text_to_speech.convert_realtime(voice_id="alloy", text=iter([S1])))
     assert mp3[:3] == b"ID3" or mp3[0] == 0xFF  # the SDK's default: mp3_44100_128
+    from elevenlabs.core.api_error import ApiError
+    with pytest.raises(ApiError) as exc:  # the error message (or the close reason) surfaces
+        b"".join(client.text_to_speech.convert_realtime(voice_id="nobody", text=iter([S1])))
+    assert exc.value.status_code == 1008 and "nobody" in str(exc.value.body)
 
 
 def test_stream_input_equals_http_with_alignment(server, tts, monkeypatch):
@@ -248,7 +252,7 @@ def test_bad_messages_get_errors(server):
     msgs = [m for m in msgs if "error" not in m]
     assert msgs[-1] == {"isFinal": True}
     for e in (e1, e2, e3):
-        assert e["error"] == "invalid_message" and e["message"]
+        assert e["error"] == "invalid_input_message" and e["message"]
     assert audio_of(msgs)
 
     async def refused(**kw):
@@ -263,7 +267,7 @@ def test_bad_messages_get_errors(server):
             return err, ws.close_code
 
     err, code = asyncio.run(refused(voice="nobody"))
-    assert code == 1008 and "nobody" in err["message"]
+    assert code == 1008 and "nobody" in err["message"] and err["code"] == 1008
     err, code = asyncio.run(refused(output_format="ulaw_8000"))
     assert code == 1008 and err["error"] == "invalid_output_format"
     assert "pcm_16000" in err["message"] and "mp3_44100_128" in err["message"]

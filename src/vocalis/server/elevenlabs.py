@@ -45,8 +45,9 @@ engine's word timestamps: each word's time is spread evenly over its characters,
 between two words over the gap between them. A word's time is known once it has been
 spoken, so it rides on the message whose audio ends it: a word that began in an earlier
 message has a negative start. ``normalizedAlignment`` repeats ``alignment``. Problems are
-``{"message": ..., "error": code}`` (with ``contextId`` where one is concerned); a problem
-with the connection itself (auth, voice, format) closes it with code 1008.
+``{"message": ..., "error": code}`` as ElevenLabs words them (with ``contextId`` where one
+is concerned); a problem with the connection itself (auth, voice, format) adds ``"code":
+1008`` and closes it with that code and the message as the close reason.
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ class Connection:
 
     async def send_error(self, e: ELError | APIError, context: str | None = None) -> None:
         msg = {"message": self.state.redact(e.message), "error": e.code or "invalid_request"}
+        if getattr(e, "close", None) is not None:
+            msg["code"] = e.close
         cid = getattr(e, "context", None) or context
         if self.multi and cid is not None:
             msg["contextId"] = cid
@@ -243,7 +246,7 @@ class Connection:
                 except ELError as e:
                     await self.send_error(e)
                     if e.close is not None:
-                        await self.ws.close(e.close)
+                        await self.ws.close(e.close, _reason(self.state.redact(e.message)))
                         return
                 except APIError as e:
                     await self.send_error(e)
@@ -286,7 +289,7 @@ class Connection:
             if message.get("bytes") is not None:
                 raise ELError("binary frame where a JSON text message was expected: send "
                               'messages such as {"text": "Hello "} as text frames',
-                              "invalid_message", None if not first else CLOSE_POLICY)
+                              "invalid_input_message", None if not first else CLOSE_POLICY)
             return False
         if len(raw) > MAX_MESSAGE_BYTES:
             raise ELError(f"message is {len(raw)} characters; the limit is "
@@ -298,14 +301,14 @@ class Connection:
             msg = None
         if not isinstance(msg, dict):
             raise ELError('message is not a JSON object: send e.g. {"text": "Hello "}',
-                          "invalid_message", None if not first else CLOSE_POLICY)
+                          "invalid_input_message", None if not first else CLOSE_POLICY)
         if first:
             await self._open(msg)
         cid = None
         if self.multi:
             cid = msg.get("context_id")
             if cid is not None and not isinstance(cid, str):
-                raise ELError("context_id must be a string", "invalid_message")
+                raise ELError("context_id must be a string", "invalid_input_message")
             if msg.get("close_socket") is True:
                 for ctx in list(self.contexts.values()):
                     await self._close_context(ctx, bool(msg.get("immediate")))
@@ -327,9 +330,9 @@ class Connection:
                 return False
             raise ELError('message has no "text": send {"text": "some words "} (or '
                           'close_context / close_socket on multi-stream-input)',
-                          "invalid_message", context=cid)
+                          "invalid_input_message", context=cid)
         if text is not None and not isinstance(text, str):
-            raise ELError('"text" must be a string', "invalid_message", context=cid)
+            raise ELError('"text" must be a string', "invalid_input_message", context=cid)
         text = text or ""
         if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
             raise ELError("text holds characters that are not text (NUL or a lone "
@@ -569,6 +572,12 @@ class Connection:
         await self.send_json(msg)
 
 
+def _reason(message: str) -> str:
+    """``message`` cut to a WebSocket close reason (at most 123 bytes of UTF-8)."""
+    data = message.encode("utf-8", "replace")
+    return message if len(data) <= 123 else data[:120].decode("utf-8", "ignore") + "..."
+
+
 def _query(scope) -> dict:
     qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     return {k: v[-1] for k, v in qs.items()}
@@ -594,8 +603,9 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
             conn = Connection(ws, state, voice_id, multi, _query(ws.scope),
                               _header_key_ok(ws.scope, state.api_key))
         except ELError as e:
-            await ws.send_text(json.dumps({"message": e.message, "error": e.code}))
-            await ws.close(CLOSE_POLICY)
+            await ws.send_text(json.dumps({"message": e.message, "error": e.code,
+                                           "code": e.close}))
+            await ws.close(e.close, _reason(e.message))
             return
         await conn.run()
     except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
