@@ -12,6 +12,10 @@ API key; ``/health`` then answers liveness only to a caller without the key)::
     GET    /health                   {"status": "ok", model, engine...}; 503 while shutting down
     GET    /metrics                  Prometheus text format
     GET    /                         the web page (static files under /static, no CDN)
+    WS     /v1/audio/speech/stream   text in, audio out (vLLM-Omni's protocol: stream.py)
+    WS     /v1/text-to-speech/{voice_id}/stream-input, .../multi-stream-input
+                                     ElevenLabs' text-streaming protocol (elevenlabs.py; the
+                                     key may also come as xi-api-key)
 
 Every error is OpenAI's envelope (see :mod:`vocalis.server.errors`).
 
@@ -43,7 +47,7 @@ from starlette.requests import ClientDisconnect
 from vocalis.errors import InputError
 from vocalis.options import new_seed
 from vocalis.text.normalize import warm as warm_normalization
-from vocalis.server import errors, stream
+from vocalis.server import elevenlabs, errors, stream
 from vocalis.server.speech import (
     authorized,
     check_input,
@@ -469,6 +473,18 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         """Text in as it is written, audio out as it is generated (vLLM-Omni's protocol;
         see :mod:`vocalis.server.stream`)."""
         await stream.serve(websocket, state)
+
+    @app.websocket(elevenlabs.STREAM_PATH)
+    async def elevenlabs_stream_input(websocket: WebSocket, voice_id: str):
+        """ElevenLabs-compatible text-streaming WebSocket (see
+        :mod:`vocalis.server.elevenlabs`)."""
+        await elevenlabs.serve(websocket, state, voice_id, multi=False)
+
+    @app.websocket(elevenlabs.MULTI_PATH)
+    async def elevenlabs_multi_stream_input(websocket: WebSocket, voice_id: str):
+        """ElevenLabs-compatible multi-context WebSocket (see
+        :mod:`vocalis.server.elevenlabs`)."""
+        await elevenlabs.serve(websocket, state, voice_id, multi=True)
 
     @app.post("/v1/audio/speech")
     async def speech(body: SpeechRequest, request: Request):

@@ -1,0 +1,308 @@
+"""The ElevenLabs-compatible WebSockets (``/v1/text-to-speech/{voice_id}/stream-input`` and
+``multi-stream-input``) over a real uvicorn server on loopback; random-weight checkpoint.
+
+stream-input is driven by the real ``elevenlabs`` SDK (``convert_realtime``) where it is
+installed, and by a client written against the public protocol with ``websockets`` for what
+the SDK does not expose (the alignment, multi-context, a seed, bad messages). The audio must
+equal ``POST /v1/audio/speech`` for the same sentence, voice and seed.
+"""
+# ruff: noqa: F811 (pytest passes the imported fixtures by their names)
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import pytest
+
+websockets = pytest.importorskip("websockets")
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+
+from tests.server.test_server import (  # noqa: E402,F401 (fixtures reused)
+    Server, ckpt, cosine, pcm_of, server, speech, tts, voices_dir)
+from vocalis.server import create_app, elevenlabs  # noqa: E402
+
+S1 = "Hello there."
+S2 = "How are you today?"
+
+
+def url(server, voice="alloy", multi=False, **query) -> str:
+    query.setdefault("output_format", "pcm_24000")
+    path = (elevenlabs.MULTI_PATH if multi else elevenlabs.STREAM_PATH).format(voice_id=voice)
+    qs = "&".join(f"{k}={v}" for k, v in query.items())
+    return server.url.replace("http://", "ws://") + path + "?" + qs
+
+
+def http_pcm(server, text: str) -> bytes:
+    st, _, data = speech(server, input=text)
+    assert st == 200
+    return data
+
+
+def rows_free(tts, timeout=20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = tts.engine_status()
+        if st["active_rows"] == 0 and st["queued"] == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def recv_json(ws, timeout=60) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def collect(ws, until_final=True) -> list[dict]:
+    """Messages until ``isFinal`` (stream-input: then the close)."""
+    out = []
+    while True:
+        msg = await recv_json(ws)
+        out.append(msg)
+        if until_final and msg.get("isFinal"):
+            return out
+
+
+def audio_of(msgs) -> bytes:
+    return b"".join(base64.b64decode(m["audio"]) for m in msgs if m.get("audio"))
+
+
+def check_alignment(msgs, text_parts: list[str], rate=24000) -> None:
+    """Characters spell the text; times, made absolute with each message's audio offset,
+    never go back."""
+    chars, times, offset_ms = [], [], 0.0
+    for m in msgs:
+        al = m.get("alignment")
+        if al:
+            assert len(al["chars"]) == len(al["charStartTimesMs"]) == len(al["charDurationsMs"])
+            assert m["normalizedAlignment"] == al
+            chars += al["chars"]
+            times += [offset_ms + t for t in al["charStartTimesMs"]]
+            assert all(d >= 0 for d in al["charDurationsMs"])
+        if m.get("audio"):
+            offset_ms += len(base64.b64decode(m["audio"])) / 2 / rate * 1000
+    assert "".join(chars) == "".join(text_parts)
+    assert all(b >= a - 1 for a, b in zip(times, times[1:])), times
+    assert times[0] >= -1 and times[-1] <= offset_ms + 1
+
+
+def test_stream_input_with_the_elevenlabs_sdk(server):
+    sdk = pytest.importorskip("elevenlabs.client")
+    client = sdk.ElevenLabs(api_key="unused", base_url=server.url)
+    # the SDK forces wss:// on its WebSocket base; the server here is plain ws://
+    client.text_to_speech._ws_base_url = server.url
+    audio = b"".join(client.text_to_speech.convert_realtime(
+        voice_id="alloy", text=iter(["Hello th", "ere. How are", " you?"]),
+        output_format="pcm_24000"))
+    assert len(audio) > 2400 and len(audio) % 2 == 0
+    mp3 = b"".join(client.text_to_speech.convert_realtime(voice_id="alloy", text=iter([S1])))
+    assert mp3[:3] == b"ID3" or mp3[0] == 0xFF  # the SDK's default: mp3_44100_128
+    from elevenlabs.core.api_error import ApiError
+    with pytest.raises(ApiError) as exc:  # the error message (or the close reason) surfaces
+        b"".join(client.text_to_speech.convert_realtime(voice_id="nobody", text=iter([S1])))
+    assert exc.value.status_code == 1008 and "nobody" in str(exc.value.body)
+
+
+def test_stream_input_equals_http_with_alignment(server, tts, monkeypatch):
+    monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # each sentence alone: the very same bytes
+
+    async def go():
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps({"text": " ", "seed": 7,
+                                      "generation_config": {"chunk_length_schedule": [50]}}))
+            for p in ["Hello th", "ere. How are", " you today?"]:
+                await ws.send(json.dumps({"text": p, "try_trigger_generation": True}))
+            await ws.send(json.dumps({"text": ""}))
+            msgs = await collect(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return msgs, ws.close_code
+
+    msgs, code = asyncio.run(go())
+    assert code == 1000
+    assert msgs[-1] == {"isFinal": True}
+    assert all(m["isFinal"] is None for m in msgs[:-1])
+    assert audio_of(msgs) == http_pcm(server, S1) + http_pcm(server, S2)
+    check_alignment(msgs, [S1, S2])
+    assert rows_free(tts)
+
+
+@pytest.mark.parametrize("fmt", ["pcm_16000", "mp3_44100_128"])
+def test_output_formats(server, fmt):
+    async def go():
+        async with connect(url(server, output_format=fmt)) as ws:
+            await ws.send(json.dumps({"text": " ", "seed": 7}))
+            await ws.send(json.dumps({"text": S1 + " ", "flush": True}))
+            await ws.send(json.dumps({"text": ""}))
+            return await collect(ws)
+
+    data = audio_of(asyncio.run(go()))
+    ref = http_pcm(server, S1)
+    if fmt.startswith("pcm"):
+        assert abs(len(data) / len(ref) - 16000 / 24000) < 0.01
+    else:
+        assert data[:3] == b"ID3" or data[0] == 0xFF
+
+
+def test_multi_context_interleaved_and_close(server, tts):
+    async def go():
+        async with connect(url(server, multi=True)) as ws:
+            await ws.send(json.dumps({"text": " ", "context_id": "a", "seed": 7}))
+            await ws.send(json.dumps({"text": " ", "context_id": "b"}))
+            await ws.send(json.dumps({"text": "Hello th", "context_id": "a"}))
+            await ws.send(json.dumps({"text": "How are ", "context_id": "b"}))
+            await ws.send(json.dumps({"text": "ere. ", "context_id": "a", "flush": True}))
+            await ws.send(json.dumps({"text": "you today? ", "context_id": "b"}))
+            await ws.send(json.dumps({"text": "", "context_id": "b", "flush": True}))
+            for c in "ab":  # flushed, then closed: still spoken, then isFinal
+                await ws.send(json.dumps({"context_id": c, "close_context": True}))
+            got: dict[str, list] = {"a": [], "b": []}
+            finals = set()
+            while finals != {"a", "b"}:
+                m = await recv_json(ws)
+                assert "error" not in m, m
+                got[m["contextId"]].append(m)
+                if m.get("isFinal"):
+                    finals.add(m["contextId"])
+            await ws.send(json.dumps({"close_socket": True}))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return got, ws.close_code
+
+    got, code = asyncio.run(go())
+    assert code == 1000
+    for cid, text in (("a", S1), ("b", S2)):
+        assert got[cid][-1] == {"isFinal": True, "contextId": cid}
+        # the two contexts ran side by side: a batch changes the last bits of float sums
+        assert cosine(pcm_of(audio_of(got[cid])), pcm_of(http_pcm(server, text))) > 0.9999
+        check_alignment(got[cid], [text])
+    assert rows_free(tts)
+
+
+def test_close_context_cancels_and_frees_rows(server, tts):
+    long = " ".join(f"This is sentence number {i} of a long answer." for i in range(12))
+
+    async def go():
+        async with connect(url(server, multi=True)) as ws:
+            await ws.send(json.dumps({"text": " ", "context_id": "x", "seed": 7}))
+            await ws.send(json.dumps({"text": long + " ", "context_id": "x"}))  # not flushed
+            first = await recv_json(ws)
+            assert first["contextId"] == "x" and first["audio"]
+            await ws.send(json.dumps({"context_id": "x", "close_context": True}))
+            while not (m := await recv_json(ws)).get("isFinal"):
+                assert m["contextId"] == "x"
+            assert m == {"isFinal": True, "contextId": "x"}
+            assert await asyncio.to_thread(rows_free, tts)
+            # the connection goes on: a new context, and "immediate" on a flushed one
+            await ws.send(json.dumps({"text": long + " ", "context_id": "y", "flush": True}))
+            await recv_json(ws)
+            await ws.send(json.dumps({"context_id": "y", "close_context": True,
+                                      "immediate": True}))
+            while not (m := await recv_json(ws)).get("isFinal"):
+                pass
+            assert await asyncio.to_thread(rows_free, tts)
+            # text after close, and an unknown context, get errors
+            await ws.send(json.dumps({"context_id": "nope", "close_context": True}))
+            err = await recv_json(ws)
+            assert err["error"] == "context_not_found" and err["contextId"] == "nope"
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("ended", [False, True])
+def test_client_that_vanishes_frees_rows(server, tts, ended):
+    """ended: the input was over (the server only sends) when the client left."""
+    long = " ".join(f"Here is sentence {i} of a story." for i in range(12))
+
+    async def go():
+        ws = await connect(url(server))
+        await ws.send(json.dumps({"text": " "}))
+        await ws.send(json.dumps({"text": long + " ", "flush": True}))
+        if ended:
+            await ws.send(json.dumps({"text": ""}))
+        await recv_json(ws)
+        ws.transport.abort()  # no close handshake
+
+    asyncio.run(go())
+    assert rows_free(tts)
+
+
+def test_bad_messages_get_errors(server):
+    async def go():
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps({"text": " "}))
+            await ws.send("{not json")
+            e1 = await recv_json(ws)
+            await ws.send(b"\x00\x01")
+            e2 = await recv_json(ws)
+            await ws.send(json.dumps({"flush": False}))
+            e3 = await recv_json(ws)
+            await ws.send(json.dumps({"text": S1, "flush": True}))  # still usable
+            await ws.send(json.dumps({"text": ""}))
+            await ws.send(json.dumps({"text": "Too late. "}))
+            msgs = await collect(ws)
+            return e1, e2, e3, msgs
+
+    e1, e2, e3, msgs = asyncio.run(go())
+    late = [m for m in msgs if "error" in m]
+    assert [m["error"] for m in late] == ["context_closed"]
+    msgs = [m for m in msgs if "error" not in m]
+    assert msgs[-1] == {"isFinal": True}
+    for e in (e1, e2, e3):
+        assert e["error"] == "invalid_input_message" and e["message"]
+    assert audio_of(msgs)
+
+    async def refused(**kw):
+        async with connect(url(server, **kw)) as ws:
+            try:  # a bad output_format is refused before the first message
+                await ws.send(json.dumps({"text": " "}))
+            except ConnectionClosed:
+                pass
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    err, code = asyncio.run(refused(voice="nobody"))
+    assert code == 1008 and "nobody" in err["message"] and err["code"] == 1008
+    err, code = asyncio.run(refused(output_format="ulaw_8000"))
+    assert code == 1008 and err["error"] == "invalid_output_format"
+    assert "pcm_16000" in err["message"] and "mp3_44100_128" in err["message"]
+
+
+def test_api_key(ckpt, tts, tmp_path):
+    s = Server(create_app(tts, voices_dir=tmp_path, default_voice=str(ckpt / "voice.wav"),
+                          api_key="sekrit"))
+
+    async def one(headers=None, first=None):
+        async with connect(url(s), additional_headers=headers or {}) as ws:
+            await ws.send(json.dumps({"text": " ", **(first or {})}))
+            await ws.send(json.dumps({"text": "Hi. "}))
+            await ws.send(json.dumps({"text": ""}))
+            try:
+                return await collect(ws), ws
+            except ConnectionClosed:
+                return None, ws
+
+    try:
+        msgs, ws = asyncio.run(one())
+        assert ws.close_code == 1008
+        msgs, ws = asyncio.run(one(first={"xi_api_key": "wrong"}))
+        assert ws.close_code == 1008
+        for headers, first in (({"xi-api-key": "sekrit"}, None),
+                               ({"Authorization": "Bearer sekrit"}, None),
+                               (None, {"xi_api_key": "sekrit"}),
+                               (None, {"xi-api-key": "sekrit"})):
+            msgs, ws = asyncio.run(one(headers, first))
+            assert msgs and msgs[-1] == {"isFinal": True} and audio_of(msgs)
+        sdk = pytest.importorskip("elevenlabs.client")
+        client = sdk.ElevenLabs(api_key="sekrit", base_url=s.url)
+        client.text_to_speech._ws_base_url = s.url
+        audio = b"".join(client.text_to_speech.convert_realtime(
+            voice_id="alloy", text=iter(["Hi."]), output_format="pcm_24000"))
+        assert audio
+    finally:
+        s.stop()
