@@ -82,6 +82,20 @@ def check_model(path: str, device: str, rows: list) -> None:
         b2 = gpu.synthesize(text, seed=11, **fixed).samples
         emit(rows, model=path, check="seeded_cpu_vs_device", text=i, cosine=cosine(a2, b2),
              note="sampling noise is drawn on the CPU generator only if the family does so")
+    # word timestamps (the attention read beside the step): the same audio with or without
+    # them on the device, and the device's words against the CPU's
+    for layout in ([{}] if fam == "pocket-tts" else
+                   [{"non_streaming_mode": True}, {"non_streaming_mode": False}]):
+        plain = gpu.synthesize(TEXTS[0], seed=7, **no_noise, **layout)
+        timed = gpu.synthesize(TEXTS[0], seed=7, word_timestamps=True, **no_noise, **layout)
+        ref = cpu.synthesize(TEXTS[0], seed=7, word_timestamps=True, **no_noise, **layout)
+        same_words = [w.word for w in timed.words] == [w.word for w in ref.words]
+        emit(rows, model=path, check="word_timestamps", layout=layout,
+             audio_unchanged=bool(np.array_equal(plain.samples, timed.samples)),
+             words=len(timed.words), same_words_as_cpu=same_words,
+             max_abs_time_diff_s=max((abs(a.start - b.start) + abs(a.end - b.end)
+                                      for a, b in zip(timed.words, ref.words)), default=None)
+             if same_words else None)
     cpu.close()
 
     x1 = gpu.synthesize(TEXTS[0], seed=3, **fixed)
