@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 from tests.server.test_server import (  # noqa: E402,F401 (fixtures reused)
     Server, ckpt, cosine, pcm_of, server, speech, tts, voices_dir)
+from tests.server.test_stream import rows_free  # noqa: E402
 from vocalis.server import create_app, elevenlabs  # noqa: E402
 
 S1 = "Hello there."
@@ -40,16 +40,6 @@ def http_pcm(server, text: str) -> bytes:
     st, _, data = speech(server, input=text)
     assert st == 200
     return data
-
-
-def rows_free(tts, timeout=20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        st = tts.engine_status()
-        if st["active_rows"] == 0 and st["queued"] == 0:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 async def recv_json(ws, timeout=60) -> dict:

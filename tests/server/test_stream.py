@@ -65,6 +65,25 @@ def rows_free(tts, timeout=20.0) -> bool:
     return False
 
 
+async def _sentences_until_done(ws) -> tuple[list[dict], dict[int, bytearray]]:
+    """Events and each sentence's audio until session.done."""
+    events: list[dict] = []
+    per: dict[int, bytearray] = {}
+    current = None
+    while True:
+        msg = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(msg, bytes):
+            per[current].extend(msg)
+            continue
+        ev = json.loads(msg)
+        events.append(ev)
+        if ev["type"] == "audio.start":
+            current = ev["sentence_index"]
+            per[current] = bytearray()
+        if ev["type"] == "session.done":
+            return events, per
+
+
 @pytest.mark.parametrize("ahead", [1, 2])
 def test_sentences_stream_as_they_complete_and_equal_http(server, tts, monkeypatch, ahead):
     """ahead 1: each sentence runs alone, as the HTTP request does: the very same bytes.
@@ -78,22 +97,8 @@ def test_sentences_stream_as_they_complete_and_equal_http(server, tts, monkeypat
             await ws.send(json.dumps(CONFIG))
             for p in PIECES:
                 await ws.send(json.dumps({"type": "input.text", "text": p}))
-            events: list[dict] = []
-            per: dict[int, bytearray] = {}
-            current = None
             await ws.send(json.dumps({"type": "input.done"}))
-            while True:
-                msg = await asyncio.wait_for(ws.recv(), 60)
-                if isinstance(msg, bytes):
-                    per[current].extend(msg)
-                    continue
-                ev = json.loads(msg)
-                events.append(ev)
-                if ev["type"] == "audio.start":
-                    current = ev["sentence_index"]
-                    per[current] = bytearray()
-                if ev["type"] == "session.done":
-                    return events, per
+            return await _sentences_until_done(ws)
 
     events, per = run(go())
     starts = [e for e in events if e["type"] == "audio.start"]
@@ -681,25 +686,6 @@ def test_seed_minus_one_is_refused_alike_on_http_and_the_websocket(server):
                                         {"model": "tts-1", "input": "Hi.", "voice": "alloy",
                                          "response_format": "pcm"})
     assert status == 200 and int(headers["x-vocalis-seed"]) >= 0
-
-
-async def _sentences_until_done(ws) -> tuple[list[dict], dict[int, bytearray]]:
-    """Events and each sentence's audio until session.done."""
-    events: list[dict] = []
-    per: dict[int, bytearray] = {}
-    current = None
-    while True:
-        msg = await asyncio.wait_for(ws.recv(), 60)
-        if isinstance(msg, bytes):
-            per[current].extend(msg)
-            continue
-        ev = json.loads(msg)
-        events.append(ev)
-        if ev["type"] == "audio.start":
-            current = ev["sentence_index"]
-            per[current] = bytearray()
-        if ev["type"] == "session.done":
-            return events, per
 
 
 def test_a_sentence_is_generated_before_its_end_is_sure_and_sent_once_it_is(server, tts,
