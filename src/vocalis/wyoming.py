@@ -382,6 +382,9 @@ class _Stream:
         self.pending: asyncio.Queue = asyncio.Queue()
         self.forwarder: asyncio.Task | None = None
         self.requests: list = []  # every engine request of the stream (to cancel on exit)
+        # (sentence, request): a rest that may end a sentence, generated before the next
+        # chunk tells (SentenceBuffer.tentative); sent when confirmed, else cancelled
+        self.guess: tuple | None = None
 
     def cancel(self) -> None:
         if self.forwarder is not None and not self.forwarder.done():
@@ -479,8 +482,8 @@ class Handler(AsyncEventHandler):
                 return
             try:
                 text = st.check_text(_parse(SynthesizeChunk, event).text)
-                sentences = [s.text for s in stream.text.feed(text)]
-                await self._speak_stream(sentences, stream)
+                await self._speak_stream(stream.text.feed(text), stream)
+                await self._guess(stream)
             except WyomingError:
                 stream.failed = True
                 stream.cancel()
@@ -493,9 +496,8 @@ class Handler(AsyncEventHandler):
                                    "first", "no-stream")
             if stream.failed:
                 return
-            sentences = [s.text for s in stream.text.flush()]
             try:
-                await self._speak_stream(sentences, stream)
+                await self._speak_stream(stream.text.flush(), stream)
                 stream.pending.put_nowait(None)
                 if stream.forwarder is not None:
                     await stream.forwarder
@@ -509,17 +511,38 @@ class Handler(AsyncEventHandler):
             await self.write_event(SynthesizeStopped().event())
         # other event types are not for a TTS server: ignored, as other Wyoming servers do
 
-    async def _speak_stream(self, sentences: list[str], stream: _Stream) -> None:
+    async def _speak_stream(self, sentences: list, stream: _Stream) -> None:
         """Submit each complete sentence at once (the engine generates it beside the ones
         still speaking, so the next is ready when the previous ends); the stream's
-        forwarder sends their audio in order."""
-        for sentence in sentences:
-            if any(c.isalnum() for c in sentence):  # else nothing to speak ("...", an emoji)
-                req = await self._submit(sentence, stream.choice)
-                stream.requests.append(req)
-                stream.pending.put_nowait(req)
-                if stream.forwarder is None:
-                    stream.forwarder = asyncio.create_task(self._forward_stream(stream))
+        forwarder sends their audio in order. A guess (:meth:`_guess`) is confirmed by its
+        own sentence coming first (its request then takes that sentence's place) or
+        cancelled."""
+        guess, stream.guess = stream.guess, None
+        for i, sentence in enumerate(sentences):
+            if guess is not None and i == 0 and sentence == guess[0]:
+                self._send_in_turn(guess[1], stream)
+                guess = None
+            elif any(c.isalnum() for c in sentence.text):  # else nothing to speak ("...")
+                self._send_in_turn(await self._submit(sentence.text, stream.choice), stream,
+                                   new=True)
+        if guess is not None:  # the text went on otherwise ("etc. and"): never sent
+            guess[1].cancel()
+
+    def _send_in_turn(self, req, stream: _Stream, new: bool = False) -> None:
+        if new:
+            stream.requests.append(req)
+        stream.pending.put_nowait(req)
+        if stream.forwarder is None:
+            stream.forwarder = asyncio.create_task(self._forward_stream(stream))
+
+    async def _guess(self, stream: _Stream) -> None:
+        """Generate the text that stops at ``.``/``!``/``?`` as a sentence now, before the
+        next chunk confirms its end (its first audio then does not wait for that chunk)."""
+        s = stream.text.tentative()
+        if s is not None and any(c.isalnum() for c in s.text):
+            req = await self._submit(s.text, stream.choice)
+            stream.requests.append(req)
+            stream.guess = (s, req)
 
     async def _forward_stream(self, stream: _Stream) -> None:
         """Send the audio of the stream's requests in order. A failure is sent as an error

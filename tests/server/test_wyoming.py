@@ -196,6 +196,35 @@ def test_streamed_text_is_spoken_sentence_by_sentence(pocket):
     close(pcm, ref)
 
 
+@pytest.mark.parametrize("chunks, sentences", [
+    (["Hello there.", " How are you?"], ["Hello there.", "How are you?"]),
+    (["I like apples etc.", " and pears. Good", "bye."], ["I like apples etc. and pears.",
+                                                         "Goodbye."]),
+])
+def test_a_chunk_that_may_end_a_sentence_is_generated_early_and_sent_if_it_does(
+        pocket, chunks, sentences):
+    """A chunk that stops at a full stop is generated at once as a guess; the next chunk
+    confirms it (its audio is sent) or not (never sent, the sentence is spoken whole)."""
+    tts, port, voice = pocket
+
+    async def go():
+        async with AsyncTcpClient("127.0.0.1", port) as c:
+            await c.write_event(SynthesizeStart().event())
+            for text in chunks:
+                await c.write_event(SynthesizeChunk(text).event())
+            await c.write_event(SynthesizeStop().event())
+            return await read_audio(c)
+
+    types, pcm = asyncio.run(go())
+    assert types[0] == "audio-start" and types[-1] == "audio-stop"
+    ref = np.concatenate([api(tts, s, voice, max_frames=FRAMES) for s in sentences])
+    close(pcm, ref)
+    deadline = time.monotonic() + 20  # a dropped guess's row is freed
+    while tts.engine_status()["active_rows"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert tts.engine_status()["active_rows"] == 0
+
+
 def test_stream_sentences_generate_side_by_side_and_leaving_cancels_them(pocket, loop, tmp_path):
     """Sentences of one stream are submitted as soon as they are complete, so the engine
     generates them together (no gap while the next one starts); their audio still leaves
