@@ -10,7 +10,9 @@ Usage::
 Per connection it reports: the first audio after the first text (ms) and, in ``sentence``
 mode, after the first sentence's end (the text that completes it); underruns (audio that
 came after the audio before it had finished playing, counted from the first audio on:
-0 means the listener never heard a gap); and with ``--cancel-after S``, the time from
+0 means the listener never heard a gap), their total length, and the underruns of a player
+that keeps a playout buffer of ``--buffer-ms`` (100 ms by default: it starts that long
+after the first audio); and with ``--cancel-after S``, the time from
 ``input.cancel`` (sent S seconds after the first audio) to its ``session.done``.
 """
 
@@ -39,7 +41,8 @@ async def agent(args, index: int) -> dict:
     words = [w + " " for w in REPLY.split(" ")]
     rate_hz = None
     out = {"first_audio_ms": None, "after_sentence_ms": None, "underruns": 0,
-           "cancel_ms": None, "audio_s": 0.0}
+           "underruns_buffered": 0, "gap_ms": 0.0, "cancel_ms": None, "audio_s": 0.0}
+    buffered_end = None  # the same playback started args.buffer_ms after the first audio
     async with connect(args.url, max_size=None) as ws:
         await ws.send(json.dumps(config))
         t0 = time.perf_counter()
@@ -68,8 +71,14 @@ async def agent(args, index: int) -> dict:
                         out["after_sentence_ms"] = (now - sentence_end_t) * 1000
                 if play_end is not None and now > play_end:
                     out["underruns"] += 1
+                    out["gap_ms"] += (now - play_end) * 1000
                     play_end = now
                 play_end = (now if play_end is None else play_end) + n / (rate_hz or 24000)
+                if buffered_end is not None and now > buffered_end:
+                    out["underruns_buffered"] += 1
+                    buffered_end = now
+                buffered_end = (now + args.buffer_ms / 1000 if buffered_end is None
+                                else buffered_end) + n / (rate_hz or 24000)
                 out["audio_s"] += n / (rate_hz or 24000)
                 if args.cancel_after and cancel_sent is None and \
                         now - t0 - out["first_audio_ms"] / 1000 >= args.cancel_after:
@@ -103,6 +112,9 @@ def main() -> None:
     ap.add_argument("--granularity", default="sentence", choices=("sentence", "token", "none"))
     ap.add_argument("--voice", default=None)
     ap.add_argument("--cancel-after", type=float, default=None, metavar="S")
+    ap.add_argument("--buffer-ms", type=float, default=100.0, metavar="MS",
+                    help="also count underruns of a player that starts MS after the first "
+                         "audio (a playout buffer, as WebRTC and browser players keep)")
     ap.add_argument("--max-frames", type=int, default=None, metavar="N",
                     help="the model's max_frames option: N frames per sentence (random weights)")
     args = ap.parse_args()
@@ -114,7 +126,9 @@ def main() -> None:
           f"median {statistics.median(first):.0f} ms after the first text"
           + (f", {statistics.median([r['after_sentence_ms'] for r in rows if r['after_sentence_ms'] is not None]):.0f} ms after the first sentence's end"
              if any(r["after_sentence_ms"] is not None for r in rows) else "")
-          + f"; underruns {[r['underruns'] for r in rows]}"
+          + f"; underruns {[r['underruns'] for r in rows]} (gaps "
+            f"{[round(r['gap_ms']) for r in rows]} ms), with a {args.buffer_ms:g} ms playout "
+            f"buffer {[r['underruns_buffered'] for r in rows]}"
           + (f"; cancel to session.done {[round(r['cancel_ms']) for r in rows if r['cancel_ms']]} ms"
              if args.cancel_after else ""))
 
