@@ -771,3 +771,37 @@ def test_a_guess_is_dropped_by_cancel_and_by_session_close(server, tts):
     assert done["cancelled"] is True and done["total_sentences"] == 0
     assert rest == []  # the unflushed "Good night." is dropped with session.close, unsent
     assert rows_free(tts)
+
+
+def test_a_silent_or_idle_connection_is_closed_with_an_error_first(server, tts, monkeypatch):
+    monkeypatch.setattr(stream, "CONFIG_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(stream, "IDLE_TIMEOUT_S", 1.0)
+
+    async def silent():
+        async with connect(ws_url(server)) as ws:
+            ev = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+            return ev, ws.close_code
+
+    async def idle():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            # an utterance spoken in full first: a connection speaking is never idle
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there, how are "
+                                      "you today? I am fine, thank you."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            done = await recv_until(ws, "session.done", [], [])
+            ev = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+            return done, ev, ws.close_code
+
+    ev, code = run(silent())
+    assert ev["type"] == "error" and ev["code"] == "config_timeout" and code == 1008
+    done, ev, code = run(idle())
+    assert done["cancelled"] is False and done["total_sentences"] == 2
+    assert ev["type"] == "error" and ev["code"] == "idle_timeout" and code == 1000
+    assert rows_free(tts)
+    status, _, data = server.request("GET", "/metrics")
+    assert status == 200 and 'vocalis_websockets_open{protocol="vllm-omni"} 0.0' in data.decode()

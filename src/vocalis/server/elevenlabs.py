@@ -598,6 +598,8 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
             503, "the server is shutting down; retry on another instance", code="unavailable"))
         return
     await ws.accept()
+    gauge = state.metrics.websockets.labels("elevenlabs")
+    gauge.inc()
     try:
         try:
             conn = Connection(ws, state, voice_id, multi, _query(ws.scope),
@@ -611,6 +613,7 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
     except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
         pass
     finally:
+        gauge.dec()
         if ws.application_state == WebSocketState.CONNECTED \
                 and ws.client_state == WebSocketState.CONNECTED:
             try:

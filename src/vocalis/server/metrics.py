@@ -11,6 +11,8 @@
 ``vocalis_ttfa_seconds``               histogram  submission -> first audio
 ``vocalis_rtf``                        histogram  wall / audio seconds per finished request
 ``vocalis_audio_seconds_total``        counter    audio generated and sent
+``vocalis_websockets_open``            gauge      open WebSocket connections by ``protocol``
+                                                  (``vllm-omni``, ``elevenlabs``)
 =====================================  =========  ============================================
 """
 
@@ -70,6 +72,10 @@ class Metrics:
                              "requests.", buckets=RTF_BUCKETS, registry=r)
         self.audio_seconds = Counter("vocalis_audio_seconds", "Seconds of audio generated.",
                                      registry=r)
+        self.websockets = Gauge("vocalis_websockets_open", "Open WebSocket connections by "
+                                "protocol.", ["protocol"], registry=r)
+        for protocol in ("vllm-omni", "elevenlabs"):
+            self.websockets.labels(protocol)
         r.register(_EngineCollector(engine_status))
 
     def render(self) -> bytes:

@@ -64,6 +64,11 @@ their rows freed, text not yet spoken is dropped; then each utterance stopped ge
 ``session.done`` with ``cancelled: true``; the rows are free by then. A closed socket does
 the same without the messages.
 
+Timeouts: the ``session.config`` must come within ``CONFIG_TIMEOUT_S`` of connecting
+(else an ``error`` ``config_timeout`` and close 1008); a connection with no message for
+``IDLE_TIMEOUT_S`` and nothing being generated or sent gets an ``error`` ``idle_timeout``
+and is closed (1000).
+
 Limits (per connection): a message over ``MAX_MESSAGE_BYTES`` (``session.config``: larger,
 as reference audio may ride in it) gets an ``error`` and the connection is closed (code
 1009); text not yet given to the engine is at most ``MAX_PENDING_CHARS`` characters (more
@@ -118,6 +123,8 @@ MAX_PENDING_CHARS = 32 * 1024        # text received and not yet given to the en
 MAX_OPEN_UTTERANCES = 8              # utterances flushed and not yet finished
 CLOSE_TOO_BIG = 1009
 CLOSE_POLICY = 1008
+CONFIG_TIMEOUT_S = 30.0              # the first message (session.config) comes within this
+IDLE_TIMEOUT_S = 300.0               # no message and nothing to speak for this long: closed
 
 _MESSAGES = {"input.text": InputText, "input.done": InputDone, "session.close": SessionClose,
              "input.cancel": InputCancel}
@@ -235,7 +242,12 @@ class StreamConnection:
                       asyncio.create_task(self._speaker(), name="vocalis-ws-speak")]
         try:
             while True:
-                message = await self.ws.receive()
+                try:
+                    message = await self._receive()
+                except StreamError as e:  # timed out
+                    await self.send_error(e)
+                    await self.ws.close(e.close)
+                    return
                 if message["type"] == "websocket.disconnect":
                     return
                 try:
@@ -266,6 +278,27 @@ class StreamConnection:
                 t.cancel()
             await asyncio.gather(*self.tasks, return_exceptions=True)
             self._release_all()
+
+    async def _receive(self) -> dict:
+        """The next message. Raises StreamError when no ``session.config`` came within
+        ``CONFIG_TIMEOUT_S``, or no message within ``IDLE_TIMEOUT_S`` while nothing is being
+        generated or sent (a connection speaking its audio is never idle)."""
+        while True:
+            limit = CONFIG_TIMEOUT_S if self.config is None else IDLE_TIMEOUT_S
+            try:
+                return await asyncio.wait_for(self.ws.receive(), limit)
+            except asyncio.TimeoutError:
+                if self.config is None:
+                    raise StreamError(f"no session.config within {CONFIG_TIMEOUT_S:g} s of "
+                                      "connecting: send it first; closing", "config_timeout",
+                                      param="type", close=CLOSE_POLICY) from None
+                if self.items:
+                    continue
+                dropped = " (its unflushed text is dropped)" if self.utt and self.utt.started \
+                    else ""
+                raise StreamError(f"no message for {IDLE_TIMEOUT_S:g} s and nothing to speak: "
+                                  f"closing the idle connection{dropped}; reconnect to go on",
+                                  "idle_timeout", close=1000) from None
 
     async def _handle(self, message: dict) -> bool:
         """One client message; True when the connection should close (session.close)."""
@@ -727,6 +760,7 @@ class StreamConnection:
                             utt.heard_end = s.end
                             samples += piece.samples
                             utt.samples += piece.samples
+                            self.state.metrics.audio_seconds.inc(piece.samples / cfg.rate)
                         words.keep(piece.words)
                         await words.send()
                     elif piece.kind == "done":
@@ -747,6 +781,7 @@ class StreamConnection:
                     await self.send_bytes(data)
                     total_bytes, samples = len(data), made
                     utt.samples += made
+                    self.state.metrics.audio_seconds.inc(made / cfg.rate)
                     utt.heard_end = s.end
                 if not failed and (cfg.msg.stream_audio or not cancelled):
                     await words.send()
@@ -837,9 +872,12 @@ async def serve(ws: WebSocket, state) -> None:
         return
     await ws.accept()
     conn = StreamConnection(ws, state)
+    gauge = state.metrics.websockets.labels("vllm-omni")
+    gauge.inc()
     try:
         await conn.run()
     finally:
+        gauge.dec()
         if ws.application_state == WebSocketState.CONNECTED \
                 and ws.client_state == WebSocketState.CONNECTED:
             try:
