@@ -40,11 +40,16 @@ Choices, decided in this order:
     threads as a pipeline (``on``) or both on the decoder thread (``off``: one thread
     fewer beside the FlowLM, less oversubscription on few cores). Score: the wall time of
     a few frames of one row with the chosen thread split, FlowLM beside the codec.
-``codec_dtype`` (``float32`` | ``bfloat16``), opt-in only (never measured, never cached)
+``codec_dtype`` (``float32`` | ``bfloat16``), measured for quantized models only
     The Mimi SEANet decoder (the codec's second stage, most of its cost) in bfloat16:
-    faster at many rows on CPUs with AVX512-BF16 or AMX, slower at one row (figures in
-    docs/performance.md), and no longer float32-exact: the audio
-    differs from float32 by bfloat16 rounding (tests require waveform cosine > 0.999).
+    faster on CPUs with AVX512-BF16 or AMX (figures in docs/performance.md), and no
+    longer float32-exact: the audio differs from float32 by bfloat16 rounding (tests
+    require waveform cosine >= 0.999 on every text of their corpus, equal length). A
+    quantized model (``--quantize``: its audio already differs from float32) measures it
+    like the others (score: the second codec stage of 1 and of B rows on the codec's
+    threads) and caches the choice; a float32 model keeps float32 unless forced, so that
+    the default path stays faithful. While measuring, the float32 weights are kept and put
+    back exactly when float32 wins.
 
 Packed, default and our linears compute the same products, and both ELUs the same function
 (they agree to float rounding), so no measured choice changes what is said, only how fast.
@@ -77,9 +82,9 @@ from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 7  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 8  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
-# 6: codec_elu; 7: flow_linears=vocalis
+# 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -193,6 +198,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": F32Linear}),
                "codec_linears": LinearKernels(model.mimi)}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
+    fp32_decoder: dict = {}  # the SEANet decoder's float32 weights while it runs bfloat16
 
     def apply(name: str, value: str) -> None:
         if name in ("threads", "codec_pipeline"):
@@ -201,9 +207,14 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         if name == "codec_elu":
             set_decoder_elu(model.mimi.decoder, value)
             return
-        if name == "codec_dtype":  # decided once (forced or default), after the others
-            if value == "bfloat16":
-                model.mimi.decoder.to(torch.bfloat16)
+        if name == "codec_dtype":  # last: the others are measured in float32
+            dec = model.mimi.decoder
+            if value == "bfloat16" and "weights" not in fp32_decoder:
+                fp32_decoder["weights"] = {k: v.clone() for k, v in dec.state_dict().items()}
+                dec.to(torch.bfloat16)
+            elif value == "float32" and "weights" in fp32_decoder:  # exactly as it was
+                dec.to(torch.float32)
+                dec.load_state_dict(fp32_decoder.pop("weights"))
             return
         linears[name].use(value)
 
@@ -219,6 +230,10 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                     + tuning_mod.timed_ms(p.prompt_fn(PROMPT_TOKENS), total))
         if name == "codec_linears":
             return sum(tuning_mod.timed_ms(p.decode_fn(list(range(n))), c0) for n in sizes)
+        if name == "codec_dtype":  # a scratch batch whose codec states take the dtype
+            q = _Probe(model, p.rows)
+            return sum(tuning_mod.timed_ms(q.head_tail_fns(list(range(n)))[1], c0)
+                       for n in sizes)
         if name == "codec_elu":
             return sum(tuning_mod.timed_ms(p.head_tail_fns(list(range(n)))[1], c0)
                        for n in sizes)
@@ -246,8 +261,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
+    quantized = bool(getattr(model, "quantized", False))
     measurable = (("flow_linears", "codec_linears", "codec_elu", "threads", "codec_pipeline")
-                  if cpu and not exact else ())
+                  + (("codec_dtype",) if quantized else ()) if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
     if exact:
         notes.update(flow_linears="an exact model keeps the default kernels",
