@@ -1,15 +1,16 @@
 """Word timestamps: when each word of a request's text is spoken in its audio.
 
-A model family that can align (``EngineFamily.aligns``) gives, for every frame of a request
-that asked for timestamps, the attention of that frame's step over the text tokens of its
-text chunk (``AudioChunk.scores``: float32 ``[tokens of the chunk]``, summing to 1 over the
-heads the family uses). This module turns those scores and the decoded audio into words
+A model family that can align (its ``LoadedModel.word_decoder()`` is not None) gives, for
+every frame of a request that asked for timestamps, the attention of that frame's step over
+the text tokens of its text chunk (``RowOut.scores``, carried to ``AudioChunk.scores``:
+float32 ``[tokens of the chunk]``, summing to 1 over the heads the family uses). This module turns those scores and the decoded audio into words
 with start and end times, as the audio is produced:
 
 * the chunk's words come from its tokens: token ``i`` belongs to word ``w`` when the
   decoded prefix ``ids[:i + 1]`` holds ``w + 1`` whitespace-separated words, so a word's
   tokens (and its punctuation) are grouped whatever the tokenizer (SentencePiece or
-  byte-level BPE); words without a letter or digit are dropped;
+  byte-level BPE; read from a window of the 8 tokens before each, so in linear time);
+  words without a letter or digit are dropped;
 * a frame's word scores are its token scores summed per word;
 * the spoken word advances monotonically: from the current word to the next one when a
   later word draws more attention than the current one (at most one word per frame;
@@ -45,6 +46,7 @@ VOICED_RMS = 1e-3
 WINDOW_S = 0.010
 
 _WORD = re.compile(r"\S+")
+_WINDOW_TOKENS = 8  # tokens before a token that tell whether it starts a word
 
 
 def _speakable(word: str) -> bool:
@@ -84,10 +86,21 @@ def token_words(ids: Sequence[int], decode: Callable[[list[int]], str]) -> tuple
         ``(words, owner)``: the chunk's speakable words (as decoded) and, per token, the
         index of its word in ``words`` (-1 for tokens of no speakable word).
     """
+    # Whether token i starts a word is read from a window of the tokens before it (the
+    # same window decoded with and without it: one more whitespace-separated piece), so the
+    # cost is linear in the chunk's length; a word longer than the window still counts once.
+    ids = list(ids)
     owner_raw: list[int] = []
+    count = 0
     for i in range(len(ids)):
-        owner_raw.append(len(_WORD.findall(decode(list(ids[:i + 1])))) - 1)
-    raw = _WORD.findall(decode(list(ids)))
+        if i == 0:
+            count = len(_WORD.findall(decode(ids[:1])))
+        else:
+            s = max(0, i - _WINDOW_TOKENS)
+            before = len(_WORD.findall(decode(ids[s:i])))
+            count += max(0, len(_WORD.findall(decode(ids[s:i + 1]))) - before)
+        owner_raw.append(count - 1)
+    raw = _WORD.findall(decode(ids))
     keep: dict[int, int] = {}
     words: list[str] = []
     for j, w in enumerate(raw):

@@ -213,3 +213,35 @@ def test_the_chosen_heads_exist_in_their_configs():
         for layer, heads in registry.timestamp_heads(name).items():
             assert 0 <= layer < t.num_layers and all(0 <= h < t.num_heads for h in heads)
     assert registry.timestamp_heads("/some/folder/config.yaml") is None
+
+
+def test_words_of_real_tokenizers_match_their_decoded_text(checkpoints, tmp_path):
+    """token_words with the families' own tokenizers (SentencePiece, byte-level BPE): the
+    words are the decoded text's, and each word's tokens decode to that word; checked
+    against the prefix rule (the word count of the decoded prefix up to each token)."""
+    import re
+
+    from vocalis.models.qwen3.random_checkpoint import write_random_checkpoint
+    from vocalis.models.qwen3.text import Qwen3TextTokenizer
+
+    sp = load_2m(checkpoints, 1, 1)
+    try:
+        pocket_tok = sp.loaded.model.tokenizer
+    finally:
+        sp.close()
+    qdir = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "q", seed=1,
+                                   tiny=True)
+    qwen_tok = Qwen3TextTokenizer.from_dir(qdir)
+    text = ("Well, it's 3.5 km to the station... isn't it? Ja, natürlich: «très bien» "
+            "and a longwordwithoutanyspacesatallthatkeepsgoing, then (done).")
+    for tok in (pocket_tok, qwen_tok):
+        ids = tok.encode(text)
+        words, owner = token_words(ids, tok.decode)
+        pieces = [w for w in re.findall(r"\S+", tok.decode(ids))
+                  if any(c.isalnum() for c in w)]
+        assert words == pieces
+        prefix = [len(re.findall(r"\S+", tok.decode(ids[:i + 1]))) - 1 for i in range(len(ids))]
+        raw = re.findall(r"\S+", tok.decode(ids))
+        keep = {j: k for k, j in enumerate(j for j, w in enumerate(raw)
+                                           if any(c.isalnum() for c in w))}
+        assert owner == [keep.get(p, -1) for p in prefix]
