@@ -67,7 +67,6 @@ from fastapi import WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import Encoder, make_encoder
-from vocalis.options import new_seed
 from vocalis.server import errors, speech
 from vocalis.server.bridge import SpeechJob
 from vocalis.server.errors import APIError
@@ -485,24 +484,11 @@ class Connection:
                     ctx.cond.notify_all()
 
     async def _submit(self, item: _Item) -> SpeechJob:
-        speech.check_input(self.state, item.text, "text")
-        plan = self.plan
-        seed = plan.seed if plan.seed is not None else new_seed()
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, speech.submit_speech, self.state, plan, item.text, seed)
-        try:
-            req = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
-                                  or f.result().cancel())
-            raise
-        self.state.admitted.add(req)
-        if item.cancelled:
-            req.cancel()
+        req = await speech.submit_text(self.state, self.plan, item.text, lambda: item.cancelled)
         encoder = make_encoder(self.fmt, self.out_rate)
         if self.out_rate != self.rate:
             encoder = Resampled(encoder, self.rate, self.out_rate)
-        return SpeechJob(req, encoder, loop).start()
+        return SpeechJob(req, encoder, asyncio.get_running_loop()).start()
 
     # ------------------------------------------------------------------ audio out
 

@@ -9,11 +9,12 @@ submission to the engine and its settling (row freed, outcome counted).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from dataclasses import dataclass
 
 from vocalis.errors import CapacityError, InputError
-from vocalis.options import check_unicode
+from vocalis.options import check_unicode, new_seed
 from vocalis.server.errors import APIError
 from vocalis.server.schemas import SpeechRequest
 
@@ -131,6 +132,29 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int):
         raise APIError(429, str(e), code=e.code) from None
     except InputError as e:  # the option at fault is named by the API's range check
         raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+
+
+async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
+    """:func:`submit_speech` of one text of a streaming connection, off the event loop:
+    the input checked, a new seed unless the plan has one, the request admitted (counted
+    until :func:`settle`) and cancelled at once if ``cancelled()`` says the text was dropped
+    meanwhile. A cancellation of the awaiting task cancels the request once it exists.
+
+    Raises APIError (a text the server refuses, a full queue, the engine's checks)."""
+    check_input(state, text, "text")
+    seed = plan.seed if plan.seed is not None else new_seed()
+    fut = asyncio.get_running_loop().run_in_executor(None, submit_speech, state, plan, text,
+                                                     seed)
+    try:
+        req = await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                              or f.result().cancel())
+        raise
+    state.admitted.add(req)
+    if cancelled():
+        req.cancel()
+    return req
 
 
 def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:

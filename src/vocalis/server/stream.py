@@ -649,24 +649,11 @@ class StreamConnection:
         left) cancels the request once it exists. Raises APIError (queue full, a text the
         model refuses)."""
         cfg = item.utt.config
-        state = self.state
-        text = item.sentence.text
-        speech.check_input(state, text, "text")
-        seed = cfg.plan.seed if cfg.plan.seed is not None else new_seed()
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, speech.submit_speech, state, cfg.plan, text, seed)
-        try:
-            req = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
-                                  or f.result().cancel())
-            raise
-        state.admitted.add(req)
-        if item.cancelled:
-            req.cancel()
+        req = await speech.submit_text(self.state, cfg.plan, item.sentence.text,
+                                       lambda: item.cancelled)
         whole = not cfg.msg.stream_audio
         encoder = make_encoder(cfg.msg.response_format, cfg.rate, whole=whole)
-        return SpeechJob(req, encoder, loop).start()
+        return SpeechJob(req, encoder, asyncio.get_running_loop()).start()
 
     # ------------------------------------------------------------------ audio out
 
