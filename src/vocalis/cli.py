@@ -535,6 +535,15 @@ def generate(
     except OSError as e:
         req.cancel()
         raise InputError(f"cannot write {output}: {e.strerror or e}") from None
+    words_out = None
+    if words_file is not None:  # opened now: a path that cannot take it fails before the audio
+        try:
+            words_out = open(Path(words_file).expanduser(), "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as e:
+            req.cancel()
+            if file is not None:
+                file.close()
+            raise InputError(f"cannot write {words_file}: {e.strerror or e}") from None
     progress = _progress(n_chunks, quiet)
     ttfa_ms: float | None = None
     write_error: OSError | None = None
@@ -596,12 +605,14 @@ def generate(
             finally:
                 tts.close()
     if write_error is not None:
+        if words_out is not None:
+            words_out.close()
         raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
-    if words_file is not None:  # (interrupted: the words that ended by then)
+    if words_out is not None:  # (interrupted: the words that ended by then)
         try:
-            Path(words_file).expanduser().write_text(
-                json.dumps([w.as_dict() for w in words], ensure_ascii=False, indent=1) + "\n",
-                encoding="utf-8")
+            with words_out:
+                words_out.write(json.dumps([w.as_dict() for w in words], ensure_ascii=False,
+                                           indent=1) + "\n")
         except OSError as e:
             raise InputError(f"cannot write {words_file}: {e.strerror or e}") from None
     duration_s = n_samples / tts.sample_rate

@@ -57,11 +57,10 @@ def _speakable(word: str) -> bool:
 class Word:
     """One word of the input and its time in the audio.
 
-    ``word``: the word as the request's text has it (as the model read it where the text
-    was rewritten and the word is not found there); ``start``/``end``: seconds from the start of
-    the request's audio (``start <= end``); ``chunk``: the text chunk it belongs to;
-    ``text_start``/``text_end``: its character range in the request's text, or None when
-    the text was rewritten (normalization) so that it cannot be found there.
+    ``word``: the word as the request's text has it; ``start``/``end``: seconds from the
+    start of the request's audio (``start <= end``; equal for a word the model said nothing
+    of); ``chunk``: the text chunk it belongs to; ``text_start``/``text_end``: its character
+    range in the request's text (see :func:`map_words`).
     """
 
     word: str
@@ -112,30 +111,6 @@ def token_words(ids: Sequence[int], decode: Callable[[list[int]], str]) -> tuple
 
 def _core(word: str) -> str:
     return "".join(ch for ch in word.casefold() if ch.isalnum())
-
-
-def locate(words: Sequence[str], text: str, start: int = 0) -> tuple[list[tuple[int, int] | None], int]:
-    """Find ``words`` in order in ``text`` from character ``start``: per word its
-    ``(start, end)`` there (the whitespace-separated piece whose letters and digits equal
-    the word's), or None. Returns the spans and where the search stopped."""
-    pieces = [(m.start(), m.end(), _core(m.group())) for m in _WORD.finditer(text, start)]
-    out: list[tuple[int, int] | None] = []
-    k = 0
-    pos = start
-    for w in words:
-        c = _core(w)
-        hit = None
-        for j in range(k, min(k + 8, len(pieces))):  # a rewritten word may sit in between
-            if pieces[j][2] == c and c:
-                hit = j
-                break
-        if hit is None:
-            out.append(None)
-            continue
-        out.append((pieces[hit][0], pieces[hit][1]))
-        pos = pieces[hit][1]
-        k = hit + 1
-    return out, pos
 
 
 class _ChunkAligner:
@@ -226,18 +201,46 @@ class _ChunkAligner:
         return out
 
 
+def map_words(spoken: Sequence[str], said: Sequence[str]) -> list[int]:
+    """For each word the model read (``spoken``, in order), the index of the input word
+    (``said``) it belongs to: non-decreasing, so that several read words may make one input
+    word (``e.g.`` read as ``e. g.``, ``$5`` as ``five dollars``) and an input word may have
+    none (characters the model cannot say). Words equal in their letters and digits
+    anchor the mapping (difflib's matching blocks); between anchors the read words are
+    shared among the input words in order, in proportion."""
+    from difflib import SequenceMatcher
+
+    a = [_core(w) for w in spoken]
+    b = [_core(w) for w in said]
+    out = [0] * len(a)
+    i = j = 0
+    for bi, bj, n in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        m, k = bi - i, bj - j  # a gap: m read words, k input words
+        for t in range(m):  # (read words with no input word of their own: the one before)
+            out[i + t] = j + t * k // m if k else max(j - 1, 0)
+        for t in range(n):
+            out[bi + t] = bj + t
+        i, j = bi + n, bj + n
+    return out if b else [-1] * len(a)
+
+
 class WordTimer:
     """Word timestamps of one request, built as its audio events come.
 
     Args:
-        text: the request's text (as submitted: character offsets refer to it).
+        text: the request's text (as submitted: the words and their character offsets are
+            its own).
         chunks: the request's text chunks as ``(chunk text, token ids)``.
         decode: the family's tokenizer ``ids -> text``.
         sample_rate: Hz of the audio events.
         speed: the request's speed (times are divided by it).
 
-    Feed every :class:`~vocalis.engine.types.AudioChunk` to :meth:`push` (it returns the
-    words finished by then) and call :meth:`finish` after the last one.
+    The model's own words (its tokens, grouped) are timed; :func:`map_words` maps them
+    onto the input's words (whitespace-separated pieces holding a letter or digit), so that
+    every input word gets exactly one :class:`Word`, with its offsets: the span of its read
+    words, or a zero-length one where the model said nothing of it. Feed every
+    :class:`~vocalis.engine.types.AudioChunk` to :meth:`push` (it returns the words
+    finished by then) and call :meth:`finish` after the last one.
     """
 
     def __init__(self, text: str, chunks: Sequence[tuple[str, Sequence[int]]],
@@ -247,28 +250,57 @@ class WordTimer:
         self.window = max(1, round(WINDOW_S * sample_rate))
         self.text = text
         self._chunks = [token_words(ids, decode) for _, ids in chunks]
-        self._search = 0
+        self._said = [(m.start(), m.end()) for m in _WORD.finditer(text)
+                      if _speakable(m.group())]
+        spoken = [w for words, _ in self._chunks for w in words]
+        self._owner = map_words(spoken, [text[a:b] for a, b in self._said])
+        self._base = np.cumsum([0] + [len(w) for w, _ in self._chunks]).tolist()
+        self._need = [0] * len(self._said)  # read words per input word
+        for o in self._owner:
+            self._need[o] += 1
+        self._got = [0] * len(self._said)
+        self._span: list[list] = [[None, None, 0] for _ in self._said]  # start, end, chunk
+        self._next = 0  # the next input word to hand out
+        self._t_end = 0.0  # where the last handed-out word ended (s)
         self._cur: _ChunkAligner | None = None
         self._t = 0  # samples so far
         self._done = False
 
     @property
     def word_count(self) -> int:
-        return sum(len(w) for w, _ in self._chunks)
+        """Words of the input (one :class:`Word` each)."""
+        return len(self._said)
 
     def _open(self, index: int) -> None:
         words, owner = self._chunks[index]
-        spans, self._search = locate(words, self.text, self._search)
-        self._cur = _ChunkAligner(index, words, owner, self._t, spans, self.window)
+        self._cur = _ChunkAligner(index, words, owner, self._t, [None] * len(words), self.window)
 
-    def _words(self, al: _ChunkAligner, closed) -> list[Word]:
-        out = []
+    def _words(self, al: _ChunkAligner, closed, cut: bool = False) -> list[Word]:
+        """Take the read words ``closed`` (``(index in chunk, start, end)`` samples) and
+        hand out the input words complete by now (all of them at the end, ``cut``: those
+        with some audio)."""
         for w, a, b in closed:
-            span = al.spans[w]
-            word = al.words[w] if span is None else self.text[span[0]:span[1]]
-            out.append(Word(word, a / self.sample_rate / self.speed,
-                            b / self.sample_rate / self.speed, al.index,
-                            None if span is None else span[0], None if span is None else span[1]))
+            o = self._owner[self._base[al.index] + w]
+            if o < 0:
+                continue
+            span = self._span[o]
+            if span[0] is None:
+                span[0], span[2] = a / self.sample_rate / self.speed, al.index
+            span[1] = b / self.sample_rate / self.speed
+            self._got[o] += 1
+        out: list[Word] = []
+        while self._next < len(self._said):
+            o = self._next
+            if self._got[o] < self._need[o] and not (cut and self._got[o]):
+                break  # not all of it said yet (stopped: nothing of it said)
+            span = self._span[o]
+            if span[0] is None:  # nothing of it was said: zero length where it stands
+                span[0] = span[1] = self._t_end
+                span[2] = al.index
+            a, b = self._said[o]
+            out.append(Word(self.text[a:b], span[0], max(span[0], span[1]), span[2], a, b))
+            self._t_end = max(self._t_end, span[1])
+            self._next += 1
         return out
 
     def _close_to(self, index: int) -> list[Word]:
@@ -279,9 +311,26 @@ class WordTimer:
             if self._cur is not None:
                 out += self._words(self._cur, self._cur.finish())
             if nxt >= len(self._chunks):
-                self._cur, self._done = None, True
+                self._done = True
                 break
             self._open(nxt)
+        if self._done:
+            out += self._rest()
+        return out
+
+    def _rest(self) -> list[Word]:
+        """At the very end: the input words not handed out (nothing of them was said)."""
+        out = []
+        while self._next < len(self._said):
+            o = self._next
+            span = self._span[o]
+            start = self._t_end if span[0] is None else span[0]
+            end = max(start, self._t_end if span[1] is None else span[1])
+            a, b = self._said[o]
+            out.append(Word(self.text[a:b], start, end, span[2] if span[0] is not None
+                            else max(0, len(self._chunks) - 1), a, b))
+            self._t_end = end
+            self._next += 1
         return out
 
     def push(self, samples: np.ndarray, chunk: int, scores: np.ndarray | None) -> list[Word]:
@@ -289,21 +338,21 @@ class WordTimer:
         change) of text chunk ``chunk`` with its attention ``scores``; returns the words
         that ended by then."""
         out = self._close_to(chunk)
-        if self._cur is not None:
+        if self._cur is not None and not self._done:
             out += self._words(self._cur, self._cur.push(samples, scores))
         self._t += len(samples)
         return out
 
     def finish(self, cut: bool = False) -> list[Word]:
         """The request's audio is over: the remaining words. ``cut``: it was stopped
-        (cancelled) before its end; only the word being spoken is given, ending at the
-        last voiced audio."""
+        (cancelled) before its end; only the words with some audio are given (the one being
+        spoken ends at the last voiced audio)."""
         if cut:
             if self._cur is None or self._done:
                 return []
             self._done = True
-            return self._words(self._cur, self._cur.finish(cut=True))
+            return self._words(self._cur, self._cur.finish(cut=True), cut=True)
         return self._close_to(len(self._chunks))
 
 
-__all__ = ["VOICED_RMS", "Word", "WordTimer", "locate", "token_words"]
+__all__ = ["VOICED_RMS", "Word", "WordTimer", "map_words", "token_words"]

@@ -127,6 +127,19 @@ def test_generate_writes_word_timestamps_beside_the_same_audio(ckpt, reference_w
                         str(tmp_path / "no" / "such" / "w.json")))
     assert bad.returncode == 2 and len(stderr_lines(bad)) == 1
     assert "its folder does not exist" in bad.stderr.decode()
+    out.unlink()
+    bad = run(*gen_args(ckpt, "--text", TEXT, "-o", str(out), "--words", str(tmp_path)))
+    assert bad.returncode == 2 and len(stderr_lines(bad)) == 1
+    assert "Is a directory" in bad.stderr.decode()
+    assert not out.exists() or out.stat().st_size < 100  # refused before any audio
+    # "e.g." read as two words, a word of letters the model lacks: one entry per input word
+    text = "Fruit, e.g. apples and \u044f\u0431\u043b\u043e\u043a\u043e, is good."
+    proc = run(*gen_args(ckpt, "--text", text, "--seed", "7", "-o", str(out), "--words",
+                         str(words)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    got = json.loads(words.read_text(encoding="utf-8"))
+    assert [w["word"] for w in got] == text.split()
+    assert [text[w["text_start"]:w["text_end"]] for w in got] == text.split()
 
 
 def test_generate_from_text_file(ckpt, reference_wav, tmp_path):

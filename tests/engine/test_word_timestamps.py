@@ -15,7 +15,7 @@ from vocalis.engine.types import AudioChunk, Finished
 from vocalis.errors import InputError
 from vocalis.models.pocket.layers import Attention
 from vocalis.models.text_attention import TextAttention
-from vocalis.timing import WordTimer, locate, token_words
+from vocalis.timing import WordTimer, map_words, token_words
 
 SR, FRAME = 24000, 1920
 PIECES = ["\u2581One", "\u2581two", ",", "\u2581three", "."]
@@ -77,9 +77,31 @@ def test_a_cut_request_gives_only_the_word_being_spoken():
     assert [(w.word, w.start, w.end) for w in got] == [("One", 0.0, 0.08), ("two,", 0.08, 0.16)]
 
 
-def test_offsets_of_rewritten_words_are_none():
-    spans, _ = locate(["It", "costs", "five", "dollars", "today."], "It costs $5 today.")
-    assert spans == [(0, 2), (3, 8), None, None, (12, 18)]
+@pytest.mark.parametrize("spoken, said, want", [
+    (["It", "costs", "five", "dollars", "today."], ["It", "costs", "$5", "today."],
+     [0, 1, 2, 2, 3]),                                   # normalized: two read words, one said
+    (["e.", "g.", "like", "this"], ["e.g.", "like", "this"], [0, 0, 1, 2]),
+    (["Hello", "world."], ["Hello", "\u041f\u0440\u0438\u0432\u0435\u0442", "world."], [0, 2]),
+    (["one", "two", "extra"], ["one", "two"], [0, 1, 1]),  # a read word of no input word
+])
+def test_read_words_map_onto_the_input_words(spoken, said, want):
+    assert map_words(spoken, said) == want
+
+
+def test_every_input_word_gets_one_entry_even_what_the_model_did_not_say():
+    """Input words are the text's own: a word the tokenizer lost still gets its entry
+    (zero length where it stands), one the model read as two gets one."""
+    text = "One \u041f\u0440\u0438\u0432\u0435\u0442 two, three."
+    t = WordTimer(text, [(decode(list(range(5))), list(range(5)))], decode, SR)
+    got = []
+    for token in (0, 0, 1, 1, 3, 3):
+        got += t.push(frame(0), 0, scores_for(token))
+    got += t.finish()
+    assert [w.word for w in got] == text.split()
+    assert [text[w.text_start:w.text_end] for w in got] == text.split()
+    assert got[1].start == got[1].end == got[0].end
+    for a, b in zip(got, got[1:]):
+        assert a.start <= a.end <= b.start
 
 
 @pytest.mark.parametrize("seed", range(6))
