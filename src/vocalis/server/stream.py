@@ -513,9 +513,9 @@ class StreamConnection:
             if guess and utt.guess is None and not utt.cancelled:
                 s = utt.text.tentative()
                 if s is not None and any(c.isalnum() for c in s.text):
-                    utt.guess = _Item(utt, s, waiting=True, guess=True)
+                    # (its text stays in the buffer, counted there, until confirmed)
+                    utt.guess = _Item(utt, s, guess=True)
                     self.items.append(utt.guess)
-                    self.waiting_chars += len(s.text)
             if end:
                 self.items.append(_Item(utt))
             self.changed.notify_all()
