@@ -117,11 +117,10 @@ class _ChunkAligner:
     """The monotonic word walk of one text chunk."""
 
     def __init__(self, index: int, words: list[str], owner: list[int], t0: int,
-                 spans: list[tuple[int, int] | None], window: int):
+                 window: int):
         self.index = index
         self.words = words
         self.owner = np.asarray(owner, dtype=np.int64)
-        self.spans = spans
         self.window = window
         self.t0 = t0  # the chunk's first sample in the request's audio
         self.t = t0  # one past the last sample seen
@@ -273,7 +272,7 @@ class WordTimer:
 
     def _open(self, index: int) -> None:
         words, owner = self._chunks[index]
-        self._cur = _ChunkAligner(index, words, owner, self._t, [None] * len(words), self.window)
+        self._cur = _ChunkAligner(index, words, owner, self._t, self.window)
 
     def _words(self, al: _ChunkAligner, closed, cut: bool = False) -> list[Word]:
         """Take the read words ``closed`` (``(index in chunk, start, end)`` samples) and
