@@ -41,7 +41,8 @@ async def agent(args, index: int) -> dict:
     words = [w + " " for w in REPLY.split(" ")]
     rate_hz = None
     out = {"first_audio_ms": None, "after_sentence_ms": None, "underruns": 0,
-           "underruns_buffered": 0, "gap_ms": 0.0, "cancel_ms": None, "audio_s": 0.0}
+           "underruns_buffered": 0, "gap_ms": 0.0, "cancel_ms": None, "audio_s": 0.0,
+           "at_s": []}
     buffered_end = None  # the same playback started args.buffer_ms after the first audio
     async with connect(args.url, max_size=None) as ws:
         await ws.send(json.dumps(config))
@@ -72,6 +73,7 @@ async def agent(args, index: int) -> dict:
                 if play_end is not None and now > play_end:
                     out["underruns"] += 1
                     out["gap_ms"] += (now - play_end) * 1000
+                    out["at_s"].append(round(out["audio_s"], 2))
                     play_end = now
                 play_end = (now if play_end is None else play_end) + n / (rate_hz or 24000)
                 if buffered_end is not None and now > buffered_end:

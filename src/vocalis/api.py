@@ -179,6 +179,12 @@ class _FedTimed:
             yield ev
 
 
+def _check_live(live) -> None:
+    """Raises InputError: ``live`` is not a bool."""
+    if not isinstance(live, bool):
+        raise InputError(f"live must be true or false, got {live!r}", param="live")
+
+
 class TextRequest:
     """A request whose text arrives in pieces (:meth:`TTS.open_text`), e.g. the tokens of a
     language model as it writes them.
@@ -193,8 +199,9 @@ class TextRequest:
     another."""
 
     def __init__(self, tts: "TTS", feed, seed: int, stretcher: Stretcher | None,
-                 decoder=None):
+                 decoder=None, live: bool = False):
         self._tts, self._feed, self._seed, self._stretcher = tts, feed, seed, stretcher
+        self._live = live  # TTS.submit's live
         self._decoder = decoder  # word timestamps asked for: the tokenizer's decoder
         self.closed = False  # the whole text has come (close() succeeded)
         self._lock = threading.Lock()
@@ -274,7 +281,7 @@ class TextRequest:
         if tts._closed:
             raise InputError("this model was closed (TTS.close()): load it again", param="model")
         job = make_job(tts.engine_family, prepared.state, prepared.chunks, prepared.params,
-                       self._seed)
+                       self._seed, self._live)
         job.timestamps = self._decoder is not None
         req = tts.engine.submit(job)
         if self._decoder is not None:
@@ -425,7 +432,8 @@ class TTS:
 
     @frees_thread_pool
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
-               normalize: bool = False, word_timestamps: bool = False, **options):
+               normalize: bool = False, word_timestamps: bool = False, live: bool = False,
+               **options):
         """Queue a request; returns its handle (:class:`vocalis.engine.types.Request`) whose
         ``events()`` yield :class:`~vocalis.engine.types.AudioChunk` as audio is decoded,
         then ``Finished`` or ``Failed``; ``cancel()`` stops it within one engine step.
@@ -434,7 +442,10 @@ class TTS:
         ``speed``, ``seed``, the ``options`` against the family's schema
         (``tts.family.options``), the text, the family's rules and the voice.
 
-        Args: as :meth:`synthesize`.
+        Args: as :meth:`synthesize`, and ``live``: the audio is played as it comes (a
+        voice agent's connection): the engine never holds this request back for a step
+        while a burst of later arrivals gets its first frames (which lowers the burst's
+        time to first audio but leaves a gap in what a listener hears). Audio unchanged.
 
         Raises:
             InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
@@ -442,12 +453,13 @@ class TTS:
         """
         text, seed, speed, options = self.info.check_request(text, voice, seed, speed, options)
         decoder = self.word_decoder(word_timestamps)
+        _check_live(live)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
         said = text
         text = self.normalized_text(text, normalize, options)
         prepared = self.loaded.prepare(text, voice, options, seed)
         job = make_job(self.engine_family, prepared.state, prepared.chunks, prepared.params,
-                       seed if seed is not None else new_seed())
+                       seed if seed is not None else new_seed(), live)
         job.timestamps = decoder is not None
         req = self.engine.submit(job)
         if decoder is not None:
@@ -473,7 +485,8 @@ class TTS:
 
     @frees_thread_pool
     def open_text(self, voice=None, seed: int | None = None, speed: float = 1.0,
-                  word_timestamps: bool = False, **options) -> TextRequest:
+                  word_timestamps: bool = False, live: bool = False,
+                  **options) -> TextRequest:
         """A request whose text will be pushed in pieces as it is written
         (:class:`TextRequest`: ``push``, ``close``, ``events``, ``cancel``).
 
@@ -484,7 +497,7 @@ class TTS:
         :meth:`synthesize` of the whole text with ``non_streaming_mode=False``.
         ``word_timestamps``: its events carry word timestamps as :meth:`submit`'s do; the
         words are known once the text is closed, so the first come with the first event
-        after :meth:`close`.
+        after :meth:`close`. ``live``: as :meth:`submit`'s.
 
         Raises:
             InputError: a model that takes whole texts only (Pocket TTS: send sentences),
@@ -494,10 +507,48 @@ class TTS:
             raise InputError("this model was closed (TTS.close()): load it again", param="model")
         _, seed, speed, options = self.info.check_request(None, voice, seed, speed, options)
         decoder = self.word_decoder(word_timestamps)
+        _check_live(live)
         feed = self.loaded.open_text(voice, options, seed)
         stretcher = Stretcher(speed, self.sample_rate) if speed != 1.0 else None
         return TextRequest(self, feed, seed if seed is not None else new_seed(), stretcher,
-                           decoder)
+                           decoder, live)
+
+    def warm_up(self, rows: int, voice=None, rounds: int = 2) -> float:
+        """Run the engine through the batch shapes it will meet before real requests do:
+        ``rounds`` bursts of ``rows`` short requests at once (the family's
+        :meth:`~vocalis.family.LoadedModel.warmup_request`, a few frames each), waited
+        for. A server's first burst otherwise grows its rows and meets each batch size
+        for the first time while its listeners wait (gaps in their audio). Returns the
+        seconds it took.
+
+        Raises:
+            InputError: ``rows`` outside 1..max_batch or ``rounds`` below 1, a model whose
+            family gives no warm-up request; VoiceError/InputError from :meth:`submit` (a
+            model that needs a voice and was given none); the error of a request that
+            failed.
+        """
+        import time
+
+        top = self.engine.max_batch
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= top:
+            raise InputError(f"warm-up rows must be a whole number in 1..{top} (max_batch), "
+                             f"got {rows!r}", param="warmup")
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise InputError(f"warm-up rounds must be a whole number >= 1, got {rounds!r}",
+                             param="warmup")
+        request = self.loaded.warmup_request()
+        if request is None:
+            raise InputError(f"model {self.info.name} cannot be warmed up (its family gives "
+                             "no warm-up request)", param="warmup")
+        text, options = request
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            reqs = [self.submit(text, voice, i, **options) for i in range(rows)]
+            for req in reqs:
+                for ev in req.events():
+                    if isinstance(ev, Failed):
+                        raise ev.error
+        return time.perf_counter() - t0
 
     def stream(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                normalize: bool = False, **options) -> Iterator[np.ndarray]:

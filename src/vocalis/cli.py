@@ -1168,6 +1168,11 @@ def serve(
         help="Speak numbers, dates... as written when a request has no `normalize` field "
              "(default: as words, docs/normalization.md).")] = False,
     normalize: Annotated[bool, typer.Option("--normalize", hidden=True)] = False,
+    warmup: Annotated[int, typer.Option(
+        "--warmup", metavar="ROWS", rich_help_panel=SERVER_PANEL,
+        help="Before accepting connections, run two bursts of ROWS short requests per model "
+             "(up to --max-batch), so that the first clients' audio has no start-up gaps "
+             "(voice agents: the number of connections you expect). 0: none.")] = 0,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Warnings and errors only (no access log).")] = False,
     device: DeviceFlag = "cpu",
@@ -1208,6 +1213,9 @@ def serve(
     normalize = not no_normalize  # --normalize: the default, still accepted
     models = model or [families.default_model_id()]
     load_options = _load_options_for(models, (family or {}).get("load", {}))
+    if ray and warmup:
+        raise InputError("--warmup is not available with --ray (replicas do not warm up): "
+                         "drop --warmup")
     if ray:
         _serve_ray(models, host=host, port=port, voices_dir=voices_dir, api_key=api_key,
                    max_batch=max_batch, max_queue=max_queue, device=device, threads=threads,
@@ -1236,7 +1244,7 @@ def serve(
         max_batch=max_batch, max_queue=max_queue, device=device, threads=threads, voice=voice,
         max_input_chars=max_input_chars, shutdown_timeout=shutdown_timeout, quiet=quiet,
         model_name=model_name or None, on_ready=ready, normalize=normalize,
-        quantize=_quantize(quantize, quantize_mode), load_options=load_options)
+        quantize=_quantize(quantize, quantize_mode), load_options=load_options, warmup=warmup)
 
 
 def _load_options_for(models: list[str], given: dict) -> list[dict]:

@@ -240,6 +240,12 @@ class LoadedModel(ABC):
         order): all of them unless the family wraps the text in a template."""
         return list(ids)
 
+    def warmup_request(self) -> tuple[str, dict] | None:
+        """A short text and the options that keep it to a few frames, for
+        :meth:`vocalis.api.TTS.warm_up` (None: the family gives none; the model cannot be
+        warmed up)."""
+        return None
+
     def fed_word_chunks(self, text: str) -> list[tuple[str, list[int]]]:
         """For a streamed text (:meth:`open_text`) now complete: its chunks as
         :class:`vocalis.timing.WordTimer` takes them, ``(text, text tokens)``, the tokens

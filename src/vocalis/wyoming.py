@@ -12,9 +12,10 @@ classes. Events answered:
 * ``synthesize`` -> ``audio-start``, ``audio-chunk``... (16-bit mono PCM at the model's
   sample rate, 24 kHz, one chunk per block the engine decodes), ``audio-stop``.
 * ``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop`` (streaming text): text
-  is buffered and every complete sentence is submitted to the engine as soon as it has
-  arrived, so audio starts before the text is complete and the next sentence is generated
-  beside the one playing (no gap between sentences); their audio leaves in order; one
+  is buffered and every complete sentence is submitted to the engine once it has arrived
+  and the sentence before it has been generated (one at a time: generation outruns
+  playback, so the next is ready before the previous has played); audio starts before the
+  text is complete and leaves in order; one
   ``audio-start`` / ``audio-stop`` per stream, then
   ``synthesize-stopped``. The plain ``synthesize`` a client sends inside a stream (for
   backwards compatibility, as the protocol asks) is ignored. A full stop ends a sentence
@@ -372,8 +373,9 @@ def bound_port(server: AsyncServer) -> int | None:
 
 
 class _Stream:
-    """A streaming synthesis: the text not yet a sentence, and the sentences submitted to
-    the engine whose audio is still to send (``pending``, in order; ``None`` ends it)."""
+    """A streaming synthesis: the text not yet a sentence, and the sentences whose audio is
+    still to send (``pending``, in order: engine requests, or texts the forwarder submits
+    once the request before has been generated; ``None`` ends it)."""
 
     def __init__(self, choice: _Choice, max_chars: int):
         self.choice = choice
@@ -512,25 +514,23 @@ class Handler(AsyncEventHandler):
         # other event types are not for a TTS server: ignored, as other Wyoming servers do
 
     async def _speak_stream(self, sentences: list, stream: _Stream) -> None:
-        """Submit each complete sentence at once (the engine generates it beside the ones
-        still speaking, so the next is ready when the previous ends); the stream's
-        forwarder sends their audio in order. A guess (:meth:`_guess`) is confirmed by its
-        own sentence coming first (its request then takes that sentence's place) or
-        cancelled."""
+        """Queue each complete sentence; the stream's forwarder submits it once the one
+        before has been generated (one generated at a time, as the WebSocket endpoint
+        does: a second beside it would slow it down) and sends their audio in order. A
+        guess (:meth:`_guess`) is confirmed by its own sentence coming first (its request
+        then takes that sentence's place) or cancelled."""
         guess, stream.guess = stream.guess, None
         for i, sentence in enumerate(sentences):
             if guess is not None and i == 0 and sentence == guess[0]:
                 self._send_in_turn(guess[1], stream)
                 guess = None
             elif any(c.isalnum() for c in sentence.text):  # else nothing to speak ("...")
-                self._send_in_turn(await self._submit(sentence.text, stream.choice), stream,
-                                   new=True)
+                self._send_in_turn(sentence.text, stream)
         if guess is not None:  # the text went on otherwise ("etc. and"): never sent
             guess[1].cancel()
 
-    def _send_in_turn(self, req, stream: _Stream, new: bool = False) -> None:
-        if new:
-            stream.requests.append(req)
+    def _send_in_turn(self, req, stream: _Stream) -> None:
+        """Queue ``req`` (an engine request, or a sentence's text) for the forwarder."""
         stream.pending.put_nowait(req)
         if stream.forwarder is None:
             stream.forwarder = asyncio.create_task(self._forward_stream(stream))
@@ -550,6 +550,9 @@ class Handler(AsyncEventHandler):
         done = False
         try:
             while (req := await stream.pending.get()) is not None:
+                if isinstance(req, str):  # the request before it is generated: its turn
+                    req = await self._submit(req, stream.choice)
+                    stream.requests.append(req)
                 await self._forward(req)
             done = True
         except WyomingError as e:
@@ -589,7 +592,9 @@ class Handler(AsyncEventHandler):
         st = self.state
         loop = asyncio.get_running_loop()
         kw = {"normalize": True, **choice.options} if choice.normalize else choice.options
-        fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed, **kw))
+        # live: a satellite plays the audio as it comes (never held back for a burst)
+        fut = loop.run_in_executor(None, partial(st.tts.submit, text, choice.voice, st.seed,
+                                                 live=True, **kw))
         try:
             req = await asyncio.shield(fut)
         except asyncio.CancelledError:  # the client left while we submitted: free the row

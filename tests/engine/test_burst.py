@@ -56,3 +56,52 @@ def test_a_burst_in_groups_gives_every_request_its_solo_audio(tts, group):
     assert sum(rows) == len(TEXTS)
     if group:
         assert max(rows) <= group and len(rows) >= len(TEXTS) // group
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_live_requests_are_never_held_back(tts, live):
+    """Requests played as they come (``live``, as the WebSocket and Wyoming front ends
+    submit) arriving together get their prompt pass together and then step at every
+    engine step: no group speaks first and is held back while the later groups get their
+    first frames, as a burst of ordinary requests is. Same audio either way."""
+    solo = [events(tts.submit(TEXTS[i], tts.test_voice, 10 + i, max_frames=6 + 2 * i))[0]
+            for i in range(len(TEXTS))]
+    engine = tts.engine
+    engine.admit_group = 2
+    try:
+        with engine._cond:  # (a reentrant lock) all arrive before the engine admits any
+            passes = engine.prompt_passes
+            reqs = [tts.submit(TEXTS[i], tts.test_voice, 10 + i, max_frames=6 + 2 * i,
+                               live=live) for i in range(len(TEXTS))]
+        got = [events(r) for r in reqs]
+        rows = list(engine.prompt_rows)[-(engine.prompt_passes - passes):]
+    finally:
+        engine.admit_group = 0
+    assert rows == ([len(TEXTS)] if live else [2, 2, 2])
+    for s, (pcm, last) in zip(solo, got):
+        assert type(last).__name__ == "Finished"
+        assert_same(s, pcm)
+    held = [last.stats.held_steps for _, last in got]
+    if live:
+        assert held == [0] * len(TEXTS)
+    else:  # the first group sat out the steps of the two later groups' first frames
+        assert held[0] >= 1 and held[-1] == 0, held
+
+
+def test_live_must_be_a_bool(tts):
+    from vocalis.errors import InputError
+    with pytest.raises(InputError, match="live must be true or false"):
+        tts.submit("Hello.", tts.test_voice, live="yes")
+
+
+def test_warm_up_runs_its_bursts_and_refuses_bad_counts(tts):
+    from vocalis.errors import InputError
+    frames = tts.engine.frames
+    seconds = tts.warm_up(2, tts.test_voice, rounds=3)
+    assert seconds > 0
+    assert tts.engine.frames - frames == 3 * 2 * 3  # rounds x rows x Pocket's 3 frames
+    for rows in (0, 9, True, 2.0):
+        with pytest.raises(InputError, match=r"warm-up rows must be a whole number in 1\.\.8"):
+            tts.warm_up(rows, tts.test_voice)
+    with pytest.raises(InputError, match="warm-up rounds"):
+        tts.warm_up(1, tts.test_voice, rounds=0)

@@ -188,3 +188,35 @@ def test_serve_quantize_mode_int4_serves_the_quantized_model(tmp_path, built_ker
 
     assert got.shape == q4.shape and np.abs(got - q4).max() < 2 / 32767  # 16-bit rounding
     assert cos(got, fp) < 0.99  # not the float32 model's audio
+
+
+def test_serve_warmup_runs_before_the_server_accepts_and_refuses_bad_counts(checkpoints):
+    """``--warmup N``: two bursts of N short requests per model before the server says it
+    is serving (its log line comes first); a count outside 0..--max-batch, with --ray, or
+    a model without a voice to warm up with, is one line and exit 2."""
+    ckpt = str(checkpoints.get(SMALL))
+    voice = str(checkpoints.get(SMALL) / "voice.wav")
+    proc = Proc(["--model", ckpt, "--voice", voice, "--port", "0", "--warmup", "3",
+                 "--max-batch", "4"])
+    proc.wait_ready()
+    try:
+        status, body = proc.request("GET", "/health")
+        assert status == 200
+        engine = json.loads(body)["engine"]
+        # 2 bursts x 3 requests x 3 frames (Pocket's warm-up asks for exactly 3 frames)
+        assert engine["frames"] == 18 and engine["active_rows"] == 0
+        lines = proc.log().splitlines()
+        warmed = [i for i, line in enumerate(lines) if "warmed up" in line]
+        ready = [i for i, line in enumerate(lines) if "serving" in line and " at http" in line]
+        assert warmed and ready and warmed[0] < ready[0], proc.log()
+    finally:
+        assert proc.stop() == 0
+    for args, why in ((["--warmup", "5", "--max-batch", "4"], "--warmup must be a number of "
+                       "rows in 0..4"), (["--warmup", "1", "--ray"], "--warmup is not available "
+                                         "with --ray"),
+                      (["--warmup", "1"], "has no default voice to warm up with: give --voice")):
+        r = subprocess.run([sys.executable, "-m", "vocalis", "serve", "--model", ckpt,
+                            "--port", "0", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip().splitlines()[-1].startswith("error: ") and why in r.stderr
+        assert "Traceback" not in r.stderr

@@ -242,6 +242,41 @@ def test_a_client_that_does_not_read_holds_at_most_ahead_rows(server, tts, monke
     assert rows_free(tts)
 
 
+def test_the_next_sentence_is_generated_once_the_one_before_is(server, tts, monkeypatch):
+    """One sentence of a connection is generated at a time (``GENERATING``): a second
+    beside it would share the engine's step with it and slow it down, below real time when
+    many connections speak. At each submission every earlier request of the connection has
+    finished in the engine; all sentences are spoken, in order."""
+    earlier = []
+    seen = []
+    submit = stream.StreamConnection._submit
+
+    async def watched(self, item):
+        seen.append([job.request.done.is_set() for job in earlier])
+        job = await submit(self, item)
+        earlier.append(job)
+        return job
+
+    monkeypatch.setattr(stream.StreamConnection, "_submit", watched)
+    text = " ".join(f"Sentence {i} of a longer reply." for i in range(5))
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text", "text": text}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            events: list[dict] = []
+            await recv_until(ws, "session.done", events, [])
+            return events
+
+    events = run(go())
+    assert stream.GENERATING == 1
+    assert seen == [[True] * i for i in range(5)]
+    starts = [e["sentence_text"] for e in events if e["type"] == "audio.start"]
+    assert starts == [f"Sentence {i} of a longer reply." for i in range(5)]
+    assert rows_free(tts)
+
+
 def test_client_vanishing_mid_utterance_frees_the_rows(server, tts):
     text = " ".join(f"Sentence {i} goes on and on." for i in range(10))
 
@@ -447,12 +482,12 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
 
     submit = speech_module.submit_speech
 
-    def refusing(state, plan, text, seed):
-        if text == "Bad.":
-            return submit(state, plan, text + "\ud800", seed)  # not text: the model refuses
+    def refusing(state, plan, text, seed, live=False):
+        if text == "Bad.":  # not text: the model refuses
+            return submit(state, plan, text + "\ud800", seed, live)
         if text == "Worse.":
             raise CapacityError("the engine queue is full (test): retry later")
-        return submit(state, plan, text, seed)
+        return submit(state, plan, text, seed, live)
 
     monkeypatch.setattr(speech_module, "submit_speech", refusing)
 

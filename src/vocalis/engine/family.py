@@ -91,7 +91,7 @@ class EngineFamily(ABC):
     per codec call of a row after its first (a codec that decodes several frames more
     cheaply per frame; its audio then leaves in groups of that many frames);
     ``admit_group``: at most this many queued requests join the batch per step (0: all that
-    fit), so that of many arriving at once the first get their audio before everyone's
+    fit; live ones, ``Job.live``, are not limited), so that of many arriving at once the first get their audio before everyone's
     prompt pass and first frame are done; ``holds_rows``: :meth:`step` given None for an
     active row leaves it untouched (its caches, positions and draws), so the engine may
     hold running rows back for one step while a burst's later groups get their first frame;

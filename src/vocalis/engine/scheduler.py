@@ -64,6 +64,9 @@ class Job:
     # RowOut.scores; they travel to the frame's AudioChunk through ``scores``
     timestamps: bool = False
     scores: dict = field(default_factory=dict)  # (chunk, frame) -> float32 [tokens]
+    # played as it comes (a voice agent's WebSocket): never held back for a burst's later
+    # groups, whose first frames would otherwise come first (a gap in what it plays)
+    live: bool = False
 
 
 class Engine:
@@ -189,12 +192,17 @@ class Engine:
                 # first frames), holding back the rows that are still at their first frame
                 # (the burst's earlier groups) until the last group has its first frame
                 # (families whose step can leave rows untouched). Rows further on are never
-                # held: a busy engine admitting from a backlog holds nobody back.
+                # held: a busy engine admitting from a backlog holds nobody back; nor are
+                # live rows (Job.live): with one among them, nobody is held.
                 only = None
                 if admitted and self.admit_group and self.family.holds_rows:
                     rows = {j.row for j in admitted}
-                    if all(j.frames <= 1 for r, j in self._active.items() if r not in rows):
+                    if all(j.frames <= 1 and not j.live
+                           for r, j in self._active.items() if r not in rows):
                         only = rows
+                        for r, j in self._active.items():
+                            if r not in rows:
+                                j.req.stats.held_steps += 1
                 if self._active:
                     if not burst:
                         self.threads.model_step(len(self._active))
@@ -263,12 +271,19 @@ class Engine:
             self._cond.notify_all()
 
     def _take_admissions(self) -> list[Job]:
+        """The queued jobs that get a row now, in order: at most ``admit_group`` of them
+        that are not live (0: no limit); live ones (:attr:`Job.live`) all that fit, in one
+        prompt pass, so that none of them speaks before the others' prompt passes are done
+        (a gap in its audio)."""
         out = []
         free = [r for r in range(self.max_batch) if r not in self._active]
-        if self.admit_group:
-            free = free[:self.admit_group]
+        plain = 0
         while self._queue and free:
-            job = self._queue.popleft()
+            job = self._queue[0]
+            if not job.live and self.admit_group and plain >= self.admit_group:
+                break
+            self._queue.popleft()
+            plain += not job.live
             job.row = free.pop(0)
             self._active[job.row] = job
             out.append(job)
@@ -630,13 +645,14 @@ def non_finite(job: Job, stage: str, frame: int) -> GenerationError:
         "requests are unaffected")
 
 
-def make_job(family, voice, chunks, params, seed: int) -> Job:
-    """A job for ``family`` with its own generator seeded with ``seed``."""
+def make_job(family, voice, chunks, params, seed: int, live: bool = False) -> Job:
+    """A job for ``family`` with its own generator seeded with ``seed``; ``live``: see
+    :attr:`Job.live`."""
     rng = torch.Generator()
     rng.manual_seed(seed)
     req = Request()
     req.n_chunks = len(chunks)
-    return Job(req, voice, chunks, params, rng, family.new_state(params))
+    return Job(req, voice, chunks, params, rng, family.new_state(params), live=live)
 
 
 __all__ = ["Engine", "Job", "make_job"]

@@ -50,6 +50,7 @@ class RequestStats:
     audio_s: float = 0.0
     chunks: list[dict] = field(default_factory=list)  # per text chunk: text, token_ids, frames, eos_step
     cancelled: bool = False
+    held_steps: int = 0  # engine steps it sat out while a burst's later groups started
 
     @property
     def rtf(self) -> float:
@@ -62,7 +63,7 @@ class RequestStats:
             "wall_ms": self.wall_ms, "frames": self.frames, "audio_s": self.audio_s,
             "rtf": self.rtf if self.audio_s else None,
             "x_real_time": (1 / self.rtf) if self.audio_s and self.wall_ms else None,
-            "cancelled": self.cancelled, "chunks": self.chunks,
+            "cancelled": self.cancelled, "held_steps": self.held_steps, "chunks": self.chunks,
         }
 
 

@@ -35,12 +35,19 @@ class Piece:
 
 
 class SpeechJob:
-    def __init__(self, request, encoder: Encoder, loop: asyncio.AbstractEventLoop):
+    """One engine request's pieces on the event loop. ``generated``: the engine is done
+    with it (its last piece is queued), set on the loop, which then calls ``on_generated``
+    (if given); ``finished``: the consumer has read its last piece."""
+
+    def __init__(self, request, encoder: Encoder, loop: asyncio.AbstractEventLoop,
+                 on_generated=None):
         self.request = request
         self.encoder = encoder
         self.loop = loop
         self.queue: asyncio.Queue[Piece] = asyncio.Queue()
         self.finished = False  # Finished or Failed seen by the consumer
+        self.generated = False
+        self._on_generated = on_generated
         self._thread = threading.Thread(target=self._pump, daemon=True,
                                         name=f"vocalis-pump-{getattr(request, 'id', '?')}")
 
@@ -96,3 +103,26 @@ class SpeechJob:
             self._put(Piece("failed", error=e, stats=getattr(self.request, "stats", None)))
         finally:
             self.encoder.close()
+            try:
+                self.loop.call_soon_threadsafe(self._generated)
+            except RuntimeError:  # the loop is closed: the server is gone
+                pass
+
+    def _generated(self) -> None:
+        self.generated = True
+        if self._on_generated is not None:
+            self._on_generated()
+
+
+_tasks: set[asyncio.Task] = set()  # notify_soon's tasks, referenced until they end
+
+
+def notify_soon(cond: asyncio.Condition) -> None:
+    """``cond.notify_all()`` from a plain callback on the loop (a task takes the lock)."""
+    async def notify():
+        async with cond:
+            cond.notify_all()
+
+    task = asyncio.get_running_loop().create_task(notify())
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)

@@ -68,7 +68,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import Encoder, make_encoder
 from vocalis.server import errors, speech
-from vocalis.server.bridge import SpeechJob
+from vocalis.server.bridge import SpeechJob, notify_soon
 from vocalis.server.errors import APIError
 from vocalis.server.schemas import SpeechRequest
 from vocalis.text.sentences import SentenceBuffer
@@ -79,7 +79,8 @@ STREAM_PATH = "/v1/text-to-speech/{voice_id}/stream-input"
 MULTI_PATH = "/v1/text-to-speech/{voice_id}/multi-stream-input"
 PCM_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 MP3_RATES = (22050, 24000, 44100)
-AHEAD = 2                       # engine requests per context at a time
+AHEAD = 2                       # engine requests per context not yet sent
+GENERATING = 1                  # ... of which being generated
 MAX_MESSAGE_BYTES = 128 * 1024
 MAX_PENDING_CHARS = 32 * 1024   # text of a context not yet given to the engine
 MAX_CONTEXTS = 5                # ElevenLabs' limit per connection
@@ -465,14 +466,19 @@ class Connection:
         def in_flight():
             return sum(1 for i in ctx.items if i.job is not None or i.submitting)
 
-        while True:
+        def generating():
+            return sum(1 for i in ctx.items
+                       if i.submitting or (i.job is not None and not i.job.generated))
+
+        while True:  # the next once the one before is generated, fewer than AHEAD unsent
             async with ctx.cond:
-                await ctx.cond.wait_for(lambda: next_item() is not None and in_flight() < AHEAD)
+                await ctx.cond.wait_for(lambda: next_item() is not None and in_flight() < AHEAD
+                                        and generating() < GENERATING)
                 item = next_item()
                 item.submitting = True
             try:
                 if not item.cancelled:
-                    item.job = await self._submit(item)
+                    item.job = await self._submit(item, ctx.cond)
             except Exception as e:
                 item.error = errors.from_exception(e)
                 if item.error.status >= 500:
@@ -483,12 +489,13 @@ class Connection:
                 async with ctx.cond:
                     ctx.cond.notify_all()
 
-    async def _submit(self, item: _Item) -> SpeechJob:
+    async def _submit(self, item: _Item, cond: asyncio.Condition) -> SpeechJob:
         req = await speech.submit_text(self.state, self.plan, item.text, lambda: item.cancelled)
         encoder = make_encoder(self.fmt, self.out_rate)
         if self.out_rate != self.rate:
             encoder = Resampled(encoder, self.rate, self.out_rate)
-        return SpeechJob(req, encoder, asyncio.get_running_loop()).start()
+        return SpeechJob(req, encoder, asyncio.get_running_loop(),
+                         on_generated=lambda: notify_soon(cond)).start()
 
     # ------------------------------------------------------------------ audio out
 

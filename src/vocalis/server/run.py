@@ -82,7 +82,8 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         shutdown_timeout: float = 10.0, quiet: bool = False,
         model_name: str | list[str] | None = None,
         on_ready: Callable[[str, list[str]], None] | None = None, normalize: bool = True,
-        quantize: bool | str = False, load_options: list[dict] | None = None) -> None:
+        quantize: bool | str = False, load_options: list[dict] | None = None,
+        warmup: int = 0) -> None:
     """Serve ``model`` (one id or path, or several: each request's ``model`` field picks one,
     the first is the default) until SIGINT/SIGTERM.
 
@@ -94,10 +95,13 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     text normalization (see :func:`vocalis.server.app.create_app`). Every model gets its own engine with
     ``max_batch``, ``max_queue`` and ``threads``; they share the machine's cores.
     ``quantize``: as :func:`vocalis.load`, for every model; ``load_options``: the family load
-    options of each model, in order (:func:`vocalis.load`).
+    options of each model, in order (:func:`vocalis.load`). ``warmup``: before accepting
+    connections, each model runs two bursts of this many short requests
+    (:meth:`vocalis.api.TTS.warm_up`) with its default voice; 0: none.
 
     Raises:
-        InputError: bad limits, a busy port, an invalid ``model_name``.
+        InputError: bad limits, a busy port, an invalid ``model_name``, ``warmup`` outside
+        0..max_batch or the first model without a default voice to warm up with.
     """
     import uvicorn
 
@@ -106,6 +110,9 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     if not 0 <= shutdown_timeout <= 24 * 3600:  # NaN fails both
         raise InputError(f"--shutdown-timeout must be a number of seconds in [0, 86400], got "
                          f"{shutdown_timeout}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= max_batch:
+        raise InputError(f"--warmup must be a number of rows in 0..{max_batch} (--max-batch), "
+                         f"got {warmup!r}")
     models = [model] if isinstance(model, str) else list(model)
     names = [model_name] if isinstance(model_name, str) or model_name is None else list(model_name)
     if not models:
@@ -130,8 +137,10 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         app = create_app(loaded, voices_dir=vdir, default_voice=voice, api_key=api_key,
                          max_input_chars=max_input_chars, close_engine=True,
                          model_name=names, normalize=normalize)
-        loaded = []  # the app closes them now
         state = app.state.vocalis
+        if warmup:
+            _warm_up(state, warmup)
+        loaded = []  # the app closes them now
         bound = sock.getsockname()
         shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         url = f"http://{shown_host}:{bound[1]}"
@@ -168,3 +177,20 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         sock.close()
         for t in loaded:  # loaded, but the app was never made
             t.close()
+
+
+def _warm_up(state, rows: int) -> None:
+    """Warm each served model up (:meth:`vocalis.api.TTS.warm_up`) with its default voice.
+    Raises InputError: the first model has none (``--voice`` gives it one); a later model
+    without one is skipped with a warning (``--voice`` cannot give it one)."""
+    from vocalis.server.voices import DEFAULT_ID
+
+    for i, h in enumerate(state.models):
+        if not h.voices.voiceless and h.voices.default_source is None:
+            why = f"model {h.model_id} has no default voice to warm up with"
+            if i == 0:
+                raise InputError(f"--warmup: {why}: give --voice, or drop --warmup")
+            log.warning("--warmup: %s (--voice is the first model's): not warmed up", why)
+            continue
+        seconds = h.tts.warm_up(rows, h.voices.resolve(DEFAULT_ID))
+        log.info("warmed up %s: 2 bursts of %d requests in %.2f s", h.model_id, rows, seconds)

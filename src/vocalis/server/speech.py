@@ -118,15 +118,16 @@ def field_of(param: str | None) -> str | None:
     return "instructions" if param == "instruct" else param
 
 
-def submit_speech(state, plan: SpeechPlan, text: str, seed: int):
+def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = False):
     """Submit ``text`` with ``plan`` to the engine (blocking); returns the engine request.
+    ``live``: see :meth:`vocalis.api.TTS.submit`.
 
     Raises APIError: 429 when the queue is full (counted as rejected), 400 naming the field
     the engine's checks refused."""
     tts = plan.hosted.tts
     try:
         return tts.submit(text, plan.voice, seed, plan.speed,
-                          word_timestamps=plan.word_timestamps, **plan.options)
+                          word_timestamps=plan.word_timestamps, live=live, **plan.options)
     except CapacityError as e:
         state.metrics.speech.labels("rejected").inc()
         raise APIError(429, str(e), code=e.code) from None
@@ -135,8 +136,8 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int):
 
 
 async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
-    """:func:`submit_speech` of one text of a streaming connection, off the event loop:
-    the input checked, a new seed unless the plan has one, the request admitted (counted
+    """:func:`submit_speech` of one text of a streaming connection, off the event loop, as
+    a live request (played as it comes: never held back for a burst): the input checked, a new seed unless the plan has one, the request admitted (counted
     until :func:`settle`) and cancelled at once if ``cancelled()`` says the text was dropped
     meanwhile. A cancellation of the awaiting task cancels the request once it exists.
 
@@ -144,7 +145,7 @@ async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
     check_input(state, text, "text")
     seed = plan.seed if plan.seed is not None else new_seed()
     fut = asyncio.get_running_loop().run_in_executor(None, submit_speech, state, plan, text,
-                                                     seed)
+                                                     seed, True)
     try:
         req = await asyncio.shield(fut)
     except asyncio.CancelledError:

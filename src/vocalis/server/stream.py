@@ -100,7 +100,7 @@ from vocalis.audio.encode import make_encoder
 from vocalis.errors import InputError
 from vocalis.options import new_seed
 from vocalis.server import errors
-from vocalis.server.bridge import SpeechJob
+from vocalis.server.bridge import SpeechJob, notify_soon
 from vocalis.server.errors import APIError
 from vocalis.server import speech
 from vocalis.server.schemas import (
@@ -116,7 +116,8 @@ from vocalis.text.sentences import Sentence, SentenceBuffer
 log = logging.getLogger("vocalis.server")
 
 PATH = "/v1/audio/speech/stream"
-AHEAD = 2                            # engine requests per connection at a time
+AHEAD = 2                            # engine requests per connection not yet sent
+GENERATING = 1                       # ... of which being generated
 MAX_MESSAGE_BYTES = 128 * 1024       # input.text and the other small messages
 MAX_CONFIG_BYTES = 4 * 1024 * 1024   # session.config (may carry reference audio)
 MAX_PENDING_CHARS = 32 * 1024        # text received and not yet given to the engine
@@ -611,6 +612,10 @@ class StreamConnection:
     def _in_flight(self) -> int:
         return sum(1 for i in self.items if i.job is not None or i.submitting)
 
+    def _generating(self) -> int:
+        return sum(1 for i in self.items
+                   if i.submitting or (i.job is not None and not i.job.generated))
+
     def _next_to_submit(self) -> _Item | None:
         for item in self.items:
             if item.sentence is not None and item.job is None and not item.submitting \
@@ -619,11 +624,13 @@ class StreamConnection:
         return None
 
     async def _submitter(self) -> None:
-        """Give sentences to the engine in order, ``AHEAD`` at a time."""
+        """Give sentences to the engine in order: the next once the one before has been
+        generated (``GENERATING``) and fewer than ``AHEAD`` wait to be sent."""
         while True:
             async with self.changed:
                 await self.changed.wait_for(
-                    lambda: self._next_to_submit() is not None and self._in_flight() < AHEAD)
+                    lambda: self._next_to_submit() is not None and self._in_flight() < AHEAD
+                    and self._generating() < GENERATING)
                 item = self._next_to_submit()
                 item.submitting = True
                 self._unwait(item)
@@ -653,7 +660,8 @@ class StreamConnection:
                                        lambda: item.cancelled)
         whole = not cfg.msg.stream_audio
         encoder = make_encoder(cfg.msg.response_format, cfg.rate, whole=whole)
-        return SpeechJob(req, encoder, asyncio.get_running_loop()).start()
+        return SpeechJob(req, encoder, asyncio.get_running_loop(),
+                         on_generated=lambda: notify_soon(self.changed)).start()
 
     # ------------------------------------------------------------------ audio out
 
@@ -817,7 +825,8 @@ def _open_text(plan, seed: int):
     options = {k: v for k, v in plan.options.items() if k != "normalize"}
     try:
         return plan.hosted.tts.open_text(plan.voice, seed, plan.speed,
-                                         word_timestamps=plan.word_timestamps, **options)
+                                         word_timestamps=plan.word_timestamps, live=True,
+                                         **options)
     except InputError as e:
         if e.param == "input":  # the model takes whole texts
             raise APIError(400, f"{e}; here: split_granularity 'sentence'",

@@ -389,6 +389,9 @@ class PocketModel(LoadedModel):
     def word_decoder(self):
         return self.model.tokenizer.decode
 
+    def warmup_request(self) -> tuple[str, dict]:
+        return "Hello there.", {"max_frames": 3}  # exactly 3 frames
+
     def prepare(self, text: str, voice, options: dict, seed: int | None) -> Prepared:
         from vocalis.models.pocket.model import SamplingParams
 

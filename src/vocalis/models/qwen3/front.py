@@ -475,6 +475,12 @@ class Qwen3LoadedModel(LoadedModel):
     def word_decoder(self):
         return self.model.tokenizer.decode
 
+    def warmup_request(self) -> tuple[str, dict]:
+        options = {"max_frames": 3}  # at most 3 frames
+        if self.info.kind == "voice_design":  # its voice is described, never given
+            options["instruct"] = "A calm voice."
+        return "Hello there.", options
+
     def word_tokens(self, ids: list[int]) -> list[int]:
         return list(ids[3:-5])  # the assistant template adds 3 tokens before, 5 after
 
