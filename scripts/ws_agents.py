@@ -10,7 +10,8 @@ Usage::
 Per connection it reports: the first audio after the first text (ms) and, in ``sentence``
 mode, after the first sentence's end (the text that completes it); underruns (audio that
 came after the audio before it had finished playing, counted from the first audio on:
-0 means the listener never heard a gap), their total length, and the underruns of a player
+0 means the listener never heard a gap), their total length and where they came (``at_s``:
+seconds of audio already received), and the underruns of a player
 that keeps a playout buffer of ``--buffer-ms`` (100 ms by default: it starts that long
 after the first audio); and with ``--cancel-after S``, the time from
 ``input.cancel`` (sent S seconds after the first audio) to its ``session.done``.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 
 import pytest
 
@@ -261,6 +262,49 @@ def test_bad_messages_get_errors(server):
     err, code = asyncio.run(refused(output_format="ulaw_8000"))
     assert code == 1008 and err["error"] == "invalid_output_format"
     assert "pcm_16000" in err["message"] and "mp3_44100_128" in err["message"]
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_inactivity_timeout_closes_a_silent_connection(server, multi):
+    """``inactivity_timeout`` (ElevenLabs': seconds, 1-180, default 20): a connection with
+    no message for that long and nothing to speak gets input_timeout_exceeded and a close
+    with 1008; a single space now and then keeps it open, and what it asked for is
+    spoken first. Values outside 1-180 are refused at once."""
+    assert elevenlabs.INACTIVITY_TIMEOUT_S == 20
+
+    async def go():
+        async with connect(url(server, multi=multi, inactivity_timeout=1)) as ws:
+            t0 = time.monotonic()
+            await ws.send(json.dumps({"text": " "}))
+            for _ in range(4):  # 2 s alive, more than the timeout, by keep-alive spaces
+                await asyncio.sleep(0.5)
+                await ws.send(json.dumps({"text": " "}))
+            await ws.send(json.dumps({"text": S1 + " ", "flush": True}))
+            msgs = []
+            while True:
+                try:
+                    msgs.append(await recv_json(ws, 30))
+                except ConnectionClosed:
+                    break
+            return msgs, ws.close_code, time.monotonic() - t0
+
+    msgs, code, took = asyncio.run(go())
+    assert audio_of(msgs)  # spoken before the connection went idle
+    assert msgs[-1]["error"] == "input_timeout_exceeded" and msgs[-1]["code"] == 1008
+    assert "inactivity_timeout" in msgs[-1]["message"]
+    assert code == 1008 and took >= 3.0  # 2 s of keep-alives, then at least 1 s idle
+
+    async def refused(value):
+        async with connect(url(server, inactivity_timeout=value)) as ws:
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    for value in ("0", "181", "soon", "nan"):
+        err, code = asyncio.run(refused(value))
+        assert code == 1008 and err["error"] == "invalid_inactivity_timeout", err
+        assert "1..180" in err["message"]
 
 
 def test_api_key(ckpt, tts, tmp_path):

@@ -12,9 +12,13 @@ Query parameters: ``model_id`` (a served model's id picks it; anything else, Ele
 own ids such as ``eleven_flash_v2_5`` included, means the server's default model),
 ``output_format`` (``pcm_<rate>``: raw 16-bit little-endian mono at one of
 :data:`PCM_RATES`; ``mp3_<rate>_<kbps>`` at one of :data:`MP3_RATES`, the bit rate being
-the encoder's own), and the vocalis extension ``seed``. ``sync_alignment``, ``auto_mode``,
-``inactivity_timeout``, ``language_code``, ``enable_logging``, ``enable_ssml_parsing``,
-``apply_text_normalization`` and the rest are accepted and ignored.
+the encoder's own), ``inactivity_timeout`` (seconds, 1-180, default 20, as ElevenLabs':
+a connection that sends no message for that long while nothing is being generated or
+sent gets ``{"error": "input_timeout_exceeded", "code": 1008}`` and is closed with 1008;
+a single-space text keeps it open) and the vocalis extension ``seed``.
+``sync_alignment``, ``auto_mode``, ``language_code``, ``enable_logging``,
+``enable_ssml_parsing``, ``apply_text_normalization`` and the rest are accepted and
+ignored.
 
 Client messages (JSON text frames):
 
@@ -68,7 +72,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import Encoder, make_encoder
 from vocalis.server import errors, speech
-from vocalis.server.bridge import SpeechJob, notify_soon
+from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
 from vocalis.server.errors import APIError
 from vocalis.server.schemas import SpeechRequest
 from vocalis.text.sentences import SentenceBuffer
@@ -84,6 +88,7 @@ GENERATING = 1                  # ... of which being generated
 MAX_MESSAGE_BYTES = 128 * 1024
 MAX_PENDING_CHARS = 32 * 1024   # text of a context not yet given to the engine
 MAX_CONTEXTS = 5                # ElevenLabs' limit per connection
+INACTIVITY_TIMEOUT_S = 20       # ElevenLabs' default; its query parameter takes 1..180
 DEFAULT_CONTEXT = "default"
 CLOSE_POLICY = 1008
 _FORMAT_RE = re.compile(r"(pcm)_(\d+)|(mp3)_(\d+)_(\d+)")
@@ -109,6 +114,21 @@ def parse_format(value: str) -> tuple[str, int]:
     accepted = ", ".join([f"pcm_{r}" for r in PCM_RATES] + [f"mp3_{r}_128" for r in MP3_RATES])
     raise ELError(f"output_format {json.dumps(value)[:40]} is not supported here: use one of "
                   f"{accepted} (mp3: any bit rate)", "invalid_output_format", CLOSE_POLICY)
+
+
+def parse_inactivity(value: str | None) -> float:
+    """``inactivity_timeout`` -> seconds. Raises ELError: not a number of seconds in
+    1..180."""
+    if value is None:
+        return float(INACTIVITY_TIMEOUT_S)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 1 <= seconds <= 180:  # NaN fails too
+        raise ELError(f"inactivity_timeout {json.dumps(value)[:40]} is not a number of seconds "
+                      "in 1..180", "invalid_inactivity_timeout", CLOSE_POLICY)
+    return seconds
 
 
 class Resampled(Encoder):
@@ -210,6 +230,7 @@ class Connection:
         self.first_context: str | None = None
         self.send_lock = asyncio.Lock()
         self.fmt, self.out_rate = parse_format(query.get("output_format", "mp3_44100_128"))
+        self.inactivity_s = parse_inactivity(query.get("inactivity_timeout"))
         model_id = query.get("model_id")
         try:
             self.hosted = state.pick(model_id) if model_id else state.default
@@ -237,10 +258,10 @@ class Connection:
     async def run(self) -> None:
         try:
             while True:
-                message = await self.ws.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
                 try:
+                    message = await self._receive()
+                    if message["type"] == "websocket.disconnect":
+                        return
                     if await self._handle(message):
                         break
                 except ELError as e:
@@ -256,6 +277,21 @@ class Connection:
             pass  # the client went away
         finally:
             await self._release_all()
+
+    async def _receive(self) -> dict:
+        """The next message. Raises ELError (closing 1008) when none came within
+        ``inactivity_timeout`` seconds while nothing was being generated or sent."""
+        while True:
+            try:
+                return await asyncio.wait_for(self.ws.receive(), self.inactivity_s)
+            except asyncio.TimeoutError:
+                if any(c.items for c in self.contexts.values()):
+                    continue  # still speaking: not inactive
+                raise ELError(f"no message for {self.inactivity_s:g} s and nothing to speak: "
+                              "closing the inactive connection (send a single space as text "
+                              "to keep it open, or raise the inactivity_timeout query "
+                              "parameter, at most 180)", "input_timeout_exceeded",
+                              CLOSE_POLICY) from None
 
     async def _drain(self) -> bool:
         """The input is over: wait until every context has sent its audio and ``isFinal``,
@@ -463,17 +499,10 @@ class Connection:
                     return i
             return None
 
-        def in_flight():
-            return sum(1 for i in ctx.items if i.job is not None or i.submitting)
-
-        def generating():
-            return sum(1 for i in ctx.items
-                       if i.submitting or (i.job is not None and not i.job.generated))
-
         while True:  # the next once the one before is generated, fewer than AHEAD unsent
             async with ctx.cond:
-                await ctx.cond.wait_for(lambda: next_item() is not None and in_flight() < AHEAD
-                                        and generating() < GENERATING)
+                await ctx.cond.wait_for(lambda: next_item() is not None
+                                        and submit_turn(ctx.items, AHEAD, GENERATING))
                 item = next_item()
                 item.submitting = True
             try:

@@ -42,9 +42,10 @@ ends there); on ``error``, ``code`` and ``param``.
 
 Sentences: with ``split_granularity`` ``sentence`` each sentence (the rules of
 :mod:`vocalis.text.sentences`, the same as Wyoming's) is submitted to the engine as soon as
-its end has arrived, while earlier audio is still being sent (at most ``AHEAD`` engine
-requests per connection at a time, so the next sentence is ready when one ends; their audio
-leaves in order). A text that stops at ``.``, ``!``, ``?`` or ``…`` may be a sentence's end
+its end has arrived and the sentence before it has been generated (``GENERATING``: one
+at a time, since generation outruns playback and a second beside it would slow the one
+being heard), while earlier audio may still be being sent (at most ``AHEAD`` engine
+requests per connection unsent); their audio leaves in order. A text that stops at ``.``, ``!``, ``?`` or ``…`` may be a sentence's end
 or not (``etc. and``, ``Wow!!``), which only the next character tells: it is generated at
 once as a guess, and its audio is sent when that character confirms it (the sentence then
 comes out as the rules give it); otherwise the guess is dropped unsent and its row freed. ``none`` (vLLM-Omni's default) speaks the whole utterance as one request
@@ -100,7 +101,7 @@ from vocalis.audio.encode import make_encoder
 from vocalis.errors import InputError
 from vocalis.options import new_seed
 from vocalis.server import errors
-from vocalis.server.bridge import SpeechJob, notify_soon
+from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
 from vocalis.server.errors import APIError
 from vocalis.server import speech
 from vocalis.server.schemas import (
@@ -203,7 +204,7 @@ def _validation_message(e: ValidationError, body) -> APIError:
 
 class StreamConnection:
     """One WebSocket connection: the reader (this task) parses messages and cuts text into
-    sentences; a submitter task gives sentences to the engine (``AHEAD`` at a time); a
+    sentences; a submitter task gives sentences to the engine (one generated at a time); a
     speaker task sends their audio in order."""
 
     def __init__(self, ws: WebSocket, state):
@@ -612,10 +613,6 @@ class StreamConnection:
     def _in_flight(self) -> int:
         return sum(1 for i in self.items if i.job is not None or i.submitting)
 
-    def _generating(self) -> int:
-        return sum(1 for i in self.items
-                   if i.submitting or (i.job is not None and not i.job.generated))
-
     def _next_to_submit(self) -> _Item | None:
         for item in self.items:
             if item.sentence is not None and item.job is None and not item.submitting \
@@ -629,8 +626,8 @@ class StreamConnection:
         while True:
             async with self.changed:
                 await self.changed.wait_for(
-                    lambda: self._next_to_submit() is not None and self._in_flight() < AHEAD
-                    and self._generating() < GENERATING)
+                    lambda: self._next_to_submit() is not None
+                    and submit_turn(self.items, AHEAD, GENERATING))
                 item = self._next_to_submit()
                 item.submitting = True
                 self._unwait(item)
