@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.server.test_server import Server, ckpt, tts, voices_dir  # noqa: F401 (fixtures)
+from tests.server.test_stream import rows_free
 from vocalis.server import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,16 +45,6 @@ def livekit(server, *args) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def rows_freed(tts, timeout=15.0) -> bool:  # noqa: F811
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = tts.engine_status()
-        if status["active_rows"] == 0 and status["queued"] == 0:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_livekit_plugin_streams_text_in_and_audio_out(server, tts):  # noqa: F811
     """The plugin opens ElevenLabs' multi-stream-input WebSocket (its query parameters,
     keep-alives, context and flush messages as it sends them to ElevenLabs), streams the
@@ -65,7 +55,7 @@ def test_livekit_plugin_streams_text_in_and_audio_out(server, tts):  # noqa: F81
     spoken = tts.engine_status()["frames"] - frames
     # every frame the engine generated for it reached the plugin (1920 samples per frame)
     assert got["samples"] == spoken * tts.engine_family.frame_samples
-    assert rows_freed(tts)
+    assert rows_free(tts)
 
 
 def test_livekit_plugin_interruption_frees_the_rows(server, tts):  # noqa: F811
@@ -74,4 +64,4 @@ def test_livekit_plugin_interruption_frees_the_rows(server, tts):  # noqa: F811
     got = livekit(server, "--interrupt-after", "2",
                   " ".join(f"Sentence number {i} goes on for a while." for i in range(8)))
     assert got["interrupted"] and got["frames"] == 2
-    assert rows_freed(tts)
+    assert rows_free(tts)
