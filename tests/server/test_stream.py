@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
 from tests.server.test_server import (  # noqa: E402,F401 (fixtures reused)
     Server, ckpt, cosine, pcm_of, server, speech, tts, voices_dir)
-from vocalis.server import create_app, stream  # noqa: E402
+from vocalis.server import bridge, create_app, stream  # noqa: E402
 
 CONFIG = {"type": "session.config", "model": "tts-1", "voice": "alloy", "response_format": "pcm",
           "stream_audio": True, "seed": 7, "split_granularity": "sentence"}
@@ -216,7 +216,7 @@ def test_a_client_that_does_not_read_holds_at_most_ahead_rows(server, tts, monke
     submit = stream.StreamConnection._submit
 
     async def counted(self, item):
-        in_flight.append(self._in_flight())  # this one included
+        in_flight.append(bridge.unsent(self.items))  # this one included
         return await submit(self, item)
 
     monkeypatch.setattr(stream.StreamConnection, "_submit", counted)

@@ -114,15 +114,20 @@ class SpeechJob:
             self._on_generated()
 
 
+def unsent(items) -> int:
+    """How many of a streaming connection's ``items`` (with ``job``, a :class:`SpeechJob`
+    or None, and ``submitting``) are engine requests whose audio is not all sent."""
+    return sum(1 for i in items if i.job is not None or i.submitting)
+
+
 def submit_turn(items, ahead: int, generating: int) -> bool:
     """Whether a streaming connection may give its next sentence to the engine: fewer than
     ``ahead`` of its ``items`` (with ``job``, a :class:`SpeechJob` or None, and
     ``submitting``) wait to be sent (a client that does not read holds the rest back), and
     fewer than ``generating`` are being generated (a second sentence beside the one being
     heard would share the engine's steps with it and slow it down)."""
-    unsent = sum(1 for i in items if i.job is not None or i.submitting)
     busy = sum(1 for i in items if i.submitting or (i.job is not None and not i.job.generated))
-    return unsent < ahead and busy < generating
+    return unsent(items) < ahead and busy < generating
 
 
 _tasks: set[asyncio.Task] = set()  # notify_soon's tasks, referenced until they end

@@ -610,9 +610,6 @@ class StreamConnection:
 
     # ------------------------------------------------------------------ engine
 
-    def _in_flight(self) -> int:
-        return sum(1 for i in self.items if i.job is not None or i.submitting)
-
     def _next_to_submit(self) -> _Item | None:
         for item in self.items:
             if item.sentence is not None and item.job is None and not item.submitting \
