@@ -128,6 +128,31 @@ def unpack_linears(replaced: list[tuple[nn.Module, str, nn.Linear]]) -> None:
 LINEAR_LAYOUTS = {"packed": (16, False), "packed1": (1, False), "hybrid": (16, True)}
 
 
+def int8_linear(linear: nn.Linear, per_channel: bool = True) -> nn.Module:
+    """A dynamically quantized copy of ``linear`` (PyTorch's ``quantize_dynamic``, fbgemm on
+    x86): int8 weights, per output channel (``per_channel``) or one scale for the whole
+    matrix, activations quantized to int8 at each call from their own range; products in
+    int32, output float32. ``linear`` itself is left as it was. Not float32-exact (int8
+    rounding of weights and activations). CPU only.
+
+    Shape: input ``[..., in_features]`` -> ``[..., out_features]``."""
+    import warnings
+
+    from torch.ao.quantization import (
+        default_dynamic_qconfig,
+        per_channel_dynamic_qconfig,
+        quantize_dynamic,
+    )
+
+    if torch.backends.quantized.engine == "none":
+        torch.backends.quantized.engine = "fbgemm"
+    qconfig = per_channel_dynamic_qconfig if per_channel else default_dynamic_qconfig
+    with warnings.catch_warnings():  # torch.ao's deprecation notices
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(nn.Sequential(linear), {nn.Linear: qconfig},
+                                dtype=torch.qint8)[0]
+
+
 def replace_linears(module: nn.Module, make) -> list[tuple[nn.Module, str, nn.Linear]]:
     """Replace every plain ``nn.Linear`` inside ``module`` by ``make(linear)``; returns what
     :func:`pack_linears` returns (for :func:`unpack_linears`)."""

@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 
 from vocalis import hub
 from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
-from vocalis.models.packed import can_pack_linears, pack_linears
+from vocalis.models.packed import can_pack_linears, int8_linear, pack_linears
 from vocalis.models.pocket.config import PocketConfig
 from vocalis.models.pocket.flow_lm import FlowLM
 from vocalis.models.pocket.mimi import MimiCodec
@@ -197,30 +197,23 @@ class PocketTTSModel:
         """Dynamic int8 quantization of the FlowLM transformer's attention and FFN linears
         (as the official ``--quantize``; CPU only; not numerically identical to fp32).
 
-        Weights become int8 per output channel; activations are quantized per call.
-        The sampler head, embeddings and the Mimi codec stay float32.
+        Weights become int8 with one scale per matrix (PyTorch's ``quantize_dynamic``
+        default, as the official package's torch.ao path); activations are quantized per
+        call. The sampler head, embeddings and the Mimi codec stay float32 here (the speed
+        choices may then put the codec's decoder transformer in int8 and its SEANet in
+        bfloat16: :mod:`vocalis.models.pocket.tuning`).
 
         Raises:
             InputError: the model is not on the CPU.
         """
-        import warnings
-
         if self.device.type != "cpu":
             raise InputError("int8 quantization runs on the CPU only: drop --quantize or use "
                              "--device cpu")
-        from torch.ao.quantization import quantize_dynamic
-
-        if torch.backends.quantized.engine == "none":
-            torch.backends.quantized.engine = "fbgemm"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for layer in self.flow_lm.transformer.layers:
-                for parent, names in ((layer.self_attn, ("in_proj", "out_proj")),
-                                      (layer, ("linear1", "linear2"))):
-                    for name in names:
-                        wrapped = torch.nn.Sequential(getattr(parent, name))
-                        q = quantize_dynamic(wrapped, {torch.nn.Linear}, dtype=torch.qint8)
-                        setattr(parent, name, q[0])
+        for layer in self.flow_lm.transformer.layers:
+            for parent, names in ((layer.self_attn, ("in_proj", "out_proj")),
+                                  (layer, ("linear1", "linear2"))):
+                for name in names:
+                    setattr(parent, name, int8_linear(getattr(parent, name), per_channel=False))
         self.quantized = True
 
     def to(self, device: str | torch.device, exact: bool = False,

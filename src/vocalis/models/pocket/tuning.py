@@ -16,10 +16,15 @@ Choices, decided in this order:
     8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
     of one row on every thread (a request's time to first audio: the kernels that step one
     row fastest can run the prompt pass twice as slow; docs/speed-choices.md).
-``codec_linears`` (``packed`` | ``packed1`` | ``default``)
+``codec_linears`` (``packed`` | ``packed1`` | ``default``; ``int8`` for quantized models)
     The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
     positions, never a lone row); score: one codec frame
     (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
+    A quantized model (``--quantize``: its audio already differs from float32) also
+    measures ``int8``: the decoder transformer's linears dynamically quantized
+    (:func:`~vocalis.models.packed.int8_linear`, weights per output channel, VNNI where the
+    CPU has it; the encoder transformer, which makes voice states from audio, keeps
+    PyTorch's default kernels). Its gate is ``codec_dtype``'s (below), tested with both.
 ``codec_elu`` (``exp`` | ``default``)
     The SEANet decoder's ELUs as :class:`~vocalis.models.pocket.mimi.ExpELU`
     (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes) or
@@ -77,14 +82,15 @@ from vocalis.engine.tuning import (
 from vocalis.engine.tuning import repeat as _repeat
 from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
-from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears
+from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 8  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 9  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
-# 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models
+# 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
+# 9: codec_linears=int8 measured for quantized models
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -157,6 +163,14 @@ class _Probe:
                 lambda: self.batch.decode_tail(rows, x, first))
 
 
+def _codec_int8(model) -> Callable:
+    """The ``codec_linears=int8`` kernel: an int8 copy of each linear of the Mimi decoder
+    transformer; any other linear of the codec (the encoder transformer's) stays as it is."""
+    decoder = {id(m) for m in model.mimi.decoder_transformer.modules()
+               if type(m) is torch.nn.Linear}
+    return lambda linear: int8_linear(linear) if id(linear) in decoder else linear
+
+
 def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
          measure: tuning_mod.Measure | None = None) -> tuning_mod.Tuning:
     """Decide and apply the Pocket choices for ``model`` (already on its device, with no
@@ -183,12 +197,14 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     own = (cpu and not exact and not getattr(model, "quantized", False)
            and f32_kernel_available("flow_linears=vocalis"))
     ours = ("vocalis",) if own else ()
+    quantized = bool(getattr(model, "quantized", False))
+    int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
     # is 16 positions), and only when forced: it holds the weights twice
     candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable
                                    else kernels) + ours,
-                  "codec_linears": kernels,
+                  "codec_linears": kernels + int8,
                   "codec_elu": ("exp", "default") if cpu and not exact else ("default",),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
@@ -196,7 +212,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                 "codec_elu": "exp" if cpu and not exact else "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": F32Linear}),
-               "codec_linears": LinearKernels(model.mimi)}
+               "codec_linears": LinearKernels(model.mimi, {"int8": _codec_int8(model)})}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
     fp32_decoder: dict = {}  # the SEANet decoder's float32 weights while it runs bfloat16
 
@@ -261,7 +277,6 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    quantized = bool(getattr(model, "quantized", False))
     measurable = (("flow_linears", "codec_linears", "codec_elu", "threads", "codec_pipeline")
                   + (("codec_dtype",) if quantized else ()) if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
