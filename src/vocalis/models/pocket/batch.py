@@ -131,7 +131,7 @@ class PocketBatch(EngineBatch):
         h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts))
         if first_step:
             for i, (row, n) in enumerate(zip(rows, lengths)):
-                self.ready[row] = (starts[i] + n, self._condition(h[i:i + 1, n:n + 1])[0])
+                self.ready[row] = (starts[i] + n, self.model.flow_lm.condition(h[i:i + 1, n:n + 1])[0])
         return [p + n for p, n in zip(starts, lengths)]
 
     def take_ready(self, rows: list[int], pos: list[int]) -> dict[int, torch.Tensor]:
@@ -140,14 +140,6 @@ class PocketBatch(EngineBatch):
         of ``rows`` is used up either way."""
         got = {r: self.ready.pop(r, None) for r in rows}
         return {r: g[1] for r, g in got.items() if g is not None and g[0] == pos[r]}
-
-    def _condition(self, h: torch.Tensor) -> torch.Tensor:
-        """Transformer output ``[n, 1, d]`` -> condition ``[n, cond]`` float32."""
-        fm = self.model.flow_lm
-        h = fm.out_norm(h)
-        if fm.z_proj is not None:
-            h = fm.z_proj(h)
-        return h.float()[:, -1]
 
     def oversized(self) -> bool:
         """More than KEEP_CACHE_POSITIONS positions per row: give it back when idle."""
@@ -197,12 +189,18 @@ class PocketBatch(EngineBatch):
         fm = self.model.flow_lm
         for r in rows:
             self.high[r] = max(self.high[r], pos_max + 1)
-        where = slice(0, len(rows)) if rows == list(range(len(rows))) else \
+        first = rows == list(range(len(rows)))
+        graph = self.model.graphs.get("flow_step")
+        if graph is not None and first and probe is None:  # rows [0, n): views of the caches
+            n = len(rows)
+            return graph(latents, bos, pos, torch.arange(pos_max + 1, device=latents.device),
+                         [d[:, :n] for d in self.flow_kv])
+        where = slice(0, len(rows)) if first else \
             torch.tensor(rows, dtype=torch.long, device=latents.device)
         x = torch.where(bos[:, None], fm.bos_emb[None, :], latents)[:, None, :]
         h = fm.transformer.forward_linear_rows(fm.input_linear(x), self.flow_kv, where,
                                                pos, pos_max, probe)
-        return self._condition(h)
+        return fm.condition(h)
 
     # ---------------------------------------------------------------- Mimi
 
@@ -216,7 +214,7 @@ class PocketBatch(EngineBatch):
 
         Rows flagged ``first`` start from a fresh state (a new text chunk).
         """
-        mimi, fm = self.model.mimi, self.model.flow_lm
+        mimi = self.model.mimi
         idx = self._rows(rows)
         up = mimi.upsample.convtr
         if any(first):
@@ -225,14 +223,17 @@ class PocketBatch(EngineBatch):
             self.conv_state[up][fresh] = 0
             for d in self.dec_kv:  # stale slots are masked, but 0 * NaN would still be NaN
                 d[:, fresh] = 0
-        x = (latents * fm.emb_std + fm.emb_mean)[:, :, None]  # [n, 32, 1]
-        x = mimi.quantizer.output_proj(x)
-        state = [self.conv_state[up][idx]]
-        x = up(x, state)
-        self.conv_state[up][idx] = state[0]
-        x = mimi.decoder_transformer.transformer.forward_ring_rows(
-            x.transpose(1, 2), self.dec_kv, _as_slice(rows) or idx,
-            self.dec_pos[idx]).transpose(1, 2)
+        where = _as_slice(rows)
+        graph = self.model.graphs.get("codec_head")
+        if graph is not None and where is not None:  # consecutive rows: views of the caches
+            x, state = graph(latents, self.conv_state[up][idx], self.dec_pos[idx],
+                             [d[:, where] for d in self.dec_kv])
+            self.conv_state[up][idx] = state
+        else:
+            state = [self.conv_state[up][idx]]
+            x = codec_head(self.model, latents, state, self.dec_kv, where or idx,
+                           self.dec_pos[idx])
+            self.conv_state[up][idx] = state[0]
         self.dec_pos[idx] += mimi.upsample_stride
         return x
 
@@ -263,6 +264,21 @@ class PocketBatch(EngineBatch):
         """Both codec stages: one normalized latent per row ``[n, 32]`` -> PCM ``[n, 1920]``;
         rows flagged ``first`` start a new text chunk (fresh state, fade-in)."""
         return self.decode_tail(rows, self.decode_head(rows, latents, first), first)
+
+
+def codec_head(model: PocketTTSModel, latents: torch.Tensor, up_state: list,
+               dec_kv: list[torch.Tensor], rows: slice | torch.Tensor,
+               pos: torch.Tensor) -> torch.Tensor:
+    """The first codec stage's math: normalized latents ``[n, 32]`` -> ``[n, C, 16]``
+    (denormalize, latent projection, upsampling to the encoder rate, decoder transformer
+    over the ring caches ``dec_kv`` of ``rows`` at positions ``pos [n]``); ``up_state``:
+    ``[state]`` of the upsampler (``[n, C, tail]``), replaced by its next state."""
+    mimi, fm = model.mimi, model.flow_lm
+    x = (latents * fm.emb_std + fm.emb_mean)[:, :, None]  # [n, 32, 1]
+    x = mimi.quantizer.output_proj(x)
+    x = mimi.upsample.convtr(x, up_state)
+    return mimi.decoder_transformer.transformer.forward_ring_rows(
+        x.transpose(1, 2), dec_kv, rows, pos).transpose(1, 2)
 
 
 def _as_slice(rows: list[int]) -> slice | None:

@@ -183,13 +183,28 @@ class FlowLM(nn.Module):
 
     # ---------------------------------------------------------------- heads
 
+    def condition(self, h: torch.Tensor) -> torch.Tensor:
+        """Transformer output ``[n, T, d]`` -> the condition of its last position ``[n, cond]``
+        float32 (output norm, then ``z_proj`` where the config has one): the input of the
+        EOS and sampler heads."""
+        h = self.out_norm(h)
+        if self.z_proj is not None:
+            h = self.z_proj(h)
+        return h.float()[:, -1]
+
     def sample(self, cond: torch.Tensor, noise: torch.Tensor, steps: int) -> torch.Tensor:
         """Turn noise ``[B, 32]`` into a latent with the configured head.
 
         ``lsd``: ``x += v(c, s=i/N, t=(i+1)/N, x) / N`` for i < N (N = ``steps``);
         ``flow_matching``: Euler ``x += v(c, t=i/N, x) / N``; ``drifting``: ``x = v(c, x)``;
         ``pointwise``: ``x = x + v(c, x)``.
+
+        Runs the TorchScript graph recorded for ``steps`` where there is one
+        (:mod:`vocalis.models.pocket.graphs`: the same ops, the same results bit for bit).
         """
+        graph = self.__dict__.get("_sample_graphs", {}).get(steps)
+        if graph is not None and not torch.jit.is_tracing():
+            return graph(cond, noise)
         head = self.flow_net
         if self.head_type == "lsd":
             x = noise

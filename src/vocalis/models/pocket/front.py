@@ -144,6 +144,7 @@ class PocketTTS(ModelFamily):
         import torch
 
         from vocalis.models.pocket.engine import PocketEngineFamily
+        from vocalis.models.pocket.graphs import trace_graphs
         from vocalis.models.pocket.model import PocketTTSModel, _Tokenizer, resolve_weights
         from vocalis.models.pocket.tuning import parse_split, tune
 
@@ -166,6 +167,10 @@ class PocketTTS(ModelFamily):
         model.to(settings.device, exact=settings.exact, pack=False)
         chosen = tune(model, settings.threads or torch.get_num_threads(), settings.max_batch,
                       settings.exact, settings.tuning)
+        if not settings.exact and settings.device.type == "cpu":
+            # after tuning, with the chosen kernels in place (exact models stay eager: the
+            # official package's own op sequence, run as it runs it)
+            model.graphs = trace_graphs(model)
         engine = PocketEngineFamily(model, parse_split(chosen.choices["threads"]),
                                     chosen.choices["codec_pipeline"] == "on",
                                     registry.timestamp_heads(info.name))

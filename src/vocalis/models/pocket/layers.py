@@ -279,10 +279,18 @@ class Transformer(nn.Module):
         ``probe``: reads every layer's step attention (word timestamps; see
         :meth:`Attention.forward_rows`).
         """
+        return self.linear_rows(x, data, rows, pos,
+                                torch.arange(pos_max + x.shape[1], device=x.device), probe)
+
+    def linear_rows(self, x: torch.Tensor, data: list[torch.Tensor],
+                    rows: slice | torch.Tensor, pos: torch.Tensor, pos_k: torch.Tensor,
+                    probe=None) -> torch.Tensor:
+        """:meth:`forward_linear_rows` with the keys read given as a tensor: ``pos_k`` long
+        ``[S]`` = ``arange(pos_max + T)`` (so that a traced graph, where Python ints are
+        fixed, reads as many keys as the step needs)."""
         t = x.shape[1]
         ar = torch.arange(t, device=x.device)
         pos_q = pos[:, None] + ar  # [B, T]
-        pos_k = torch.arange(pos_max + t, device=x.device)
         delta = pos_q[:, :, None] - pos_k[None, None, :]
         mask = ((pos_k[None, None, :] >= 0) & (delta >= 0))[:, None]
         for i, (layer, d) in enumerate(zip(self.layers, data)):

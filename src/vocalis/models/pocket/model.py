@@ -148,6 +148,9 @@ class PocketTTSModel:
         )
         self.weights_fingerprint = ""
         self.quantized = False
+        # TorchScript graphs of the per-frame work (vocalis.models.pocket.graphs), by name;
+        # empty: everything runs eagerly
+        self.graphs: dict = {}
         self.exact = True
 
     # ---------------------------------------------------------------- loading

@@ -28,6 +28,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from vocalis.errors import CheckpointError
+from vocalis.models.tracing import trace_module
 
 NUM_CODE_GROUPS = 16
 
@@ -368,7 +369,7 @@ class Decoder(nn.Module):
             return (torch.zeros(1, 1, self.spec.hidden_size, dtype=p.dtype, device=p.device),
                     cache.k, cache.v, cos, sin, torch.tensor([3], device=p.device),
                     torch.arange(4, device=p.device))
-        self.__dict__["_step_graph"] = _trace(_DecoderStep(self), example)
+        self.__dict__["_step_graph"] = trace_module(_DecoderStep(self), example)
 
     def untrace_step(self) -> None:
         self.__dict__["_step_graph"] = None
@@ -390,25 +391,6 @@ class _DecoderStep(nn.Module):
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, cos, sin, k[i], v[i], (slot, read))
         return self.decoder.norm(x)
-
-
-def _trace(module: nn.Module, example) -> torch.jit.ScriptModule:
-    """``torch.jit.trace`` of ``module`` on the inputs ``example()`` builds (outside
-    inference mode, so that the graph may write its cache inputs in place), then run twice
-    as requests run it (inference mode), so that TorchScript's profiling runs and
-    optimization happen at load, not in the first request (whose time to first audio would
-    otherwise grow by seconds). The graph is kept outside
-    the module tree by the caller, so ``state_dict`` stays the official one."""
-    import warnings
-
-    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TracerWarning: shapes are read, positions fixed
-        args = example()
-        graph = torch.jit.trace(module, args, check_trace=False)
-    with torch.inference_mode():
-        for _ in range(2):
-            graph(*args)
-    return graph
 
 
 class TalkerModel(Decoder):
@@ -503,7 +485,7 @@ class CodePredictor(nn.Module):
             cache = self.new_cache(1)
             return (torch.zeros(1, 2, self.spec.talker.hidden_size, dtype=p.dtype, device=p.device),
                     cache.k, cache.v)
-        self.__dict__["_prefill_graph"] = _trace(_PredictorPrefill(self), example)
+        self.__dict__["_prefill_graph"] = trace_module(_PredictorPrefill(self), example)
         self.model.trace_step()
 
     def untrace(self) -> None:
