@@ -807,8 +807,7 @@ def test_a_quantized_model_measures_int8_codec_linears_for_its_decoder_transform
     assert (t.choices["codec_linears"], t.sources["codec_linears"]) == ("int8", "measured")
     assert {v for n, v in scores.calls if n == "codec_linears"} == {
         "packed", "packed1", "default", "int8"}
-    # while int8 was measured, the decoder transformer held int8 linears
-    assert DynamicInt8Linear in int8_kinds(model.mimi.decoder_transformer)
+    # int8 chosen: the decoder transformer holds int8 linears, the encoder its own
     assert int8_kinds(model.mimi.decoder_transformer) == {DynamicInt8Linear}
     assert int8_kinds(model.mimi.encoder_transformer) == {torch.nn.Linear}
     lin = model.mimi.decoder_transformer.transformer.layers[0].linear1
@@ -831,6 +830,18 @@ def test_a_quantized_model_measures_int8_codec_linears_for_its_decoder_transform
                                                         ("codec_linears", "int8"): 3.0}))
     assert t.choices["codec_linears"] == "packed"
     assert int8_kinds(model.mimi.decoder_transformer) == {PackedLinear}
+    # the default kernels winning after int8 was measured: the float32 linears, as loaded
+    cache.unlink()
+    model = fresh()
+    model.quantize_int8()
+    loaded = {k: v.clone() for k, v in model.mimi.decoder_transformer.state_dict().items()}
+    t = tune(model, 2, 4, False, measure=Scores(model, {**FAST_DEFAULT_FLOW,
+                                                        ("codec_linears", "default"): 0.1,
+                                                        ("codec_linears", "int8"): 3.0}))
+    assert t.choices["codec_linears"] == "default"
+    assert int8_kinds(model.mimi.decoder_transformer) == {torch.nn.Linear}
+    now = model.mimi.decoder_transformer.state_dict()
+    assert set(now) == set(loaded) and all(torch.equal(now[k], v) for k, v in loaded.items())
     cache.unlink()
     model = fresh()  # float32: int8 is no candidate
     scores = Scores(model, fast8)

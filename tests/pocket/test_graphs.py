@@ -22,10 +22,22 @@ TEXTS = ["Hello there, how are you today?", "A second row.",
          "The third row has a rather longer text than the other rows have."]
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["float32", "int8"])
+#: (quantize, tuning, id): the kernels a load may choose; the graphs record whichever
+#: are in place
+LOADS = [(False, "fixed", "float32-packed"),
+         (False, "fixed,flow_linears=vocalis", "float32-own-kernel"),
+         (False, "fixed,flow_linears=hybrid,codec_linears=default", "float32-hybrid"),
+         (True, "fixed", "int8"),
+         (True, "fixed,codec_linears=int8,codec_dtype=bfloat16", "int8-quantized-codec")]
+
+
+@pytest.fixture(scope="module", params=LOADS, ids=[x[2] for x in LOADS])
 def loaded(checkpoints, request):
+    quantize, tuning, name = request.param
+    if "vocalis" in tuning:  # our float32 kernel, built on purpose (skips where it cannot be)
+        request.getfixturevalue("built_kernels")
     d = checkpoints.get(CONFIG)
-    tts = vocalis.load(str(d), max_batch=8, tuning="fixed", quantize=request.param)
+    tts = vocalis.load(str(d), max_batch=8, tuning=tuning, quantize=quantize)
     voice = tts.voice(str(d / "voice.wav"))
     yield tts, voice
     tts.close()
@@ -43,15 +55,41 @@ def eager(model):
 
 
 def test_a_loaded_model_has_its_graphs_and_an_exact_one_none(loaded, checkpoints):
+    """Every load records the codec's graph and, but with the hybrid FlowLM kernel (which
+    picks its kernel by the row count at each call), the FlowLM step's and the sampler's;
+    an exact model records none."""
     tts, _ = loaded
-    assert set(tts.model.graphs) == {"flow_step", "codec_head"}
-    assert set(tts.model.flow_lm.__dict__["_sample_graphs"]) == {1}
+    hybrid = tts.tuning.choices["flow_linears"] == "hybrid"
+    assert set(tts.model.graphs) == ({"codec_head"} if hybrid else {"flow_step", "codec_head"})
+    assert set(tts.model.flow_lm.__dict__["_sample_graphs"]) == (set() if hybrid else {1})
     exact = vocalis.load(str(checkpoints.get(CONFIG)), exact=True)
     try:
         assert exact.model.graphs == {}
         assert not exact.model.flow_lm.__dict__.get("_sample_graphs")
     finally:
         exact.close()
+
+
+def test_tuning_and_quantizing_drop_the_graphs(checkpoints):
+    """The graphs hold the kernels they were recorded with: choosing kernels again
+    (``tune``) or quantizing drops them (the load records them again after its choices)."""
+    from vocalis.models.pocket.tuning import tune
+
+    tts = vocalis.load(str(checkpoints.get(CONFIG)), tuning="fixed,flow_linears=default")
+    try:
+        model = tts.model
+        assert model.graphs
+        model.quantize_int8()  # (of a FlowLM with PyTorch's linears: as a load does it)
+        assert model.graphs == {} and model.flow_lm.__dict__["_sample_graphs"] == {}
+    finally:
+        tts.close()
+    tts = vocalis.load(str(checkpoints.get(CONFIG)), tuning="fixed")
+    try:
+        with pytest.raises(ValueError, match="unpacked linears"):
+            tune(tts.model, 2, 4, False, spec="fixed")  # packed already: refused, after
+        assert tts.model.graphs == {}  # dropping the graphs recorded with those kernels
+    finally:
+        tts.close()
 
 
 def test_steps_samples_and_codec_match_eager_at_every_batch_size(loaded):

@@ -3,9 +3,10 @@
 A traced graph runs the same ATen ops on the same values as the eager forward it was
 recorded from (the same results bit for bit), without the Python interpreter between
 the ops, and it releases the GIL while it runs: the engine's model and codec threads then
-stop queueing for the interpreter (figures: docs/speed-choices.md). Shapes read from
-tensors (``x.shape[0]``) stay symbolic in the graph, so one graph serves every batch size;
-Python ints and branches are fixed at their traced values.
+stop queueing for the interpreter (figures: docs/speed-choices.md). Sizes read from tensors
+(``x.shape[0]``) and passed on to tensor operations stay symbolic in the graph, so one graph
+serves every batch size; Python ints, branches, and anything a size is turned into in Python
+(``int()``, ``numel()`` compared, ``dim()``) are fixed at their traced values.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def trace_module(module: nn.Module, example: Callable[[], tuple], optimize: bool
     ``__dict__``), so that ``state_dict`` stays the official one.
 
     ``optimize=False``: return an :class:`AsRecorded` graph (results that never depend on
-    the shapes of earlier calls); else the ``ScriptModule`` itself."""
+    the shapes of earlier calls; its two runs at load then only build the executor's plan);
+    else the ``ScriptModule`` itself."""
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarning: shapes are read, positions fixed
         args = example()

@@ -131,7 +131,7 @@ class PocketBatch(EngineBatch):
         h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts))
         if first_step:
             for i, (row, n) in enumerate(zip(rows, lengths)):
-                self.ready[row] = (starts[i] + n, self.model.flow_lm.condition(h[i:i + 1, n:n + 1])[0])
+                self.ready[row] = (starts[i] + n, fm.condition(h[i:i + 1, n:n + 1])[0])
         return [p + n for p, n in zip(starts, lengths)]
 
     def take_ready(self, rows: list[int], pos: list[int]) -> dict[int, torch.Tensor]:

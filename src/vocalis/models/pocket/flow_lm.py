@@ -200,7 +200,8 @@ class FlowLM(nn.Module):
         ``pointwise``: ``x = x + v(c, x)``.
 
         Runs the TorchScript graph recorded for ``steps`` where there is one
-        (:mod:`vocalis.models.pocket.graphs`: the same ops, the same results bit for bit).
+        (:mod:`vocalis.models.pocket.graphs`: the same ops, the same results bit for bit;
+        none with ``flow_linears=hybrid``).
         """
         graph = self.__dict__.get("_sample_graphs", {}).get(steps)
         if graph is not None and not torch.jit.is_tracing():

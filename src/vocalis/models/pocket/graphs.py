@@ -1,7 +1,7 @@
 """Pocket TTS's per-frame work as TorchScript graphs: the FlowLM step, the sampler head and
 the codec's first stage (:func:`vocalis.models.tracing.trace_module`).
 
-Each frame of each request runs these three; eager, they are some 500, 200 and 250 small
+Each frame of each request runs these three; eager, they are some 580, 200 and 250 small
 PyTorch calls, each passing through the Python interpreter, whose lock the engine's model
 and codec threads then queue for (a lone row's frame is mostly that). A graph runs the
 same ATen ops on the same values (the audio is the same bit for bit, tested), without the
@@ -11,15 +11,23 @@ The graphs read and write the batch's caches through views that the caller slice
 the rows at hand (consecutive rows only; other row sets, word-timestamp steps and exact
 models run eagerly), and positions enter as tensors, so one graph serves every batch size,
 position and cache size. Traced after the speed choices have put their kernels in place:
-change no linear afterwards without tracing again.
+:func:`vocalis.models.pocket.tuning.tune` and
+:meth:`~vocalis.models.pocket.model.PocketTTSModel.quantize_int8` drop them (they change
+the kernels). A FlowLM with ``flow_linears=hybrid`` (a one-row kernel chosen by the row
+count at each call, which a graph would fix at its traced count) keeps its step and
+sampler eager.
 """
 
 from __future__ import annotations
+
+import logging
 
 import torch
 from torch import nn
 
 from vocalis.models.tracing import trace_module
+
+log = logging.getLogger(__name__)
 
 #: the sampler head steps traced at load (the default of ``sampler_decode_steps``); other
 #: counts run eagerly
@@ -76,16 +84,31 @@ class CodecHead(nn.Module):
 
 
 def trace_graphs(model) -> dict:
-    """Record the three graphs of ``model`` (a :class:`PocketTTSModel` on its device, its
-    kernels chosen); returns ``{"flow_step": ..., "codec_head": ...}`` and puts the sampler
-    graphs on ``model.flow_lm`` (by step count). Example inputs: 2 rows at position 3."""
+    """Record the graphs of ``model`` (a :class:`PocketTTSModel` on its device, its kernels
+    chosen); returns ``{"flow_step": ..., "codec_head": ...}`` and puts the sampler graphs on
+    ``model.flow_lm`` (by step count). Example inputs: 2 rows at position 3. A kernel that
+    cannot be recorded leaves the model eager (logged): the graphs are a speed-up only."""
+    untrace_graphs(model)
+    try:
+        graphs, samplers = _record(model)
+    except Exception as e:  # noqa: BLE001 - any failure to record: the eager path stays
+        log.warning("Pocket TTS graphs not recorded (%s: %s); frames run eagerly",
+                    type(e).__name__, e)
+        return {}
+    model.flow_lm.__dict__["_sample_graphs"] = samplers
+    return graphs
+
+
+def _record(model) -> tuple[dict, dict]:
+    from vocalis.models.packed import PackedLinear
     from vocalis.models.pocket.batch import PocketBatch
 
     fm, mimi = model.flow_lm, model.mimi
     dev = model.device
     latent = int(fm.bos_emb.shape[-1])
-    scratch = PocketBatch(model, 2)
-    scratch.ensure(2, 8)
+    with torch.inference_mode(False):  # the graphs write into these while being recorded
+        scratch = PocketBatch(model, 2)
+        scratch.ensure(2, 8)
     up = mimi.upsample.convtr
 
     def step_args():
@@ -102,11 +125,13 @@ def trace_graphs(model) -> dict:
         cond = fm.condition(torch.zeros(2, 1, fm.d_model, device=dev))
         return cond, torch.zeros(2, latent, device=dev)
 
-    graphs = {"flow_step": trace_module(FlowStep(fm), step_args, optimize=False),
-              "codec_head": trace_module(CodecHead(model), head_args, optimize=False)}
-    fm.__dict__["_sample_graphs"] = {
-        s: trace_module(Sampler(fm, s), sample_args, optimize=False) for s in SAMPLER_STEPS}
-    return graphs
+    graphs = {"codec_head": trace_module(CodecHead(model), head_args, optimize=False)}
+    samplers = {}
+    if not any(isinstance(m, PackedLinear) and m.one_row_default for m in fm.modules()):
+        graphs["flow_step"] = trace_module(FlowStep(fm), step_args, optimize=False)
+        samplers = {s: trace_module(Sampler(fm, s), sample_args, optimize=False)
+                    for s in SAMPLER_STEPS}
+    return graphs, samplers
 
 
 def untrace_graphs(model) -> None:

@@ -35,6 +35,10 @@ def apply_rope(
     pocket-tts ``modules/rope.py``).
     """
     B, T, H, D = q.shape
+    # the head size as a Python int: in a traced graph (vocalis.models.pocket.graphs) a size
+    # read from a tensor would be a tensor, and the exponent below float32 tensor arithmetic
+    # instead of eager's double-precision Python arithmetic (the head size is a constant)
+    D = int(D)
     Hk = k.shape[2]
     freqs = torch.exp(
         torch.arange(D // 2, device=q.device, dtype=torch.float32) * (-math.log(max_period) * 2 / D)

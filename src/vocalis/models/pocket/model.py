@@ -212,6 +212,9 @@ class PocketTTSModel:
         if self.device.type != "cpu":
             raise InputError("int8 quantization runs on the CPU only: drop --quantize or use "
                              "--device cpu")
+        from vocalis.models.pocket.graphs import untrace_graphs
+
+        untrace_graphs(self)  # they hold the float32 linears
         for layer in self.flow_lm.transformer.layers:
             for parent, names in ((layer.self_attn, ("in_proj", "out_proj")),
                                   (layer, ("linear1", "linear2"))):
