@@ -352,11 +352,11 @@ def test_killed_replica_loses_no_unstarted_request_and_recovers(app):
 
     before = replica_metrics(app["port"], n=2)
     pids = {rid: int(info_of(m)["pid"]) for rid, m in before.items()}
-    # a long stream pins work on one replica: the victim
+    # a long stream (the longest a request may ask for) pins work on one replica: the victim
     conn = http.client.HTTPConnection("127.0.0.1", app["port"], timeout=120)
     conn.request("POST", "/v1/audio/speech",
                  json.dumps({"model": "tts-1", "input": TEXT, "voice": "alloy",
-                             "response_format": "pcm", "seed": 9, "max_frames": 5000}),
+                             "response_format": "pcm", "seed": 9, "max_frames": 10000}),
                  {"Content-Type": "application/json"})
     stream = conn.getresponse()
     assert stream.status == 200 and stream.read1(4096)
