@@ -328,6 +328,24 @@ def test_a_load_with_nothing_built_offers_no_kernel_and_never_compiles(unbuilt):
         assert "float32 kernel is not built" in msg and "`vocalis kernels build`" in msg, msg
 
 
+def test_a_quantized_pocket_load_says_nothing_of_the_float32_kernel(checkpoints, tmp_path):
+    """Our float32 kernel is never a candidate for a quantized Pocket FlowLM (its linears
+    are int8), built or not: its load does not tell the user to build it (it did, and said
+    the kernel was not built when it was). The float32 load beside it, whose choice it
+    would have been, does."""
+    env = env_for(tmp_path)  # an empty kernel cache: nothing built there
+    env.pop("VOCALIS_TUNING", None)
+    ck = checkpoints.get("english_2m_2026-10")
+    args = ["generate", "--model", str(ck), "--voice", str(ck / "voice.wav"), "--text", "Hi."]
+    r = vocalis(args + ["--quantize", "-o", str(tmp_path / "q.wav")], env)
+    assert r.returncode == 0, r.stderr
+    assert "tuning measured" in r.stderr, r.stderr  # measured, not fixed
+    assert "not offered" not in r.stderr, r.stderr
+    r = vocalis(args + ["-o", str(tmp_path / "f.wav")], env)
+    assert r.returncode == 0, r.stderr
+    assert "flow_linears=vocalis is not offered" in r.stderr, r.stderr
+
+
 def test_quantize_without_its_kernel_is_refused_naming_the_fix(unbuilt):
     for mode in ("int4", "int8"):
         param, msg = unbuilt["report"]["refused"][mode]

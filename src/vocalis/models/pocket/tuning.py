@@ -298,8 +298,10 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                                                     "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
                                         "codec_elu": ROUNDS})
-    if packable and not own and result.sources["flow_linears"] in ("measured", "cache"):
-        f32_kernel_hint("flow_linears=vocalis")  # decided without it: say how to build it
+    if (packable and not own and not quantized
+            and result.sources["flow_linears"] in ("measured", "cache")):
+        # decided without it for want of a build (never offered to int8 linears): say how
+        f32_kernel_hint("flow_linears=vocalis")
     if probe:
         probe.clear()
         tuning_mod.release_memory()
