@@ -13,7 +13,7 @@ models run eagerly), and positions enter as tensors, so one graph serves every b
 position and cache size. Traced after the speed choices have put their kernels in place:
 :func:`vocalis.models.pocket.tuning.tune` and
 :meth:`~vocalis.models.pocket.model.PocketTTSModel.quantize_int8` drop them (they change
-the kernels). A FlowLM with ``flow_linears=hybrid`` (a one-row kernel chosen by the row
+the kernels: :meth:`~vocalis.models.pocket.model.PocketTTSModel.drop_graphs`). A FlowLM with ``flow_linears=hybrid`` (a one-row kernel chosen by the row
 count at each call, which a graph would fix at its traced count) keeps its step and
 sampler eager.
 """
@@ -88,7 +88,7 @@ def trace_graphs(model) -> dict:
     chosen); returns ``{"flow_step": ..., "codec_head": ...}`` and puts the sampler graphs on
     ``model.flow_lm`` (by step count). Example inputs: 2 rows at position 3. A kernel that
     cannot be recorded leaves the model eager (logged): the graphs are a speed-up only."""
-    untrace_graphs(model)
+    model.drop_graphs()
     try:
         graphs, samplers = _record(model)
     except Exception as e:  # noqa: BLE001 - any failure to record: the eager path stays
@@ -134,11 +134,4 @@ def _record(model) -> tuple[dict, dict]:
     return graphs, samplers
 
 
-def untrace_graphs(model) -> None:
-    """Drop the graphs (back to the eager forward everywhere)."""
-    model.graphs = {}
-    model.flow_lm.__dict__["_sample_graphs"] = {}
-
-
-__all__ = ["SAMPLER_STEPS", "CodecHead", "FlowStep", "Sampler", "trace_graphs",
-           "untrace_graphs"]
+__all__ = ["SAMPLER_STEPS", "CodecHead", "FlowStep", "Sampler", "trace_graphs"]

@@ -212,15 +212,20 @@ class PocketTTSModel:
         if self.device.type != "cpu":
             raise InputError("int8 quantization runs on the CPU only: drop --quantize or use "
                              "--device cpu")
-        from vocalis.models.pocket.graphs import untrace_graphs
-
-        untrace_graphs(self)  # they hold the float32 linears
+        self.drop_graphs()  # they hold the float32 linears
         for layer in self.flow_lm.transformer.layers:
             for parent, names in ((layer.self_attn, ("in_proj", "out_proj")),
                                   (layer, ("linear1", "linear2"))):
                 for name in names:
                     setattr(parent, name, int8_linear(getattr(parent, name), per_channel=False))
         self.quantized = True
+
+    def drop_graphs(self) -> None:
+        """Run eagerly from now on: drop the graphs of the per-frame work
+        (:mod:`vocalis.models.pocket.graphs`), recorded with kernels that a change of
+        kernels makes stale."""
+        self.graphs = {}
+        self.flow_lm.__dict__["_sample_graphs"] = {}
 
     def to(self, device: str | torch.device, exact: bool = False,
            pack: bool | None = None) -> "PocketTTSModel":

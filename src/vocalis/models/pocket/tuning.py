@@ -84,7 +84,6 @@ from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
-from vocalis.models.pocket.graphs import untrace_graphs
 from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
@@ -186,7 +185,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         InputError: a malformed or impossible forced choice.
         ValueError: the model's linears are already packed.
     """
-    untrace_graphs(model)  # recorded with the kernels this replaces (traced again at load)
+    model.drop_graphs()  # recorded with the kernels this replaces (recorded again at load)
     if any(isinstance(m, PackedLinear) for part in (model.flow_lm, model.mimi)
            for m in part.modules()):
         raise ValueError("tune() takes a model with unpacked linears (load it with "
