@@ -10,12 +10,12 @@ interpreter between them, and it lets go of the interpreter's lock while it runs
 The graphs read and write the batch's caches through views that the caller slices for
 the rows at hand (consecutive rows only; other row sets, word-timestamp steps and exact
 models run eagerly), and positions enter as tensors, so one graph serves every batch size,
-position and cache size. Traced after the speed choices have put their kernels in place:
+position and cache size. Traced after the speed choices have put their kernels in place;
 :func:`vocalis.models.pocket.tuning.tune` and
-:meth:`~vocalis.models.pocket.model.PocketTTSModel.quantize_int8` drop them (they change
-the kernels: :meth:`~vocalis.models.pocket.model.PocketTTSModel.drop_graphs`). A FlowLM with ``flow_linears=hybrid`` (a one-row kernel chosen by the row
-count at each call, which a graph would fix at its traced count) keeps its step and
-sampler eager.
+:meth:`~vocalis.models.pocket.model.PocketTTSModel.quantize_int8`, which change the
+kernels, drop them (:meth:`~vocalis.models.pocket.model.PocketTTSModel.drop_graphs`). A
+FlowLM with ``flow_linears=hybrid`` (a one-row kernel chosen by the row count at each
+call, which a graph would fix at its traced count) keeps its step and sampler eager.
 """
 
 from __future__ import annotations

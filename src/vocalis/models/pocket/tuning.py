@@ -195,10 +195,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     packable = cpu and not exact and can_pack_linears(model.device)
     kernels = ("packed", "packed1", "default") if packable else ("default",)
     # our float32 kernel, for the FlowLM only (the codec's matmuls are many rows)
-    own = (cpu and not exact and not getattr(model, "quantized", False)
-           and f32_kernel_available("flow_linears=vocalis"))
-    ours = ("vocalis",) if own else ()
     quantized = bool(getattr(model, "quantized", False))
+    own = cpu and not exact and not quantized and f32_kernel_available("flow_linears=vocalis")
+    ours = ("vocalis",) if own else ()
     int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
@@ -290,7 +289,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_elu="the ELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
-    elif not own and not getattr(model, "quantized", False):
+    elif not own and not quantized:
         notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
