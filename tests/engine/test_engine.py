@@ -269,15 +269,11 @@ def test_requests_arriving_together_share_one_prompt_pass(tts, tmp_path):
 
 
 def _resident_or_swapped_mb() -> float:
-    """The process's resident plus swapped-out memory in MiB (/proc/self/status): unlike
-    VmRSS alone it does not fall when the kernel swaps pages out under memory pressure."""
-    kb = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmSwap"):
-                kb[key] = int(value.split()[0])
-    return (kb["VmRSS"] + kb.get("VmSwap", 0)) / 1024
+    """The process's resident plus swapped-out memory in MiB: unlike VmRSS alone it does
+    not fall when the kernel swaps pages out under memory pressure."""
+    from vocalis.bench.memory import _status_kb, rss_mb
+
+    return rss_mb() + (_status_kb("VmSwap") or 0.0) / 1024
 
 
 def test_idle_engine_gives_its_cache_memory_back(checkpoints):
