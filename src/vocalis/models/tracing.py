@@ -38,6 +38,41 @@ class AsRecorded:
             torch._C._set_graph_executor_optimize(before)
 
 
+class _Flat(nn.Module):
+    """``module``'s forward, with its parameters and buffers held flat on this one module
+    (the same tensors, not copies) and ``module`` itself kept outside the module tree.
+    ``torch.jit.trace`` wraps every submodule of what it traces in a ``ScriptModule`` of its
+    own (for Pocket TTS some 430, most of a second of each load on a 2-core CPU); here it
+    wraps this one, and the graph reads each weight as an attribute of it, as it would have
+    read it from the submodule (so oneDNN's opaque packed weights, which a graph cannot
+    hold as constants, work as before). A submodule holding a TorchScript object (PyTorch's
+    quantized linears keep their packed weights so) is registered whole instead: the
+    tracer finds such objects only on a registered module."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.__dict__["inner"] = module
+        whole, seen = [], set()
+        for name, m in module.named_modules():
+            if any(name.startswith(w + ".") for w in whole):
+                continue
+            if any(isinstance(v, torch.ScriptObject) for v in vars(m).values()):
+                whole.append(name)
+                self.add_module(f"m{len(whole)}", m)
+                seen.update(id(t) for t in (*m.parameters(), *m.buffers()))
+        for kind, tensors in (("p", module.parameters()), ("b", module.buffers())):
+            for t in tensors:
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    if kind == "p":
+                        self.register_parameter(f"p{len(seen)}", t)
+                    else:
+                        self.register_buffer(f"b{len(seen)}", t, persistent=False)
+
+    def forward(self, *args):
+        return self.inner(*args)
+
+
 def trace_module(module: nn.Module, example: Callable[[], tuple], optimize: bool = True):
     """``torch.jit.trace`` of ``module`` on the inputs ``example()`` builds (outside
     inference mode, so that the graph may write its cache inputs in place), then run twice
@@ -52,7 +87,7 @@ def trace_module(module: nn.Module, example: Callable[[], tuple], optimize: bool
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # TracerWarning: shapes are read, positions fixed
         args = example()
-        graph = torch.jit.trace(module, args, check_trace=False)
+        graph = torch.jit.trace(_Flat(module), args, check_trace=False)
     run = graph if optimize else AsRecorded(graph)
     with torch.inference_mode():
         for _ in range(2):
