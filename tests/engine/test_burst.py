@@ -84,8 +84,56 @@ def test_live_requests_are_never_held_back(tts, live):
     held = [last.stats.held_steps for _, last in got]
     if live:
         assert held == [0] * len(TEXTS)
+        assert len({last.stats.admission for _, last in got}) == 1
     else:  # the first group sat out the steps of the two later groups' first frames
-        assert held[0] >= 1 and held[-1] == 0, held
+        by_admission = sorted((last.stats.admission, h) for (_, last), h in zip(got, held))
+        assert by_admission[0][1] >= 1 and by_admission[-1][1] == 0, by_admission
+
+
+LONG = ("This request has by far the longest text of the burst, with many words in it, so that "
+        "its prompt pass is the largest of all of them.")
+WORDS = ["Hi.", "Yes, please.", "Good morning to you.", "The bus comes at nine tonight.",
+         "We will meet by the old bridge after the market closes.",
+         "Please bring the maps, the lamp, two ropes and something warm to drink."]
+
+
+def _admissions(tts, texts, group):
+    """Submit ``texts`` while the engine cannot admit (its lock held), so that all wait
+    together; each request's admission number (RequestStats.admission), in text order."""
+    engine = tts.engine
+    engine.admit_group = group
+    try:
+        with engine._cond:
+            reqs = [tts.submit(t, tts.test_voice, 20 + i, max_frames=3)
+                    for i, t in enumerate(texts)]
+        got = [events(r) for r in reqs]
+    finally:
+        engine.admit_group = 0
+    for _, last in got:
+        assert type(last).__name__ == "Finished"
+    first = min(last.stats.admission for _, last in got)
+    return [last.stats.admission - first for _, last in got]
+
+
+def test_a_burst_is_admitted_shortest_prompt_first(tts):
+    """Requests waiting together are admitted a group at a time, the shortest texts first
+    (ties in arrival order), whatever order they came in: the median request waits for the
+    short half of the prompt passes only."""
+    texts = [WORDS[5], WORDS[2], WORDS[0], WORDS[4], WORDS[1], WORDS[3]]  # shuffled
+    assert _admissions(tts, texts, 2) == [2, 1, 0, 2, 0, 1]
+    # a group as large as the burst: one admission, in arrival order, nothing reordered
+    assert _admissions(tts, texts, 6) == [0] * 6
+
+
+def test_a_long_request_is_passed_over_a_bounded_number_of_times(tts, monkeypatch):
+    """A long request that arrived first is not held back for ever by shorter ones:
+    passed over ``MAX_PASSED_OVER`` times, it goes before every shorter one."""
+    from vocalis.engine import scheduler
+
+    texts = [LONG] + WORDS[:5]
+    assert _admissions(tts, texts, 2) == [2, 0, 0, 1, 1, 2]  # no bound reached: last
+    monkeypatch.setattr(scheduler, "MAX_PASSED_OVER", 1)
+    assert _admissions(tts, texts, 2) == [1, 0, 0, 1, 2, 2]  # passed over once, then first
 
 
 def test_live_must_be_a_bool(tts):

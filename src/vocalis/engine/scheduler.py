@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 # While every active row waits for its streamed text, the engine looks at cancellations this
 # often (s); text arriving wakes it at once (Engine.wake).
 WAIT_POLL_S = 0.01
+#: admissions a queued request may see go to later arrivals with shorter prompts before it
+#: goes first (Engine._take_admissions)
+MAX_PASSED_OVER = 16
 
 
 @dataclass
@@ -67,6 +70,13 @@ class Job:
     # played as it comes (a voice agent's WebSocket): never held back for a burst's later
     # groups, whose first frames would otherwise come first (a gap in what it plays)
     live: bool = False
+    passed_over: int = 0  # admissions that took a later arrival (a shorter prompt) first
+
+
+def prompt_tokens(job: Job) -> int:
+    """Tokens of ``job``'s first text chunk (0 while it has none yet): the size of its prompt
+    pass, by which a burst is admitted shortest first."""
+    return len(job.chunks[0][1]) if job.chunks else 0
 
 
 class Engine:
@@ -99,6 +109,7 @@ class Engine:
         self._decoding = False  # frames are queued or being decoded
         self.steps = 0
         self.frames = 0
+        self.admissions = 0  # steps that gave queued requests rows
         self.prompt_passes = 0  # batched prompt passes (one serves every row starting a chunk)
         self.prompt_rows: collections.deque[int] = collections.deque(maxlen=64)  # rows per pass
         self._scheduler = threading.Thread(target=self._run, name="vocalis-engine", daemon=True)
@@ -271,23 +282,40 @@ class Engine:
             self._cond.notify_all()
 
     def _take_admissions(self) -> list[Job]:
-        """The queued jobs that get a row now, in order: at most ``admit_group`` of them
-        that are not live (0: no limit); live ones (:attr:`Job.live`) all that fit, in one
-        prompt pass, so that none of them speaks before the others' prompt passes are done
-        (a gap in its audio)."""
-        out = []
+        """The queued jobs that get a row now: live ones (:attr:`Job.live`) all that fit, in
+        one prompt pass, so that none of them speaks before the others' prompt passes are
+        done (a gap in its audio); then at most ``admit_group`` others (0: no limit).
+
+        With a group limit and more jobs waiting than one group, the shortest prompts
+        (:func:`prompt_tokens`) go first, arrival order breaking ties: the median request of
+        a burst then waits for the short half of the prompt passes only, and a group's rows
+        have similar lengths, so that its batched pass pads little. A job passed over for
+        later arrivals :data:`MAX_PASSED_OVER` times goes before every shorter one, so that
+        a stream of short requests cannot hold a long one back for ever."""
         free = [r for r in range(self.max_batch) if r not in self._active]
-        plain = 0
-        while self._queue and free:
-            job = self._queue[0]
-            if not job.live and self.admit_group and plain >= self.admit_group:
-                break
-            self._queue.popleft()
-            plain += not job.live
+        queued = list(self._queue)
+        chosen = [j for j in queued if j.live]
+        plain = [j for j in queued if not j.live]
+        if self.admit_group and len(plain) > self.admit_group:
+            overdue = [j for j in plain if j.passed_over >= MAX_PASSED_OVER]
+            plain = overdue + sorted((j for j in plain if j.passed_over < MAX_PASSED_OVER),
+                                     key=prompt_tokens)
+            plain = plain[:self.admit_group]
+        chosen = (chosen + plain)[:len(free)]
+        taken = {id(j) for j in chosen}
+        last = max((i for i, j in enumerate(queued) if id(j) in taken), default=-1)
+        for i, job in enumerate(queued):
+            if id(job) in taken:
+                self._queue.remove(job)
+            elif i < last:  # a later arrival went first
+                job.passed_over += 1
+        if chosen:
+            self.admissions += 1
+        for job in chosen:
             job.row = free.pop(0)
+            job.req.stats.admission = self.admissions
             self._active[job.row] = job
-            out.append(job)
-        return out
+        return chosen
 
     def _idle(self) -> bool:
         """No request is active or queued: the model thread is waiting for work."""

@@ -51,6 +51,9 @@ class RequestStats:
     chunks: list[dict] = field(default_factory=list)  # per text chunk: text, token_ids, frames, eos_step
     cancelled: bool = False
     held_steps: int = 0  # engine steps it sat out while a burst's later groups started
+    # which of the engine's admissions (counted from 1 since it started) gave it a row: a
+    # burst admitted in groups, shortest prompts first, has several
+    admission: int = 0
 
     @property
     def rtf(self) -> float:
@@ -63,7 +66,8 @@ class RequestStats:
             "wall_ms": self.wall_ms, "frames": self.frames, "audio_s": self.audio_s,
             "rtf": self.rtf if self.audio_s else None,
             "x_real_time": (1 / self.rtf) if self.audio_s and self.wall_ms else None,
-            "cancelled": self.cancelled, "held_steps": self.held_steps, "chunks": self.chunks,
+            "cancelled": self.cancelled, "held_steps": self.held_steps,
+            "admission": self.admission, "chunks": self.chunks,
         }
 
 

@@ -58,10 +58,13 @@ class PocketEngineFamily(EngineFamily):
 
     #: a step given None for a row leaves that row's caches untouched (see step)
     holds_rows = True
-    #: requests admitted per step (a burst in groups of three). Measured with 16 requests
-    #: arriving together (real-size english, 2-core AMD EPYC Zen 5, scripts/burst_ttfa.py):
-    #: median first audio 6.3-6.5x a lone request's against 8.8-10.5x all at once, p95
-    #: 10.5-11.3x against 8.8-10.6x, throughput 3-5% lower; groups of 2, 4 and 8 did worse
+    #: requests admitted per step (a burst in groups of three, shortest prompts first: the
+    #: engine's rule). Measured with 16 requests arriving together (real-size english,
+    #: scripts/burst_ttfa.py): on a 2-core AMD EPYC Zen 5 (arrival order then), median first
+    #: audio 6.3-6.5x a lone request's against 8.8-10.5x all at once, p95 10.5-11.3x against
+    #: 8.8-10.6x, throughput 3-5% lower; groups of 2, 4 and 8 did worse. On a 2-core Zen 3,
+    #: shortest first: groups of 3 4.3-5.3x / 9.0-9.9x, of 2 5.2-5.6x / 10.7-11.6x, of 4
+    #: 6.3x / 11.2x, of 6 6.5-6.7x / 9.8-11.4x
     admit_group = 3
 
     def __init__(self, model: PocketTTSModel, split: tuple[int, int] | None = None,
