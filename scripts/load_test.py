@@ -4,6 +4,8 @@
     python scripts/load_test.py --url http://127.0.0.1:8000 --concurrency 1,4,16
     python scripts/load_test.py --url http://127.0.0.1:8001 --api pocket   # pocket-tts serve
     python scripts/load_test.py --concurrency 16 --burst --requests-per-client 3
+    python scripts/load_test.py --concurrency 16 --burst --text "Hi." --text "A longer one." \
+        --voice alloy --voice echo     # request i: text i mod 2, voice i mod 2
 
 ``--api openai`` (vocalis and other OpenAI-compatible servers) posts JSON to
 ``/v1/audio/speech`` with ``response_format=wav`` and a per-request ``seed``;
@@ -84,6 +86,11 @@ class WavReader:
         return 0
 
 
+def pick(values: list[str], index: int) -> str:
+    """Request ``index``'s text or voice: the options given, in turn."""
+    return values[index % len(values)]
+
+
 def one_request(args, index: int, barrier: threading.Barrier | None = None) -> Result:
     """One request; with ``barrier``, connected first and sent when every client of the
     burst is connected (their requests leave together)."""
@@ -97,7 +104,8 @@ def one_request(args, index: int, barrier: threading.Barrier | None = None) -> R
             conn.close()
             return Result(False, error=f"{type(e).__name__}: {e}")
     if args.api == "openai":
-        body = {"model": args.model, "input": args.text, "voice": args.voice,
+        body = {"model": args.model, "input": pick(args.text, index),
+                "voice": pick(args.voice, index),
                 "response_format": "wav"}
         if args.seed is not None:
             body["seed"] = args.seed + index
@@ -109,7 +117,7 @@ def one_request(args, index: int, barrier: threading.Barrier | None = None) -> R
             headers["Authorization"] = f"Bearer {args.api_key}"
         path = "/v1/audio/speech"
     else:
-        payload = urllib.parse.urlencode({"text": args.text}).encode()
+        payload = urllib.parse.urlencode({"text": pick(args.text, index)}).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         path = "/tts"
     reader = WavReader()
@@ -206,10 +214,13 @@ def main(argv=None) -> int:
     p.add_argument("--api", choices=("openai", "pocket"), default="openai")
     p.add_argument("--concurrency", default="1,4,16", help="comma-separated client counts")
     p.add_argument("--requests-per-client", type=int, default=2)
-    p.add_argument("--text", default="The quick brown fox jumps over the lazy dog. "
-                                     "Streaming speech should start right away.")
+    p.add_argument("--text", action="append",
+                   help="text to speak; repeat it to give requests different texts in turn "
+                        "(default: two sentences)")
     p.add_argument("--model", default="tts-1")
-    p.add_argument("--voice", default="alloy")
+    p.add_argument("--voice", action="append",
+                   help="openai api: voice; repeat it for different voices in turn "
+                        "(default: alloy)")
     p.add_argument("--seed", type=int, default=0, help="base seed (openai api); -1 = none")
     p.add_argument("--max-frames", type=int, default=None,
                    help="openai api: fixed frames per text chunk (vocalis extension)")
@@ -226,6 +237,9 @@ def main(argv=None) -> int:
                         "given as multiples of a lone request's (the median of 5, measured "
                         "first)")
     args = p.parse_args(argv)
+    args.text = args.text or ["The quick brown fox jumps over the lazy dog. "
+                              "Streaming speech should start right away."]
+    args.voice = args.voice or ["alloy"]
     if args.seed is not None and args.seed < 0:
         args.seed = None
     u = urllib.parse.urlsplit(args.url)
