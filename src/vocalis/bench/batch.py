@@ -36,9 +36,8 @@ import wave
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from vocalis import api, families
+from vocalis import families
 from vocalis.audio import float_to_int16, write_wav
 from vocalis.bench import memory, report_meta
 from vocalis.bench.requests import BatchRequest, check_options, read_requests
@@ -144,6 +143,8 @@ def parse_session_options(text: str | dict | None, info: ModelInfo) -> tuple[dic
 def load_session(model: str, device: str, threads: int | None, **load_kw):
     """:func:`vocalis.api.load` with the load keywords (``max_batch``, ``max_queue``,
     ``quantize``, ``tuning``, the family's load options)."""
+    from vocalis import api  # with torch: not before the request file has been checked
+
     return api.load(model, device=device, threads=threads, **load_kw)
 
 
@@ -431,6 +432,8 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
                "process_peak_rss_mb": _r(max(warm_peak, meas_peak), 1),
                "ok": m["ok"], "failed": m["failed"]}
     failures = [{"index": o.index, "error": o.error} for o in meas if not o.ok]
+    import torch  # loaded with the model by now
+
     report = {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

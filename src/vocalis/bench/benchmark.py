@@ -47,7 +47,6 @@ import os
 import platform
 import time
 
-import torch
 from rich.markup import escape
 from rich.table import Table
 
@@ -232,6 +231,8 @@ def run_bench(model: str, texts: list[str], voice=None, *, device: str = "cpu",
     t0 = time.perf_counter()
     v, request_options = VoiceCache(tts).get(run_voice, run_options)
     voice_ms = (time.perf_counter() - t0) * 1000
+    import torch  # loaded with the model (not before the arguments are checked)
+
     torch_threads = torch.get_num_threads()
     per_frame = frame_samples(tts)
     jobs = [Job(i, texts[i % len(texts)], v, seed + i, dict(request_options))
