@@ -286,18 +286,25 @@ def test_batch(stub, tmp_path, capsys):
     (["--voice", "{ckpt}/voice.wav", "--temperature", "-1"], "temperature"),
     (["--voice", "{ckpt}/voice.wav", "--speaker", "ryan"], "--speaker"),
     (["--voice", "{ckpt}/voice.wav", "--text", "\udcff"], "not valid Unicode"),
+    (["batch", "--requests", "missing.json", "--out-dir", "never"], "requests file not found"),
+    (["batch", "--requests", "{ckpt}/config.yaml", "--out-dir", "never"], "not valid JSON"),
+    (["bench", "--voice", "{ckpt}/voice.wav", "-t", "Short.", "-t", "Other."], "80+"),
 ])
 def test_bad_input_is_refused_before_torch_is_imported(checkpoints, args, needle):
     """Every check that needs no weights runs before the model loads: the error comes from a
-    process that never imported torch (so no model was loaded and no kernel built)."""
+    process that never imported torch (so no model was loaded and no kernel built).
+    ``vocalis generate`` unless another command is named first."""
     ckpt = checkpoints.get("english_2m_2026-10")
     args = [a.replace("{ckpt}", str(ckpt)) for a in args]
-    if "--text" not in args:
-        args += ["--text", "Hello."]
+    command = [args.pop(0)] if args[0] in ("batch", "bench") else ["generate"]
+    if command == ["generate"]:
+        if "--text" not in args:
+            args += ["--text", "Hello."]
+        args += ["-o", "never.wav"]
     code = ("import sys; from vocalis.cli import main; rc = main(sys.argv[1:]); "
             "print('torch' in sys.modules); sys.exit(rc)")
-    r = subprocess.run([sys.executable, "-c", code, "generate", "--model", str(ckpt), *args,
-                        "-o", "never.wav"], capture_output=True, timeout=60,
+    r = subprocess.run([sys.executable, "-c", code, *command, "--model", str(ckpt), *args],
+                       capture_output=True, timeout=60,
                        env=dict(os.environ, PYTHONIOENCODING="utf-8:surrogateescape"))
     assert r.returncode == 2, r.stderr.decode()
     assert r.stdout.decode().strip() == "False"
