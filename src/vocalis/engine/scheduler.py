@@ -293,6 +293,8 @@ class Engine:
         later arrivals :data:`MAX_PASSED_OVER` times goes before every shorter one, so that
         a stream of short requests cannot hold a long one back for ever."""
         free = [r for r in range(self.max_batch) if r not in self._active]
+        if not free:
+            return []
         queued = list(self._queue)
         chosen = [j for j in queued if j.live]
         plain = [j for j in queued if not j.live]
