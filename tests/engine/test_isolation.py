@@ -16,7 +16,6 @@ import threading
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,40 +101,44 @@ def poison_when_streaming(tts, req, target: str, after_chunks: int = 3):
     ``flow`` = its FlowLM KV cache, ``conv`` = a decoder conv state, ``ring`` = the
     decoder's ring KV cache. Returns (samples, last event).
 
-    The codec states are poisoned by the codec thread itself, at the start of the row's
-    next codec stage (not at a new chunk's first frame, which starts from a fresh state):
-    written from this thread, the NaN could land while that stage holds the row's state
-    and be overwritten by the stage's result (it raced so in CI)."""
+    The NaN is written by the engine's own threads, at the start of the row's next FlowLM
+    step (``flow``, the model thread) or codec stage (the codec thread; not at a new chunk's
+    first frame, which starts from a fresh state). Written from this thread it raced in CI:
+    the codec states could be overwritten by a stage's result, and the FlowLM cache could
+    be written after the failed row had been cleared, so that the row's next request read
+    NaN."""
     batch = tts.engine.batch
     job = next(j for j in tts.engine._active.values() if j.req is req) if target else None
-    stage = {"conv": "decode_tail", "ring": "decode_head"}.get(target)
+    owner, stage = {"conv": (batch, "decode_tail"), "ring": (batch, "decode_head"),
+                    "flow": (tts.engine.family, "step")}[target]
     armed = threading.Event()
-    if stage is not None:
-        original = getattr(batch, stage)
+    original = getattr(owner, stage)
 
-        def hooked(rows, x, first):
+    def hooked(*args):
+        if target == "flow":
+            jobs = args[1]
+            if armed.is_set() and job in jobs:
+                armed.clear()
+                poison(batch, tts, target, job.row, job.state.pos)
+        else:
+            rows, _, first = args
             if armed.is_set() and job.row in rows and not first[rows.index(job.row)]:
                 armed.clear()
                 poison(batch, tts, target, job.row, None)
-            return original(rows, x, first)
+        return original(*args)
 
-        setattr(batch, stage, hooked)  # an instance attribute, removed below
+    setattr(owner, stage, hooked)  # an instance attribute, removed below
     pcm, last = [], None
     try:
         for ev in req.events(timeout=120):
             if isinstance(ev, AudioChunk):
                 pcm.append(ev.samples)
                 if len(pcm) == after_chunks:
-                    if stage is not None:
-                        armed.set()
-                    else:
-                        with torch.inference_mode():
-                            poison(batch, tts, target, job.row, job.state.pos)
+                    armed.set()
             else:
                 last = ev
     finally:
-        if stage is not None:
-            delattr(batch, stage)
+        delattr(owner, stage)
     return np.concatenate(pcm), last
 
 

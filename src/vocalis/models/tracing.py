@@ -54,7 +54,7 @@ class _Flat(nn.Module):
         self.__dict__["inner"] = module
         whole, seen = [], set()
         for name, m in module.named_modules():
-            if any(name.startswith(w + ".") for w in whole):
+            if any(w == "" or name.startswith(w + ".") for w in whole):
                 continue
             if any(isinstance(v, torch.ScriptObject) for v in vars(m).values()):
                 whole.append(name)
