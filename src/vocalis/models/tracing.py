@@ -60,14 +60,10 @@ class _Flat(nn.Module):
                 whole.append(name)
                 self.add_module(f"m{len(whole)}", m)
                 seen.update(id(t) for t in (*m.parameters(), *m.buffers()))
-        for kind, tensors in (("p", module.parameters()), ("b", module.buffers())):
-            for t in tensors:
-                if id(t) not in seen:
-                    seen.add(id(t))
-                    if kind == "p":
-                        self.register_parameter(f"p{len(seen)}", t)
-                    else:
-                        self.register_buffer(f"b{len(seen)}", t, persistent=False)
+        for i, p in enumerate(p for p in module.parameters() if id(p) not in seen):
+            self.register_parameter(f"p{i}", p)
+        for i, b in enumerate(b for b in module.buffers() if id(b) not in seen):
+            self.register_buffer(f"b{i}", b, persistent=False)
 
     def forward(self, *args):
         return self.inner(*args)
