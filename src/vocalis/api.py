@@ -430,6 +430,14 @@ class TTS:
                 weakref.finalize(self, self._engine.close)
             return self._engine
 
+    def expect(self):
+        """Announce a :meth:`submit` on its way (a server that has read a request and is
+        still checking it), so that an idle engine about to admit a burst waits for it a
+        moment (``vocalis.engine.scheduler.GATHER_S`` at most) and admits the burst's
+        shortest texts first as a whole. Returns an object whose ``done()`` (or the end of
+        its ``with`` block) says the submission was made or given up; audio is unchanged."""
+        return self.engine.expect()
+
     @frees_thread_pool
     def submit(self, text: str, voice=None, seed: int | None = None, speed: float = 1.0,
                normalize: bool = False, word_timestamps: bool = False, live: bool = False,
@@ -647,7 +655,7 @@ class TTS:
         if self._engine is None:
             return {"active_rows": 0, "queued": 0, "max_batch": self.max_batch,
                     "max_queue": self.max_queue, "steps": 0, "frames": 0, "prompt_passes": 0,
-                    "cache_mb": 0.0}
+                    "announced": 0, "cache_mb": 0.0}
         return self._engine.status()
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ step (``EngineFamily.holds_rows``), and every seeded request still equals its so
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -153,3 +154,60 @@ def test_warm_up_runs_its_bursts_and_refuses_bad_counts(tts):
             tts.warm_up(rows, tts.test_voice)
     with pytest.raises(InputError, match="warm-up rounds"):
         tts.warm_up(1, tts.test_voice, rounds=0)
+
+
+def test_an_idle_engine_waits_for_announced_submissions(tts, monkeypatch):
+    """A burst that reaches the engine over some time (a server still checking its other
+    requests) is admitted as a whole, shortest first, when its submissions were announced
+    (``TTS.expect``): the long text that came first does not take the first row alone.
+    Without the announcements the same arrivals are admitted in arrival order."""
+    from vocalis.engine import scheduler
+
+    # only the announcements end the wait here, not the clock
+    monkeypatch.setattr(scheduler, "GATHER_S", 60.0)
+    engine = tts.engine
+    texts = [LONG, WORDS[1], WORDS[0]]
+    engine.admit_group = 1
+    try:
+        announced = [tts.expect() for _ in texts]
+        assert tts.engine_status()["announced"] == 3
+        reqs = []
+        for text, a in zip(texts, announced):
+            reqs.append(tts.submit(text, tts.test_voice, 40, max_frames=3))
+            time.sleep(0.2)  # arrivals spread out: an engine that did not wait would start
+            a.done()
+            a.done()  # idempotent
+        assert tts.engine_status()["announced"] == 0
+        got = [events(r)[1] for r in reqs]
+        # the control: each request is admitted before the next one is submitted
+        plain = []
+        for text in texts:
+            r = tts.submit(text, tts.test_voice, 40, max_frames=3)
+            plain.append(events(r)[1])
+    finally:
+        engine.admit_group = 0
+    first = min(last.stats.admission for last in got)
+    assert [last.stats.admission - first for last in got] == [2, 1, 0]
+    first = min(last.stats.admission for last in plain)
+    assert [last.stats.admission - first for last in plain] == [0, 1, 2]
+
+
+def test_an_announcement_never_made_delays_a_burst_by_gather_s_at_most(tts, monkeypatch):
+    """A front end that announces a request and never submits it (nor says so) costs the
+    next burst ``GATHER_S`` at most; a live request never waits."""
+    from vocalis.engine import scheduler
+
+    monkeypatch.setattr(scheduler, "GATHER_S", 0.2)
+    engine = tts.engine
+    engine.admit_group = 2
+    lost = tts.expect()
+    try:
+        last = events(tts.submit(WORDS[0], tts.test_voice, 41, max_frames=3))[1]
+        assert type(last).__name__ == "Finished"
+        monkeypatch.setattr(scheduler, "GATHER_S", 600.0)  # a live request must not wait
+        live = tts.submit(WORDS[1], tts.test_voice, 42, max_frames=3, live=True)
+        assert type(list(live.events(timeout=120))[-1]).__name__ == "Finished"
+    finally:
+        lost.done()
+        engine.admit_group = 0
+    assert tts.engine_status()["announced"] == 0

@@ -24,6 +24,7 @@ pytest.importorskip("prometheus_client")
 import soundfile as sf
 
 import vocalis
+from conftest import synthetic_voice
 from vocalis.server import create_app
 
 SMALL = "english_2m_2026-10"
@@ -269,22 +270,32 @@ def test_voice_object_and_default_alias_and_random_seed(server, reference_pcm):
 # --------------------------------------------------------------------------- concurrency
 
 
-def _stream_pcm(server, text, seed) -> np.ndarray:
+def _stream_pcm(server, text, seed, voice="alloy") -> np.ndarray:
     client = server.client()
     with client.audio.speech.with_streaming_response.create(
-            model="tts-1", voice="alloy", input=text, response_format="pcm",
+            model="tts-1", voice=voice, input=text, response_format="pcm",
             extra_body={"seed": seed}) as resp:
         return pcm_of(b"".join(resp.iter_bytes()))
 
 
 def test_16_concurrent_clients_equal_their_solo_renditions(server):
-    texts = [f"Client number {i} says hello{'!' * (i % 3)} and then some more words." for i in
-             range(16)]
+    """16 requests at once, of different lengths (a burst is admitted in groups, the
+    shortest first, after the server's announced requests have arrived) and two voices:
+    each equals its solo rendition."""
+    buf = io.BytesIO()
+    sf.write(buf, synthetic_voice(2.0, 24000, seed=5), 24000, format="WAV")
+    status, _, data = _upload(server, "burst_voice", buf.getvalue())
+    assert status == 201, data
+    words = "and then a few more words about the weather by the sea".split()
+    texts = [f"Client {i} says hello{'!' * (i % 3)} " + " ".join(words[:(5 * i) % 13])
+             for i in range(16)]
     seeds = [100 + i for i in range(16)]
-    solo = [_stream_pcm(server, t, s) for t, s in zip(texts, seeds)]
+    voices = ["alloy" if i % 2 else "burst_voice" for i in range(16)]
+    solo = [_stream_pcm(server, *tsv) for tsv in zip(texts, seeds, voices)]
     before = server.metrics()
     with ThreadPoolExecutor(16) as pool:
-        together = list(pool.map(lambda ts: _stream_pcm(server, *ts), zip(texts, seeds)))
+        together = list(pool.map(lambda tsv: _stream_pcm(server, *tsv),
+                                 zip(texts, seeds, voices)))
     for i, (a, b) in enumerate(zip(solo, together)):
         assert a.shape == b.shape, (i, a.shape, b.shape)
         assert cosine(a, b) >= 0.9999, (i, cosine(a, b))
@@ -292,6 +303,9 @@ def test_16_concurrent_clients_equal_their_solo_renditions(server):
     done = ('vocalis_speech_requests_total{outcome="completed"}')
     assert after[done] - before[done] == 16
     assert after["vocalis_active_rows"] == 0 and after["vocalis_streams_in_flight"] == 0
+    health = json.loads(server.request("GET", "/health")[2])
+    assert health["engine"]["announced"] == 0
+    assert server.request("DELETE", "/v1/audio/voices/burst_voice")[0] == 200
 
 
 def _wait_for(pred, timeout=10.0, every=0.05):

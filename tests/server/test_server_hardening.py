@@ -98,6 +98,22 @@ def test_odd_voice_names_are_a_clear_400_and_start_no_work(server, name):
     assert _idle(server)
 
 
+def test_requests_refused_after_their_announcement_leave_none_behind(server):
+    """The speech endpoint announces each request to the engine while it resolves it
+    (``TTS.expect``: a burst is then admitted as a whole, shortest first); a request refused
+    on the way (an unknown voice, found only by looking it up) withdraws its announcement,
+    as a served one does, so that no later burst waits for a request that never comes."""
+    for voice in ("no_such_voice", "alloy"):
+        r = httpx.post(server.url + "/v1/audio/speech", timeout=60,
+                       json={"model": "tts-1", "input": "Hi.", "voice": voice, "max_frames": 3})
+        if voice == "alloy":
+            assert r.status_code == 200
+        else:
+            assert_envelope(r.status_code, r.content, 400, "voice")
+        assert _health(server)["engine"]["announced"] == 0
+    assert _idle(server)
+
+
 @pytest.mark.parametrize("name", ["abc\n", "abc ", " abc", "caf\u00e9", "a\tb"], ids=repr)
 def test_upload_refuses_names_outside_the_grammar(server, ckpt, voices_dir, name):
     """Old code stored ``"abc\\n"`` (``$`` matches before a final newline): listed, never usable."""

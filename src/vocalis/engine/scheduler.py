@@ -22,6 +22,7 @@ import collections
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,11 @@ WAIT_POLL_S = 0.01
 #: admissions a queued request may see go to later arrivals with shorter prompts before it
 #: goes first (Engine._take_admissions)
 MAX_PASSED_OVER = 16
+#: longest wait (s) of an idle engine, before a burst's first admission, for submissions a
+#: front end announced (Engine.expect): a burst that reaches the engine over a few
+#: milliseconds (a server reading and checking its requests) is then admitted shortest first
+#: as a whole, not its first few arrivals first
+GATHER_S = 0.03
 
 
 @dataclass
@@ -71,6 +77,29 @@ class Job:
     # groups, whose first frames would otherwise come first (a gap in what it plays)
     live: bool = False
     passed_over: int = 0  # admissions that took a later arrival (a shorter prompt) first
+
+
+class Expectation:
+    """A submission on its way to an engine (:meth:`Engine.expect`). :meth:`done` once it
+    is submitted or given up (idempotent; also on leaving a ``with`` block)."""
+
+    def __init__(self, engine: "Engine"):
+        self._engine = engine
+        self._open = True
+
+    def done(self) -> None:
+        engine = self._engine
+        with engine._cond:
+            if self._open:
+                self._open = False
+                engine._expected -= 1
+                engine._cond.notify_all()
+
+    def __enter__(self) -> "Expectation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done()
 
 
 def prompt_tokens(job: Job) -> int:
@@ -107,6 +136,7 @@ class Engine:
         self._decode_q: queue.Queue = queue.Queue(maxsize=max(4, self.codec_frames))
         self._held: collections.deque = collections.deque()  # taken from _decode_q, not decoded
         self._decoding = False  # frames are queued or being decoded
+        self._expected = 0  # announced submissions not yet made (expect)
         self.steps = 0
         self.frames = 0
         self.admissions = 0  # steps that gave queued requests rows
@@ -138,12 +168,21 @@ class Engine:
             self._cond.notify_all()
         return job.req
 
+    def expect(self) -> Expectation:
+        """Announce a submission on its way (a server that has read a request and is
+        checking it): an idle engine about to admit a burst in groups waits for announced
+        submissions, :data:`GATHER_S` at most, so that the whole burst is admitted shortest
+        first. Call ``done()`` on the result once the job is submitted or given up."""
+        with self._cond:
+            self._expected += 1
+        return Expectation(self)
+
     def status(self) -> dict:
         with self._cond:
             return {"active_rows": len(self._active), "queued": len(self._queue),
                     "max_batch": self.max_batch, "max_queue": self.max_queue,
                     "steps": self.steps, "frames": self.frames,
-                    "prompt_passes": self.prompt_passes,
+                    "prompt_passes": self.prompt_passes, "announced": self._expected,
                     "cache_mb": round(self.batch.cache_bytes() / 2**20, 1)}
 
     def close(self, cancel: bool = True, timeout: float | None = 30.0) -> None:
@@ -183,6 +222,7 @@ class Engine:
                         self._cond.wait(timeout=WAIT_POLL_S)
                         if not self._queue and not self._has_work():
                             continue
+                    self._gather_burst()
                     admitted = self._take_admissions()
                 decode_items: list = []
                 finishes: list = []
@@ -280,6 +320,22 @@ class Engine:
         """Tell the engine that a waiting row may be ready (its streamed text grew)."""
         with self._cond:
             self._cond.notify_all()
+
+    def _gather_burst(self) -> None:
+        """With ``_cond`` held, before an idle engine's first admission: while submissions
+        announced by :meth:`expect` are on their way, wait for them (until the queue fills
+        every row, :data:`GATHER_S` at most), so that a burst is sorted as a whole. Only an
+        engine with a group limit that is idle waits; never for a live request."""
+        deadline = None
+        while (self.admit_group and self._expected and self._queue and not self._active
+               and not self._decoding and not self._closing
+               and len(self._queue) < self.max_batch and not any(j.live for j in self._queue)):
+            if deadline is None:
+                deadline = time.monotonic() + GATHER_S
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._cond.wait(left)
 
     def _take_admissions(self) -> list[Job]:
         """The queued jobs that get a row now: live ones (:attr:`Job.live`) all that fit, in
@@ -685,4 +741,4 @@ def make_job(family, voice, chunks, params, seed: int, live: bool = False) -> Jo
     return Job(req, voice, chunks, params, rng, family.new_state(params), live=live)
 
 
-__all__ = ["Engine", "Job", "make_job"]
+__all__ = ["Engine", "Expectation", "Job", "make_job"]

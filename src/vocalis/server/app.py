@@ -502,10 +502,17 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
                                 "false (a whole file, times in the x-vocalis-word-timestamps "
                                 "header) or the WebSocket /v1/audio/speech/stream",
                            param="word_timestamps", code="invalid_value")
-        plan = await asyncio.to_thread(plan_speech, state, hosted, body)
-        seed = plan.seed if plan.seed is not None else new_seed()
+        # requests arriving together reach the engine over a few ms: it waits for those
+        # announced here before a burst's first admission, and admits it shortest first
+        announced = tts.expect()
+        try:
+            plan = await asyncio.to_thread(plan_speech, state, hosted, body)
+            seed = plan.seed if plan.seed is not None else new_seed()
+            req = await asyncio.to_thread(submit_speech, state, plan, text, seed,
+                                          announced=announced)
+        finally:
+            announced.done()
         instructions_note = plan.instructions_note
-        req = await asyncio.to_thread(submit_speech, state, plan, text, seed)
         _admit(state, request, req)  # from here on, any way out cancels and counts it
         job = SpeechJob(req, make_encoder(body.response_format, tts.sample_rate, whole=whole),
                         asyncio.get_running_loop()).start()

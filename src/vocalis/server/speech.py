@@ -118,9 +118,11 @@ def field_of(param: str | None) -> str | None:
     return "instructions" if param == "instruct" else param
 
 
-def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = False):
+def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = False,
+                  announced=None):
     """Submit ``text`` with ``plan`` to the engine (blocking); returns the engine request.
-    ``live``: see :meth:`vocalis.api.TTS.submit`.
+    ``live``: see :meth:`vocalis.api.TTS.submit`; ``announced``: the request's
+    :meth:`vocalis.api.TTS.expect`, done here as soon as the request is queued or refused.
 
     Raises APIError: 429 when the queue is full (counted as rejected), 400 naming the field
     the engine's checks refused."""
@@ -133,6 +135,9 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = Fa
         raise APIError(429, str(e), code=e.code) from None
     except InputError as e:  # the option at fault is named by the API's range check
         raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+    finally:
+        if announced is not None:
+            announced.done()
 
 
 async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
