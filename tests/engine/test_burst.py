@@ -192,9 +192,11 @@ def test_an_idle_engine_waits_for_announced_submissions(tts, monkeypatch):
     assert [last.stats.admission - first for last in plain] == [0, 1, 2]
 
 
-def test_an_announcement_never_made_delays_a_burst_by_gather_s_at_most(tts, monkeypatch):
-    """A front end that announces a request and never submits it (nor says so) costs the
-    next burst ``GATHER_S`` at most; a live request never waits."""
+def test_an_announcement_never_made_does_not_stall_the_engine(tts, monkeypatch):
+    """A front end that announces a request and never submits it (nor says so) does not
+    stall the engine: the next request is admitted once ``GATHER_S`` has passed (it
+    finishes; the test does not time the wait), and a live request does not wait at all
+    (with ``GATHER_S`` at 600 s it finishes within its 120 s event timeout)."""
     from vocalis.engine import scheduler
 
     monkeypatch.setattr(scheduler, "GATHER_S", 0.2)
