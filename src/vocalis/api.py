@@ -653,9 +653,7 @@ class TTS:
     def engine_status(self) -> dict:
         """Rows in use, queue depth and limits of the engine."""
         if self._engine is None:
-            return {"active_rows": 0, "queued": 0, "max_batch": self.max_batch,
-                    "max_queue": self.max_queue, "steps": 0, "frames": 0, "prompt_passes": 0,
-                    "announced": 0, "cache_mb": 0.0}
+            return Engine.idle_status(self.max_batch, self.max_queue)
         return self._engine.status()
 
     def close(self) -> None:

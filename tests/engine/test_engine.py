@@ -309,3 +309,21 @@ def test_idle_engine_gives_its_cache_memory_back(checkpoints):
         time.sleep(0.2)
         assert t.engine_status()["cache_mb"] > 0
         assert np.array_equal(t.synthesize(TEXTS[0], voice=v, seed=1, max_frames=8).samples, ref)
+
+
+def test_engine_status_has_the_same_fields_before_and_after_the_engine_starts(checkpoints):
+    """``engine_status()`` of a model that has served nothing (its engine not started) and of
+    one that has: the same fields, the counters at zero before and counting after."""
+    t = load_2m(checkpoints, max_batch=2, max_queue=3)
+    try:
+        before = t.engine_status()
+        assert before == {"active_rows": 0, "queued": 0, "max_batch": 2, "max_queue": 3,
+                          "steps": 0, "frames": 0, "prompt_passes": 0, "announced": 0,
+                          "cache_mb": 0.0}
+        assert len(t.synthesize("Hi there.", voice=t.test_voice, seed=1, max_frames=4).samples)
+        after = t.engine_status()
+        assert list(after) == list(before)
+        assert 0 < after["frames"] <= 4 and after["steps"] > 0 and after["prompt_passes"] == 1
+        assert after["active_rows"] == 0 and after["queued"] == 0 and after["cache_mb"] > 0
+    finally:
+        t.close()

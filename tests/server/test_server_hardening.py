@@ -11,13 +11,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import socket
 import subprocess
 import sys
+import threading
+import time
 import wave
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,7 +35,7 @@ import vocalis
 from conftest import synthetic_voice
 from tests.server.test_server import TEXT, Server, _upload, _wait_for, assert_envelope
 from vocalis.errors import InputError
-from vocalis.server import create_app
+from vocalis.server import create_app, speech
 
 SMALL = "english_2m_2026-10"
 GRAMMAR = "1-64 characters from A-Z a-z 0-9 _ -"
@@ -112,6 +116,44 @@ def test_requests_refused_after_their_announcement_leave_none_behind(server):
             assert_envelope(r.status_code, r.content, 400, "voice")
         assert _health(server)["engine"]["announced"] == 0
     assert _idle(server)
+
+
+def test_a_request_whose_handler_is_cancelled_while_it_is_submitted_is_cancelled(tts, ckpt,
+                                                                                monkeypatch):
+    """The endpoints submit in a worker thread (the engine's checks may load a voice); when
+    the awaiting task is cancelled meanwhile (the client gone, the server stopping), the
+    request the worker then makes is cancelled, not left generating for nobody. The engine's
+    own ``submit`` runs; the test only holds it back until the task is cancelled."""
+    entered, gate, made = threading.Event(), threading.Event(), []
+    real_submit = tts.submit
+
+    def held_submit(*args, **kwargs):
+        entered.set()
+        gate.wait(30)
+        req = real_submit(*args, **kwargs)
+        made.append(req)
+        return req
+
+    monkeypatch.setattr(tts, "submit", held_submit)
+    plan = speech.SpeechPlan(SimpleNamespace(tts=tts), str(ckpt / "voice.wav"), 5, 1.0,
+                             {"max_frames": 40})
+
+    async def go():
+        task = asyncio.create_task(speech.submit_async(None, plan, TEXT, 5))
+        while not entered.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gate.set()
+        deadline = time.monotonic() + 60
+        while not (made and made[0].cancelled) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(go())
+    assert len(made) == 1 and made[0].cancelled
+    events = list(made[0].events(timeout=60))
+    assert events[-1].stats.cancelled
 
 
 @pytest.mark.parametrize("name", ["abc\n", "abc ", " abc", "caf\u00e9", "a\tb"], ids=repr)

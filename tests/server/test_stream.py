@@ -482,7 +482,7 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
 
     submit = speech_module.submit_speech
 
-    def refusing(state, plan, text, seed, live=False):
+    def refusing(state, plan, text, seed, live=False, announced=None):
         if text == "Bad.":  # not text: the model refuses
             return submit(state, plan, text + "\ud800", seed, live)
         if text == "Worse.":

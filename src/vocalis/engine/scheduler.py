@@ -177,10 +177,17 @@ class Engine:
             self._expected += 1
         return Expectation(self)
 
+    @staticmethod
+    def idle_status(max_batch: int, max_queue: int) -> dict:
+        """:meth:`status` of an engine that has not started (nothing run, nothing held)."""
+        return {"active_rows": 0, "queued": 0, "max_batch": max_batch, "max_queue": max_queue,
+                "steps": 0, "frames": 0, "prompt_passes": 0, "announced": 0, "cache_mb": 0.0}
+
     def status(self) -> dict:
+        """Rows in use, queue depth, limits, counters and the KV cache's size (MiB)."""
         with self._cond:
-            return {"active_rows": len(self._active), "queued": len(self._queue),
-                    "max_batch": self.max_batch, "max_queue": self.max_queue,
+            return {**self.idle_status(self.max_batch, self.max_queue),
+                    "active_rows": len(self._active), "queued": len(self._queue),
                     "steps": self.steps, "frames": self.frames,
                     "prompt_passes": self.prompt_passes, "announced": self._expected,
                     "cache_mb": round(self.batch.cache_bytes() / 2**20, 1)}

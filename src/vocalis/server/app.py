@@ -54,7 +54,7 @@ from vocalis.server.speech import (
     header,
     plan_speech,
     settle,
-    submit_speech,
+    submit_async,
 )
 from vocalis.server.bridge import Piece, SpeechJob
 from vocalis.audio.encode import make_encoder
@@ -508,8 +508,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         try:
             plan = await asyncio.to_thread(plan_speech, state, hosted, body)
             seed = plan.seed if plan.seed is not None else new_seed()
-            req = await asyncio.to_thread(submit_speech, state, plan, text, seed,
-                                          announced=announced)
+            req = await submit_async(state, plan, text, seed, announced=announced)
         finally:
             announced.done()
         instructions_note = plan.instructions_note

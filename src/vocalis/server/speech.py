@@ -140,6 +140,23 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = Fa
             announced.done()
 
 
+async def submit_async(state, plan: SpeechPlan, text: str, seed: int, live: bool = False,
+                       announced=None):
+    """:func:`submit_speech` off the event loop. A cancellation of the awaiting task (a
+    client gone, the server stopping) cancels the engine request once the worker thread has
+    made it, so nothing runs for nobody.
+
+    Raises what :func:`submit_speech` raises, or CancelledError."""
+    fut = asyncio.get_running_loop().run_in_executor(None, submit_speech, state, plan, text,
+                                                     seed, live, announced)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                              or f.result().cancel())
+        raise
+
+
 async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
     """:func:`submit_speech` of one text of a streaming connection, off the event loop, as
     a live request (played as it comes: never held back for a burst): the input checked, a new seed unless the plan has one, the request admitted (counted
@@ -149,14 +166,7 @@ async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
     Raises APIError (a text the server refuses, a full queue, the engine's checks)."""
     check_input(state, text, "text")
     seed = plan.seed if plan.seed is not None else new_seed()
-    fut = asyncio.get_running_loop().run_in_executor(None, submit_speech, state, plan, text,
-                                                     seed, True)
-    try:
-        req = await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
-                              or f.result().cancel())
-        raise
+    req = await submit_async(state, plan, text, seed, live=True)
     state.admitted.add(req)
     if cancelled():
         req.cancel()
