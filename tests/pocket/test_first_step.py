@@ -127,3 +127,32 @@ def test_lone_requests_fuse_and_exact_models_do_not(checkpoints, loaded):
         assert np.isfinite(out["fused"]).all()
     finally:
         exact.close()
+
+
+@pytest.mark.parametrize("keep", [[[3], [0]], [[5, 6], [1, 2]], [[], []]], ids=["one", "two", "none"])
+def test_a_prompt_pass_that_keeps_some_steps_writes_the_same_cache(loaded, keep):
+    """A prompt pass reads one step's output per row (its BOS step) or none: the last layer
+    runs its attention and feed-forward for those steps only. Every layer's keys and values
+    must be bit for bit those of the whole pass (exact models rely on it), and the kept
+    outputs those of the whole pass at the same steps, to float rounding."""
+    tts, _ = loaded
+    tr = tts.model.flow_lm.transformer
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 7, tr.layers[0].norm1.normalized_shape[0], generator=g)
+    pos = torch.tensor([4, 9])
+
+    def run(k):
+        caches = [torch.zeros(2, 2, 16, a.self_attn.kv_heads, a.self_attn.head_dim)
+                  for a in tr.layers]
+        with torch.inference_mode():
+            out = tr.forward_linear_rows(x, caches, slice(0, 2), pos, 9, keep=k)
+        return out, caches
+
+    whole, want = run(None)
+    idx = torch.tensor(keep, dtype=torch.long).reshape(2, -1)
+    part, got = run(idx)
+    assert part.shape == (2, idx.shape[1], x.shape[2])
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    expect = torch.stack([whole[r, idx[r]] for r in range(2)])
+    torch.testing.assert_close(part, expect, rtol=1e-5, atol=1e-5)

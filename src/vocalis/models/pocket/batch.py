@@ -128,10 +128,15 @@ class PocketBatch(EngineBatch):
             for i, n in enumerate(lengths):  # right after the row's own tokens
                 x[i, n + 1:] = x[i, n:-1].clone()  # its padding moves one on
                 x[i, n] = bos[0]
-        h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts))
+        # the pass reads one output per row (its BOS step's) or none: the last layer runs
+        # past its keys and values for that step only
+        keep = torch.tensor([[n] for n in lengths] if first_step else [[]] * len(rows),
+                            dtype=torch.long, device=dev)
+        h = fm.transformer.forward_linear_rows(x, self.flow_kv, where, pos, max(starts),
+                                               keep=keep)
         if first_step:
             for i, (row, n) in enumerate(zip(rows, lengths)):
-                self.ready[row] = (starts[i] + n, fm.condition(h[i:i + 1, n:n + 1])[0])
+                self.ready[row] = (starts[i] + n, fm.condition(h[i:i + 1])[0])
         return [p + n for p, n in zip(starts, lengths)]
 
     def take_ready(self, rows: list[int], pos: list[int]) -> dict[int, torch.Tensor]:

@@ -160,7 +160,8 @@ class Attention(nn.Module):
 
     def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
                      pos: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
-                     probe=None, layer: int = 0) -> torch.Tensor:
+                     probe=None, layer: int = 0, keep: torch.Tensor | None = None
+                     ) -> torch.Tensor:
         """Attention for B rows of a batched cache, each at its own position.
 
         Args:
@@ -173,6 +174,9 @@ class Attention(nn.Module):
             mask: bool ``[B, 1, T, S]``; attention reads slots ``[0, S)`` of those rows.
             probe: a :class:`vocalis.models.text_attention.TextAttention` that reads this
                 layer's (index ``layer``) queries and keys (word timestamps), or None.
+            keep: long ``[B, n]``, the steps (indices into T) whose outputs are returned,
+                ``[B, n, d_model]``; every step's keys and values are written all the same.
+                None: all T.
         """
         b, t, _ = x.shape
         q, k, v = self._qkv(x, pos)
@@ -184,6 +188,11 @@ class Attention(nn.Module):
         valid = data[:, rows, :mask.shape[-1]]
         if probe is not None:
             probe.capture(layer, q, valid[0], self.heads // self.kv_heads)
+        if keep is not None:
+            n = keep.shape[1]
+            q = q.gather(2, keep[:, None, :, None].expand(b, q.shape[1], n, q.shape[3]))
+            mask = mask.expand(b, -1, -1, -1).gather(
+                2, keep[:, None, :, None].expand(b, mask.shape[1], n, mask.shape[3]))
         return self._attend(q, valid[0], valid[1], mask)
 
 
@@ -225,9 +234,14 @@ class TransformerLayer(nn.Module):
 
 
 def _layer_rows(layer: "TransformerLayer", x, data, rows, pos, slots, mask, probe=None,
-                index: int = 0):
-    x = x + layer.layer_scale_1(layer.self_attn.forward_rows(layer.norm1(x), data, rows, pos,
-                                                             slots, mask, probe, index))
+                index: int = 0, keep: torch.Tensor | None = None):
+    """One layer over B rows (see :meth:`Attention.forward_rows`); with ``keep`` (long
+    ``[B, n]``) only those steps go on past the attention: ``[B, n, d]``."""
+    a = layer.self_attn.forward_rows(layer.norm1(x), data, rows, pos, slots, mask, probe,
+                                     index, keep)
+    if keep is not None:
+        x = x.gather(1, keep[:, :, None].expand(-1, -1, x.shape[2]))
+    x = x + layer.layer_scale_1(a)
     h = layer.linear2(F.gelu(layer.linear1(layer.norm2(x)), approximate="tanh"))
     return x + layer.layer_scale_2(h)
 
@@ -274,21 +288,25 @@ class Transformer(nn.Module):
 
     def forward_linear_rows(self, x: torch.Tensor, data: list[torch.Tensor],
                             rows: slice | torch.Tensor, pos: torch.Tensor, pos_max: int,
-                            probe=None) -> torch.Tensor:
+                            probe=None, keep: torch.Tensor | None = None) -> torch.Tensor:
         """B rows at their own positions over linear caches (slot = position).
 
         x: ``[B, T, d]``; ``pos``: long ``[B]``; ``pos_max``: ``max(pos)`` as an int.
         Keys ``[0, pos_max + T)`` are read; each row sees its own past only (requires
         ``context is None``). Positions are not advanced (the caller owns them).
         ``probe``: reads every layer's step attention (word timestamps; see
-        :meth:`Attention.forward_rows`).
+        :meth:`Attention.forward_rows`). ``keep``: long ``[B, n]``, the steps whose outputs
+        the caller reads (returns ``[B, n, d]``): the last layer runs its attention and
+        feed-forward for those only, after writing every step's keys and values (a prompt
+        pass reads one step's output, or none). None: all T.
         """
         return self.linear_rows(x, data, rows, pos,
-                                torch.arange(pos_max + x.shape[1], device=x.device), probe)
+                                torch.arange(pos_max + x.shape[1], device=x.device), probe,
+                                keep)
 
     def linear_rows(self, x: torch.Tensor, data: list[torch.Tensor],
                     rows: slice | torch.Tensor, pos: torch.Tensor, pos_k: torch.Tensor,
-                    probe=None) -> torch.Tensor:
+                    probe=None, keep: torch.Tensor | None = None) -> torch.Tensor:
         """:meth:`forward_linear_rows` with the keys read given as a tensor: ``pos_k`` long
         ``[S]`` = ``arange(pos_max + T)`` (so that a traced graph, where Python ints are
         fixed, reads as many keys as the step needs)."""
@@ -297,8 +315,10 @@ class Transformer(nn.Module):
         pos_q = pos[:, None] + ar  # [B, T]
         delta = pos_q[:, :, None] - pos_k[None, None, :]
         mask = ((pos_k[None, None, :] >= 0) & (delta >= 0))[:, None]
+        last = len(self.layers) - 1
         for i, (layer, d) in enumerate(zip(self.layers, data)):
-            x = _layer_rows(layer, x, d, rows, pos, pos_q, mask, probe, i)
+            x = _layer_rows(layer, x, d, rows, pos, pos_q, mask, probe, i,
+                            keep if i == last else None)
         return x
 
     def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor],
