@@ -7,6 +7,7 @@ import base64
 import http.client
 import io
 import json
+import logging
 import socket
 import threading
 import time
@@ -615,3 +616,40 @@ def test_web_page_and_static_files_are_served(server):
     for path in ("/static/app.js", "/static/style.css"):
         status, _, data = server.request("GET", path)
         assert status == 200 and b"http://" not in data and b"https://" not in data
+
+
+def test_a_voices_folder_with_stray_files_warns_and_keeps_their_names(tts, ckpt, tmp_path,
+                                                                      caplog):
+    """Files named like half of a stored voice (a crash, a copy by hand: a state without its
+    metadata, metadata without its state or broken, a folder named like one) are named in a
+    warning at start-up. An upload under such a name is a 409 that does not send the user to
+    a DELETE that cannot find it, and it leaves nothing behind; other names upload."""
+    folder = tmp_path / "voices"
+    folder.mkdir()
+    (folder / "junk.safetensors").write_bytes(b"not a voice state")
+    (folder / "myvoice.json").mkdir()
+    (folder / "bad.json").write_text("{not json", encoding="utf-8")
+    (folder / "orphan.json").write_text("{}", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="vocalis"):
+        s = Server(create_app(tts, voices_dir=folder))
+    try:
+        warned = " ".join(r.getMessage() for r in caplog.records)
+        for name in ("junk.safetensors", "myvoice.json", "bad.json", "orphan.json"):
+            assert name in warned, warned
+        before = sorted(p.name for p in folder.iterdir())
+        for name in ("myvoice", "junk", "orphan"):
+            status, _, data = _upload(s, name, _wav_bytes(ckpt))
+            assert_envelope(status, data, 409, "name", "voice_exists")
+            message = json.loads(data)["error"]["message"]
+            assert "DELETE" not in message and str(folder) not in message, message
+            assert _delete_status(s, name) == 404
+        assert sorted(p.name for p in folder.iterdir()) == before
+        status, _, data = _upload(s, "fresh", _wav_bytes(ckpt))
+        assert status == 201, data
+        assert speech(s, voice="fresh")[0] == 200
+    finally:
+        s.stop()
+
+
+def _delete_status(server, name) -> int:
+    return server.request("DELETE", f"/v1/audio/voices/{name}")[0]

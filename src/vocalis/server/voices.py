@@ -137,7 +137,32 @@ class VoiceStore:
             log.warning("voices: %d voice(s) in %s were made with other weights of this "
                         "kind of model and are not offered with this model (make them again "
                         "from their audio)", skipped, self.root)
+        stray = self._stray()
+        if stray:
+            log.warning("voices: %d file(s) in %s are not voices the server offers (a stored "
+                        "voice is NAME.safetensors with its NAME.json, both written by POST "
+                        "/v1/audio/voices): %s%s; their names cannot be uploaded until they "
+                        "are removed", len(stray), self.root,
+                        ", ".join(shown(n) for n in stray[:5]),
+                        "..." if len(stray) > 5 else "")
         log.info("voices: %d custom voice(s) in %s", len(self._custom), self.root)
+
+    def _stray(self) -> list[str]:
+        """Files and folders named like half of a stored voice whose other half is missing or
+        is not a file (a crash, a copy by hand): neither listed nor usable."""
+        out = []
+        for path in sorted(self.root.iterdir()):
+            if path.suffix not in (".json", ".safetensors") or path.name.startswith("."):
+                continue
+            other = path.with_suffix(".safetensors" if path.suffix == ".json" else ".json")
+            if not (path.is_file() and other.is_file()):
+                out.append(path.name)
+        return out
+
+    def _taken(self, name: str) -> bool:
+        """Whether a voice file of ``name`` is in the folder (this model's or not)."""
+        return any(os.path.lexists(self.root / f"{name}{suffix}")
+                   for suffix in (".safetensors", ".json"))
 
     def refresh(self) -> None:
         """Re-read the directory: voices another process created or deleted meanwhile
@@ -280,12 +305,14 @@ class VoiceStore:
             raise APIError(409, f"voice id {name!r} is reserved (a predefined voice, 'default' "
                                 "or an OpenAI voice name): choose another name",
                            param="name", code="voice_exists")
-        with self._lock:
-            taken = name in self._custom or (self.root / f"{name}.safetensors").exists()
-        if taken:
+        if self.holds(name):
             raise APIError(409, f"voice {name!r} already exists: delete it first "
                                 f"(DELETE /v1/audio/voices/{name}) or choose another name",
                            param="name", code="voice_exists")
+        if self._taken(name):  # not a voice of this model: not this API's to delete
+            raise APIError(409, f"voice name {name!r} is taken in the server's voices folder "
+                                "by a voice of another model or a file that is not a voice: "
+                                "choose another name", param="name", code="voice_exists")
         if len(data) > MAX_UPLOAD_BYTES:
             raise too_large(f"audio_sample is {len(data)} bytes")
         if not data:
@@ -331,7 +358,15 @@ class VoiceStore:
                 except FileExistsError:
                     raise APIError(409, f"voice {name!r} already exists", param="name",
                                    code="voice_exists") from None
-                os.replace(meta_tmp, self.root / f"{name}.json")
+                try:
+                    os.replace(meta_tmp, self.root / f"{name}.json")
+                except OSError as e:  # nothing half stored: the state goes too
+                    final.unlink(missing_ok=True)
+                    log.error("voices: could not store %s in %s: %s", shown(name), self.root, e)
+                    raise APIError(500, f"voice {name!r} could not be stored in the server's "
+                                        f"voices folder ({e.strerror or type(e).__name__}); "
+                                        "see the server log", param="name",
+                                   code="voice_not_stored") from None
                 self._custom[name] = meta
                 self._cache[name] = voice
         log.info("voices: created %s from %s (%.1f s)", shown(name), shown(filename_shown),
