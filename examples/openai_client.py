@@ -10,8 +10,9 @@ one), `--voice` a voice of `GET /v1/audio/voices`.
 from __future__ import annotations
 
 import argparse
+import sys
 
-from openai import OpenAI
+from openai import APIConnectionError, OpenAI, OpenAIError
 
 
 def main() -> None:
@@ -31,6 +32,15 @@ def main() -> None:
     if args.max_frames is not None:
         extra["max_frames"] = args.max_frames
 
+    try:
+        speak(args, extra)
+    except APIConnectionError as e:  # nothing answers there
+        sys.exit(f"error: {e} ({args.base_url}: is `vocalis serve` running there?)")
+    except OpenAIError as e:  # a refused request: vocalis's message, in one line
+        sys.exit(f"error: {' '.join(str(e).split())}")
+
+
+def speak(args: argparse.Namespace, extra: dict) -> None:
     client = OpenAI(base_url=args.base_url, api_key=args.api_key)
     print("models:", [m.id for m in client.models.list()])
 

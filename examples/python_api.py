@@ -4,12 +4,15 @@
     python examples/python_api.py --model ckpt --voice ckpt/voice.wav   # a local checkpoint
 
 A random-weight checkpoint (`vocalis models random --config english_2m_2026-10 --out ckpt`)
-runs it offline; it speaks noise, not words.
+runs it offline; it speaks noise, not words. Whatever vocalis refuses (a model not in the
+cache while offline, an unknown voice, a bad option) is a `vocalis.VocalisError` whose
+message says what to do: printed as one line, exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
@@ -26,7 +29,13 @@ def main() -> None:
     ap.add_argument("--max-frames", type=int, default=None,
                     help="fixed frames per text chunk (random weights may never stop)")
     args = ap.parse_args()
+    try:
+        speak(args)
+    except vocalis.VocalisError as e:                    # the base class of vocalis's errors
+        sys.exit(f"error: {e}")                          # one line on stderr, exit code 1
 
+
+def speak(args: argparse.Namespace) -> None:
     options = {} if args.max_frames is None else {"max_frames": args.max_frames}
     with vocalis.load(args.model) as tts:                # stops the engine's threads at the end
         voice = tts.voice(args.voice)                    # cloned or loaded once, reused below
@@ -43,7 +52,7 @@ def main() -> None:
 
         try:
             tts.synthesize("", voice=voice)
-        except vocalis.InputError as e:                  # every mistake is a VocalisError
+        except vocalis.InputError as e:                  # a VocalisError, as every refusal
             print(f"refused as expected: {e}")
 
 

@@ -179,6 +179,13 @@ class _FedTimed:
             yield ev
 
 
+def _check_text_type(text) -> None:
+    """Raises InputError: ``text`` is not a ``str`` (None included: the families' checks take
+    None for a text still to be streamed in, and would call it empty)."""
+    if not isinstance(text, str):
+        raise InputError(f"text must be a string, got {type(text).__name__}", param="input")
+
+
 def _check_live(live) -> None:
     """Raises InputError: ``live`` is not a bool."""
     if not isinstance(live, bool):
@@ -456,9 +463,11 @@ class TTS:
         time to first audio but leaves a gap in what a listener hears). Audio unchanged.
 
         Raises:
-            InputError, VoiceError, ModelNotFound (see :meth:`voice`); CapacityError when
-            ``max_queue`` requests are already waiting.
+            InputError (a ``text`` that is not a ``str`` names the type given), VoiceError,
+            ModelNotFound (see :meth:`voice`); CapacityError when ``max_queue`` requests are
+            already waiting.
         """
+        _check_text_type(text)
         text, seed, speed, options = self.info.check_request(text, voice, seed, speed, options)
         decoder = self.word_decoder(word_timestamps)
         _check_live(live)

@@ -607,7 +607,8 @@ def generate(
     if write_error is not None:
         if words_out is not None:
             words_out.close()
-        raise InputError(f"cannot write {output}: {write_error.strerror or write_error}")
+        raise InputError(f"cannot write {'stdout' if to_stdout else output}: "
+                         f"{write_error.strerror or write_error}")
     if words_out is not None:  # (interrupted: the words that ended by then)
         try:
             with words_out:
@@ -1540,12 +1541,38 @@ _COMMON_FLAGS = {"voice": "--voice", "input": "--text", "seed": "--seed", "speed
                  "threads": "--threads", "normalize": "--normalize"}
 
 
-def _with_flag(message: str, param: str | None) -> str:
+def _voice_options() -> list[str]:
+    """The family options that carry the voice in place of ``--voice`` (their schema's
+    ``openai="voice"``: e.g. Qwen3-TTS CustomVoice ``--speaker``): a family reports a bad
+    voice as ``param="voice"`` whichever of them carried it."""
+    return [o.name for family in families.all_families() for o in family.options
+            if o.openai == "voice"]
+
+
+def _gave(argv: list[str], *flags: str) -> bool:
+    """Whether the command line ``argv`` holds one of ``flags`` (``--flag``,
+    ``--flag=VALUE``, ``-f``, ``-fVALUE``), before a ``--``."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        for flag in flags:
+            if arg == flag or arg.startswith(flag + "=" if flag.startswith("--") else flag):
+                return True
+    return False
+
+
+def _with_flag(message: str, param: str | None, argv: list[str] | None = None) -> str:
     """A library message in the command line's words: the flag of the parameter at fault
-    is added when the message does not name it (``... (--voice)``)."""
+    is added when the message does not name it (``... (--voice)``). A voice the user gave
+    with another flag than ``--voice`` (``--speaker``; ``argv``: the command line) is named
+    by that flag."""
     if not param:
         return message
     flag = _COMMON_FLAGS.get(param) or _flag_of(param)
+    if param == "voice" and argv is not None and not _gave(argv, "--voice", "-v"):
+        given = [f for f in map(_flag_of, _voice_options()) if _gave(argv, f)]
+        if given:
+            flag = given[0]
     return message if flag in message else f"{message} ({flag})"
 
 
@@ -1611,7 +1638,8 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return EXIT_USER_ERROR
     except VocalisError as e:
-        _error(_with_flag(str(e) or type(e).__name__, e.param))
+        _error(_with_flag(str(e) or type(e).__name__, e.param,
+                          sys.argv[1:] if argv is None else list(argv)))
         # a request that failed while running (GenerationError) is not an input mistake
         return EXIT_USER_ERROR if e.http_status < 500 else 1
     except KeyboardInterrupt:

@@ -33,15 +33,50 @@ DEFAULTS = {"response_format": "pcm", "stream_audio": True, "split_granularity":
 
 
 class StreamError(VocalisError):
-    """The server answered with an ``error`` event (``code``: its code) or refused the
-    connection (``code``: ``http_<status>``)."""
+    """The server answered with an ``error`` event (``code``: its code), refused the
+    connection (``code``: ``http_<status>``), could not be reached (``unreachable``), did
+    not answer as a WebSocket server (``bad_handshake``) or closed the connection first
+    (``closed``); ``bad_url``: the URL is none of ``ws://``, ``wss://``, ``http://``,
+    ``https://``.
+
+    ``http_status``: the refusal's status; 502 or 503 where the server failed or was not
+    there (not a mistake in the request: ``vocalis say`` exits 1 for those, 2 for the
+    others)."""
 
     code = "stream_error"
 
-    def __init__(self, message: str, code: str | None = None, param: str | None = None):
+    def __init__(self, message: str, code: str | None = None, param: str | None = None,
+                 http_status: int | None = None):
         super().__init__(message, param=param)
         if code:
             self.code = code
+        if http_status is not None:
+            self.http_status = http_status
+
+
+#: the URL schemes taken: http(s) is the server's own address, spoken to over WebSocket
+_SCHEMES = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
+
+
+def _ws_url(url) -> str:
+    """``url`` as a WebSocket URL (``http://`` becomes ``ws://``, ``https://`` ``wss://``).
+
+    Raises StreamError (``bad_url``): not a string, another scheme, no host, a bad port."""
+    from urllib.parse import urlsplit
+
+    bad = StreamError(f"bad URL {url!r}: use ws://HOST:PORT/v1/audio/speech/stream",
+                      "bad_url")
+    if not isinstance(url, str):
+        raise bad
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise bad from None
+    scheme = _SCHEMES.get(parts.scheme.lower())
+    if scheme is None or not parts.hostname:
+        raise bad
+    return parts._replace(scheme=scheme).geturl()
 
 
 class SpeechStream:
@@ -53,8 +88,9 @@ class SpeechStream:
         config: ``session.config`` fields (``voice``, ``model``, ``seed``, ``language``...),
             over :data:`DEFAULTS`.
 
-    Raises (on entering): StreamError when the server refuses the handshake (401: the key)
-    or cannot be reached (``code`` ``unreachable``).
+    Raises (on entering): StreamError when the URL is not a WebSocket or HTTP URL
+    (``bad_url``), the server refuses the handshake (401: the key) or cannot be reached
+    (``code`` ``unreachable``, ``http_status`` 503).
     """
 
     def __init__(self, url: str, *, api_key: str | None = None, **config):
@@ -66,11 +102,12 @@ class SpeechStream:
 
     async def __aenter__(self) -> SpeechStream:
         from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidStatus, InvalidURI
+        from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
+        url = _ws_url(self.url)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
         try:
-            self._ws = await connect(self.url, additional_headers=headers, max_size=None)
+            self._ws = await connect(url, additional_headers=headers, max_size=None)
         except InvalidStatus as e:
             status = e.response.status_code
             try:
@@ -81,13 +118,20 @@ class SpeechStream:
                 message += f": is {self.url!r} the server's /v1/audio/speech/stream?"
             elif status == 401:
                 message += " (api_key=...; vocalis say: --api-key or $VOCALIS_API_KEY)"
-            raise StreamError(message, f"http_{status}") from None
-        except InvalidURI:
+            raise StreamError(message, f"http_{status}", http_status=status) from None
+        except (InvalidURI, ValueError):
             raise StreamError(f"bad URL {self.url!r}: use ws://HOST:PORT/v1/audio/speech/stream",
                               "bad_url") from None
-        except OSError as e:
-            raise StreamError(f"cannot connect to {self.url}: {e.strerror or e} (is `vocalis "
-                              "serve` running there?)", "unreachable") from None
+        except InvalidHandshake as e:  # something answered, but not as a WebSocket server
+            raise StreamError(f"cannot connect to {self.url}: no WebSocket server answered "
+                              f"there ({e}); is it `vocalis serve`'s /v1/audio/speech/stream?",
+                              "bad_handshake", http_status=502) from None
+        except OSError as e:  # refused, no such host, timed out
+            why = ("connection refused" if isinstance(e, ConnectionRefusedError)
+                   else "timed out" if isinstance(e, TimeoutError)
+                   else e.strerror or str(e) or type(e).__name__)
+            raise StreamError(f"cannot connect to {self.url}: {why} (is `vocalis serve` "
+                              "running there?)", "unreachable", http_status=503) from None
         await self._send({"type": "session.config", **self.config})
         return self
 
@@ -167,7 +211,7 @@ class SpeechStream:
                     raise first
                 return bytes(out)
         raise first or last or StreamError("the server closed the connection before "
-                                           "session.done", "closed")
+                                           "session.done", "closed", http_status=502)
 
 
 async def speak(url: str, pieces, *, api_key: str | None = None, **config) -> bytes:

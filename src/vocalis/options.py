@@ -234,7 +234,9 @@ class Option:
     ``flag``: the command line spelling (default ``--name-with-dashes``; booleans may give
     ``"--on/--off"``); ``voice``: also an option of ``TTS.voice()`` (how a voice is made);
     ``path``: a file path (batch files resolve it from their folder); ``openai``: the
-    OpenAI speech field that carries it (``instructions``).
+    OpenAI speech field that carries it (``instructions``; ``voice``: an option that names
+    or gives the voice, e.g. a built-in speaker, whose mistakes the family reports as
+    ``param="voice"``).
     """
 
     name: str

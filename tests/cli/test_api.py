@@ -62,6 +62,18 @@ def test_empty_text(small, text):
         tts.synthesize(text, voice=str(d / "voice.wav"))
 
 
+@pytest.mark.parametrize("text,kind", [(None, "NoneType"), (b"Hello.", "bytes"), (["Hi."], "list")])
+@pytest.mark.parametrize("call", ["synthesize", "submit", "stream"])
+def test_text_that_is_no_string_names_its_type(small, text, kind, call):
+    # None used to pass the family's check as "" and be called empty
+    d, tts = small
+    with pytest.raises(InputError, match=f"^text must be a string, got {kind}$") as e:
+        result = getattr(tts, call)(text, voice=str(d / "voice.wav"))
+        if call == "stream":
+            next(result)  # a generator: the request is made at the first chunk
+    assert e.value.param == "input"
+
+
 @pytest.mark.parametrize("seed", ["12", 1.5, True, -1])
 def test_bad_seed(small, seed):
     d, tts = small

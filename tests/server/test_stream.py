@@ -444,7 +444,7 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert e.value.code == "voice_not_found"
     capsys.readouterr()
     dead = "ws://127.0.0.1:9/v1/audio/speech/stream"
-    assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 2
+    assert cli.main(["say", "--url", dead, "--text", "Hi.", "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot connect" in err[0] and "Traceback" not in err[0]
     # the HTTP route instead of the stream's: the message points at the right path
@@ -466,11 +466,14 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert len(err) == 1 and err[0].startswith("vocalis: not spoken:"), err
     with wave.open(str(mixed)) as w:
         assert w.readframes(w.getnframes()) == want
-    # nothing speakable: no file claimed
+    # nothing speakable: no file claimed; the server's reason (the error event it sends,
+    # as POST /v1/audio/speech's 400) is shown, then that nothing was spoken
     none = tmp_path / "none.wav"
     assert cli.main(["say", "--url", ws_url(server), "--text", "😀 ...", "-o", str(none)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nothing was spoken" in err[0] and not none.exists()
+    assert len(err) == 2 and not none.exists(), err
+    assert err[0].startswith("vocalis: not spoken: text has nothing the model can speak"), err
+    assert "nothing was spoken" in err[1]
 
 
 def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,

@@ -39,6 +39,8 @@ from vocalis.errors import InputError
 from vocalis.hub import vocalis_cache_dir
 
 log = logging.getLogger("vocalis.tuning")
+#: said (INFO) before the first speed choice of a load is measured
+MEASURING = "measuring speed choices for this CPU (once; cached): up to a minute..."
 
 #: ISA features that decide which kernels are fast (x86 and ARM names from /proc/cpuinfo)
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
@@ -422,6 +424,8 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             if name in cached["timings"]:
                 tuning.timings[name] = cached["timings"][name]
         else:
+            if not measured_any:  # a first load can take a minute: say why before it does
+                log.info(MEASURING)
             scores: dict[str, float] = {}
             for r in range(max(1, (rounds or {}).get(name, 1))):
                 for option in (options if r % 2 == 0 else options[::-1]):

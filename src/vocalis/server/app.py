@@ -31,6 +31,7 @@ import asyncio
 import base64
 import json
 import logging
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,7 +62,7 @@ from vocalis.audio.encode import make_encoder
 from vocalis.server.errors import APIError
 from vocalis.server.metrics import CONTENT_TYPE_LATEST, Metrics
 from vocalis.server.schemas import OPENAI_MAX_INPUT_CHARS, SpeechRequest
-from vocalis.server.voices import MAX_UPLOAD_BYTES, VoiceStore, shown, too_large
+from vocalis.server.voices import DEFAULT_ID, MAX_UPLOAD_BYTES, VoiceStore, shown, too_large
 
 log = logging.getLogger("vocalis.server")
 
@@ -137,8 +138,7 @@ class ServerState:
         self.admitted: set = set()  # engine requests whose end is not yet counted
         self.shutting_down = False
         self.started = time.time()
-        self._private = sorted({pl for h in hosted for pl in _private_paths(h.tts, h.voices)},
-                               key=lambda pl: -len(pl[0]))
+        self._private = _hiding(pl for h in hosted for pl in _private_paths(h.tts, h.voices))
 
     # the default model, for code that serves one
     @property
@@ -163,9 +163,10 @@ class ServerState:
         return total
 
     def redact(self, text: str) -> str:
-        """``text`` with the model, voices and home folders replaced by labels."""
-        for path, label in self._private:
-            text = text.replace(path, label)
+        """``text`` with the model, voices and home folders replaced by labels, in any
+        spelling of them (:func:`_private_paths`)."""
+        for pattern, label in self._private:
+            text = pattern.sub(label, text)
         return text
 
     def pick(self, model: str, param: str = "model") -> Hosted:
@@ -212,21 +213,78 @@ def served_model_name(tts, model_name: str | None = None) -> str:
     return name or "local-model"
 
 
-def _private_paths(tts, voices: VoiceStore) -> list[tuple[str, str]]:
-    """(path, label) pairs to hide in answers, longest first (a path is shown in both its
-    given and its resolved spelling)."""
-    pairs = []
+#: characters that continue a path component: a folder's spelling is hidden only where it
+#: stands as a whole path (not inside a longer name or path)
+_PATH_CHAR = r"[\w.~/-]"
+_PATH_END = r"(?![\w~-])(?!\.[\w.~-])"  # the spelling ends there (a "/" may follow)
+
+
+def _spellings(folder: Path) -> set[str]:
+    """Every way a message may spell ``folder`` (as given: relative, with ``~``; absolute;
+    resolved through symlinks; under the home folder as ``~/...``; relative to the working
+    folder)."""
+    out = {str(folder)}
+    given = folder.expanduser()
+    absolute = given.absolute()
+    out |= {str(given), str(absolute)}
+    try:
+        resolved = absolute.resolve()
+    except (OSError, RuntimeError):
+        resolved = absolute
+    out.add(str(resolved))
+    home = Path.home()
+    for p in (absolute, resolved):
+        try:
+            out.add(os.path.relpath(p))
+        except ValueError:  # another drive (Windows)
+            pass
+        if p != home and p.is_relative_to(home) and len(home.parts) > 1:
+            out.add(f"~/{p.relative_to(home).as_posix()}")
+    return {sp for sp in out if sp and not set(sp) <= {".", "/", "~"}}
+
+
+def _folder_pattern(spelling: str) -> str:
+    """A regex for ``spelling`` of a folder where it stands as a whole path, with any
+    ``./`` before it. A bare folder name (``ckpt``, which may also be the model's served
+    name or a word) counts as a path only with ``./`` before it or ``/`` after it."""
+    esc = re.escape(spelling)
+    head = f"(?<!{_PATH_CHAR})"
+    if spelling.startswith("/"):  # ("file:///home/..." holds it too)
+        return f"(?<![\\w.~-]){esc}{_PATH_END}"
+    if len(Path(spelling).parts) > 1 or spelling.startswith("~"):
+        return f"{head}(?:\\./)*{esc}{_PATH_END}"
+    return f"{head}(?:(?:\\./)+{esc}{_PATH_END}|{esc}(?=/))"
+
+
+def _private_paths(tts, voices: VoiceStore) -> set[tuple[str, str]]:
+    """(spelling, label) pairs to hide in answers (:func:`_hiding`): the model's
+    folder (``<model-dir>``) and the voices folder (``<voices-dir>``) in every spelling
+    (:func:`_spellings`), then the home folder (``~``)."""
+    folders: list[tuple[Path, str]] = []
+    info = tts.info
     ref = str(tts.model_id)
-    if not tts.released and ref and "://" not in ref:
-        p = Path(ref).expanduser()
-        folder = p.parent if p.suffix in (".yaml", ".yml") else p
-        pairs.append((str(folder.resolve()), "<model-dir>"))
-        if len(folder.parts) > 1:  # a bare folder name ("ckpt") tells nothing: it may be the served name
-            pairs.append((str(folder), "<model-dir>"))
-    pairs += [(str(voices.root), "<voices-dir>"), (str(voices.root.resolve()), "<voices-dir>"),
-              (str(Path.home()), "~")]
-    return sorted({(p, label) for p, label in pairs if len(p) > 1},
-                  key=lambda pl: -len(pl[0]))
+    if not tts.released:
+        if ref and "://" not in ref:
+            p = Path(ref)
+            folders.append((p.parent if p.suffix in (".yaml", ".yml") else p, "<model-dir>"))
+        if info.local_path is not None:
+            folders.append((Path(info.local_path), "<model-dir>"))
+        name = Path(str(info.name))
+        if name.suffix in (".yaml", ".yml") and len(name.parts) > 1:  # a config's path
+            folders.append((name.parent, "<model-dir>"))
+    folders.append((voices.root, "<voices-dir>"))
+    pairs = {(sp, label) for folder, label in folders for sp in _spellings(folder)}
+    home = str(Path.home())
+    if len(Path(home).parts) > 1:
+        pairs.add((home, "~"))
+    return pairs
+
+
+def _hiding(pairs) -> list[tuple[re.Pattern, str]]:
+    """(pattern, label) for :meth:`ServerState.redact` from (spelling, label) pairs, the
+    longest spelling first (a folder inside another, or under home, is hidden whole)."""
+    return [(re.compile(_folder_pattern(sp)), label)
+            for sp, label in sorted(set(pairs), key=lambda pl: (-len(pl[0]), pl[0]))]
 
 
 class Gate:
@@ -568,10 +626,25 @@ def _cloner(state: ServerState) -> Hosted:
 
 def _capabilities(hosted: Hosted) -> dict:
     """What a request to this model may carry (for the web page and clients):
-    :meth:`vocalis.family.ModelInfo.capabilities`, with the voices this server offers."""
+    :meth:`vocalis.family.ModelInfo.capabilities`, with the voices this server offers:
+    ``default_voice`` is the voice id that speaks with this server's default voice (a
+    predefined voice's name, or ``default`` for one from a file: ``--voice``), None when
+    the server has none (``needs_voice`` true: each request names a voice)."""
     caps = hosted.tts.info.capabilities()
     caps["cloning"] = hosted.voices.clones
+    caps["default_voice"] = _default_voice_id(hosted.voices)
     return caps
+
+
+def _default_voice_id(voices: VoiceStore) -> str | None:
+    """The id under which ``voices`` lists its default voice (GET /v1/audio/voices): a
+    predefined voice by its name, any other (an audio or .safetensors file) as
+    ``default``; None without one (or for a model without voices)."""
+    source = voices.default_source
+    if source is None or voices.voiceless:
+        return None
+    name = str(source)
+    return name if name in voices.predefined else DEFAULT_ID
 
 
 def _admit(state: ServerState, request: Request, req) -> None:

@@ -51,7 +51,9 @@ spoken, so it rides on the message whose audio ends it: a word that began in an 
 message has a negative start. ``normalizedAlignment`` repeats ``alignment``. Problems are
 ``{"message": ..., "error": code}`` as ElevenLabs words them (with ``contextId`` where one
 is concerned); a problem with the connection itself (auth, voice, format) adds ``"code":
-1008`` and closes it with that code and the message as the close reason.
+1008`` and closes it with that code and the message as the close reason. Text flushed with
+nothing to speak since the last flush (only emoji, symbols or punctuation) gets the error
+``POST /v1/audio/speech`` gives it (its message, ``"error"`` its code), before ``isFinal``.
 """
 
 from __future__ import annotations
@@ -212,6 +214,8 @@ class _Context:
         self.cond = asyncio.Condition()
         self.closing = False
         self.done = asyncio.Event()
+        self.worded = False   # since the last flush: a sentence with words was queued
+        self.wordless = ""    # ... else the sentences skipped as without words
         self.tasks = [asyncio.create_task(conn._submitter(self)),
                       asyncio.create_task(conn._speaker(self))]
 
@@ -432,10 +436,15 @@ class Connection:
 
     def _plan(self, seed, speed):
         try:
+            if isinstance(seed, bool):  # (int() reads true as 1)
+                raise TypeError
             seed = int(seed) if seed is not None else None
         except (TypeError, ValueError):
             raise APIError(400, f"seed must be an integer, got {json.dumps(seed)[:40]}",
                            param="seed", code="invalid_value") from None
+        if isinstance(speed, bool):  # (float() reads true as 1.0)
+            raise APIError(400, "voice_settings.speed must be a number, got "
+                                f"{json.dumps(speed)}", param="speed", code="invalid_value")
         body = SpeechRequest(model=self.hosted.model_id, input=".", voice=self.voice_id,
                              response_format="pcm", seed=seed, word_timestamps=True,
                              speed=float(speed) if speed is not None else 1.0)
@@ -448,14 +457,42 @@ class Connection:
         return plan
 
     async def _queue(self, ctx: _Context, sentences, flushed: bool) -> None:
+        """Queue the sentences with words (the others, "..." or an emoji, are skipped); at a
+        flush, text since the last one that had nothing to speak gets the error
+        ``POST /v1/audio/speech`` answers for it (:meth:`_wordless`), in its place."""
+        refused = await self._wordless(ctx, sentences) if flushed else None
         async with ctx.cond:
             if flushed:
                 for item in ctx.items:
                     item.flushed = True
             for s in sentences:
-                if any(c.isalnum() for c in s.text):
+                if speech.has_words(s.text):
                     ctx.items.append(_Item(s.text, flushed=flushed))
+                    ctx.worded = True
+                elif not ctx.worded and len(ctx.wordless) < self.state.max_input_chars:
+                    ctx.wordless = f"{ctx.wordless} {s.text}".strip()
+            if refused is not None:
+                item = _Item("", flushed=True, error=refused)
+                item.submitted.set()  # nothing to submit: the speaker sends the error
+                ctx.items.append(item)
+            if flushed:
+                ctx.worded, ctx.wordless = False, ""
             ctx.cond.notify_all()
+
+    async def _wordless(self, ctx: _Context, sentences) -> APIError | None:
+        """The error for text flushed with nothing to speak since the last flush (only
+        emoji, symbols, punctuation), as ``POST /v1/audio/speech`` gives it; None when it
+        had words (or was only white space)."""
+        if ctx.worded or any(speech.has_words(s.text) for s in sentences):
+            return None
+        text = " ".join([ctx.wordless, *(s.text for s in sentences)]).strip()
+        if not text:
+            return None
+        try:
+            await asyncio.to_thread(speech.check_text, self.plan, text, "text")
+        except Exception as e:
+            return errors.from_exception(e)
+        return None  # the model would speak it: skipped, as any sentence without words
 
     async def _close_context(self, ctx: _Context, immediate: bool) -> None:
         """Text not flushed is dropped and its requests cancelled (rows freed); flushed

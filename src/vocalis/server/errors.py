@@ -89,13 +89,26 @@ _PYDANTIC_CODES = {
 }
 
 
-def _validation_error(exc: RequestValidationError) -> APIError:
+def _validation_error(exc: RequestValidationError, content_type: str | None = "") -> APIError:
+    """The 400 for a request the schema refused. ``content_type``: the request's
+    Content-Type header (None: none; ``""``: not an HTTP request body, e.g. a WebSocket
+    message): a body FastAPI did not read as JSON because of it is named so."""
     errors = exc.errors()
     if not errors:
         return APIError(400, "invalid request", code="invalid_request")
     first = errors[0]
     loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
     kind = first.get("type", "invalid")
+    if content_type != "" and not loc and kind in _BODY_TYPE_ERRORS \
+            and isinstance(getattr(exc, "body", None), (bytes, bytearray)):
+        # FastAPI reads a body as JSON only with Content-Type application/json (or +json):
+        # any other (text/plain, a form, none) leaves it bytes, which no schema takes
+        got = (f"is {_shown_header(content_type)}" if content_type
+               else "header is missing")
+        return APIError(400, f"the request's Content-Type {got}, not application/json: send "
+                             "the JSON body with the header Content-Type: application/json "
+                             "(curl: -H 'Content-Type: application/json')",
+                        code=_PYDANTIC_CODES[kind])
     if kind == "json_invalid":
         ctx = first.get("ctx") or {}
         detail = ctx.get("error") or first.get("msg", "")
@@ -126,12 +139,20 @@ def _validation_error(exc: RequestValidationError) -> APIError:
                 msg += f" (got {shown})"
     else:
         msg = first.get("msg", "invalid request")
-        if kind in ("model_type", "model_attributes_type", "dict_type"):
+        if kind in _BODY_TYPE_ERRORS:
             msg = "request body must be a JSON object"
     if len(errors) > 1 and not all(e.get("loc", ())[:2] == first.get("loc", ())[:2]
                                    for e in errors):
         msg += f" (and {len(errors) - 1} more problem(s))"
     return APIError(400, msg, param=param, code=_PYDANTIC_CODES.get(kind, kind))
+
+
+_BODY_TYPE_ERRORS = ("model_type", "model_attributes_type", "dict_type")
+
+
+def _shown_header(value: str, limit: int = 60) -> str:
+    """A header value for a message: quoted and escaped, cut to ``limit`` characters."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}..."
 
 
 #: FastAPI's detail when decoding or parsing the body raised something other than a
@@ -160,7 +181,7 @@ def install(app: FastAPI, redact: Callable[[str], str] = str) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
-        e = _validation_error(exc)
+        e = _validation_error(exc, request.headers.get("content-type"))
         return error_response(e.status, redact(e.message), param=e.param, code=e.code)
 
     @app.exception_handler(StarletteHTTPException)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import (AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
+                      ValidationInfo)
 from pydantic_core import PydanticCustomError
 
 from vocalis.audio.stretch import SPEED_RANGE
@@ -16,10 +17,33 @@ OPENAI_MAX_INPUT_CHARS = 4096
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
 
 
-def _finite_speed(value):
+def _no_bool(integer: bool):
+    """A validator refusing JSON ``true``/``false`` where a number belongs, naming the field
+    (pydantic would read them as 1 and 0); an integer stays a valid float."""
+
+    def check(value, info: ValidationInfo):
+        if isinstance(value, bool):
+            raise PydanticCustomError("int_type" if integer else "float_type",
+                                      f"{info.field_name} must be "
+                                      f"{'an integer' if integer else 'a number'}, "
+                                      "not true or false")
+        return value
+
+    return check
+
+
+_not_bool_int = _no_bool(integer=True)
+_not_bool_float = _no_bool(integer=False)
+#: ``seed`` of every request body (the range is checked once for every front end:
+#: vocalis.options.check_seed)
+Seed = Annotated[int | None, BeforeValidator(_not_bool_int)]
+
+
+def _finite_speed(value, info: ValidationInfo):
     """NaN and infinities (JSON ``NaN``, ``Infinity``, or the strings) are refused in plain
-    words, before the range check would call them "greater than 4"."""
-    if isinstance(value, (float, str)) and not isinstance(value, bool):
+    words, before the range check would call them "greater than 4"; so are booleans."""
+    _not_bool_float(value, info)
+    if isinstance(value, (float, str)):
         try:
             finite = math.isfinite(float(value))
         except ValueError:
@@ -77,7 +101,7 @@ class SpeechRequest(BaseModel):
     stream_format: Literal["audio", "sse"] = "audio"
     stream: bool | None = None
     # the range is checked once for every front end (vocalis.options.check_seed)
-    seed: int | None = None
+    seed: Seed = None
     # absent = the server's default (on unless `vocalis serve --no-normalize`)
     normalize: StrictBool | None = None
     # word start/end times (vocalis.timing): SSE events, or a whole file's header
@@ -126,9 +150,10 @@ class StreamSessionConfig(BaseModel):
     speed: Speed | None = 1.0
     stream_audio: StrictBool = False
     word_timestamps: StrictBool = False
-    seed: int | None = None
+    seed: Seed = None
     split_granularity: Literal["none", "sentence", "clause", "token"] = "none"
-    initial_codec_chunk_frames: int | None = Field(default=None, ge=0)
+    initial_codec_chunk_frames: Annotated[int | None, Field(ge=0),
+                                          BeforeValidator(_not_bool_int)] = None
     normalize: StrictBool | None = None
 
     def options(self) -> dict:

@@ -49,7 +49,8 @@ def check_input(state, text: str, param: str = "input") -> None:
     """The server's checks of a text to speak, before any work: not blank, at most
     ``--max-input-chars``, valid Unicode.
 
-    Raises APIError 400 naming ``param`` (``empty_input``, ``string_above_max_length``)."""
+    Raises APIError 400 naming ``param`` (``empty_input``, ``string_above_max_length``,
+    ``invalid_text``: not valid Unicode, as the WebSocket endpoints call it)."""
     if not text.strip():
         raise APIError(400, f"{param} is empty: give some words to speak", param=param,
                        code="empty_input")
@@ -61,7 +62,15 @@ def check_input(state, text: str, param: str = "input") -> None:
     try:
         check_unicode(text, param, "send the text as valid UTF-8", param)
     except InputError as e:
-        raise APIError(400, str(e), param=param) from None
+        raise APIError(400, str(e), param=param, code="invalid_text") from None
+
+
+def has_words(text: str) -> bool:
+    """Whether a piece of a streamed text (a sentence) is worth a request: it holds a
+    letter or digit. The streaming endpoints skip the others ("...", an emoji between two
+    sentences), and check an utterance made of nothing else with :func:`check_text`, so that
+    it is refused as ``POST /v1/audio/speech`` refuses it."""
+    return any(c.isalnum() for c in text)
 
 
 @dataclass
@@ -111,6 +120,25 @@ def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
         tts.word_decoder(plan.word_timestamps)
     except InputError as e:
         raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+
+
+def check_text(plan: SpeechPlan, text: str, param: str = "input") -> None:
+    """Every check :func:`submit_speech` makes of ``text`` with ``plan`` (the text and
+    options against the family's rules, normalization, the model's tokens: e.g. a text with
+    nothing the model can speak), without queueing anything (blocking: tokenizes).
+
+    Raises APIError 400 as :func:`submit_speech` does, ``param`` naming the text."""
+    tts = plan.hosted.tts
+    options = dict(plan.options)
+    norm = options.pop("normalize", False)
+    try:
+        text, _, _, checked = tts.info.check_request(text, plan.voice, plan.seed, plan.speed,
+                                                     options)
+        tts.loaded.prepare(tts.normalized_text(text, norm, checked), plan.voice, checked,
+                           plan.seed)
+    except InputError as e:
+        where = param if e.param in ("input", None) else field_of(e.param)
+        raise APIError(400, str(e), param=where, code=e.code) from None
 
 
 def field_of(param: str | None) -> str | None:

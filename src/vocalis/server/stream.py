@@ -30,6 +30,10 @@ and once per utterance, after its last sentence::
      "text_spoken_end", "text_heard_end"}
     {"type": "error", "message", "code", "param"}     a problem; the connection goes on
                                                       unless the message says it closes
+                                                      (an utterance with nothing to speak,
+                                                      only emoji or symbols, gets the error
+                                                      POST /v1/audio/speech gives its text,
+                                                      param "text", before its session.done)
 
 The fields in the first two lines of each message are vLLM-Omni's; the others are vocalis
 extensions (clients that do not know them ignore them): ``sample_rate`` (Hz) and
@@ -160,6 +164,8 @@ class _Utterance:
     started: bool = False       # some text arrived
     fed: "_Item | None" = None  # split_granularity token: the one request, text fed to it
     guess: "_Item | None" = None  # sentence mode: a sentence spoken before its end is sure
+    worded: bool = False        # a sentence with words was queued
+    wordless: str = ""          # sentences skipped as without words (while none had any)
 
 
 @dataclass
@@ -169,7 +175,7 @@ class _Item:
     utt: _Utterance
     sentence: Sentence | None = None   # None: the utterance's end (session.done)
     job: SpeechJob | None = None
-    error: APIError | None = None
+    error: APIError | None = None      # refused; at the end: an utterance with nothing to say
     submitting: bool = False
     waiting: bool = False              # counted in the connection's pending characters
     submitted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -500,8 +506,9 @@ class StreamConnection:
                               e.code or "invalid_value", param="text") from None
 
     async def _queue(self, utt: _Utterance, sentences: list[Sentence], end: bool = False,
-                     guess: bool = False) -> None:
-        """Queue ``sentences`` (and the utterance's end). Sentence mode: a guess made earlier
+                     guess: bool = False, refused: APIError | None = None) -> None:
+        """Queue ``sentences`` (and the utterance's end, with ``refused``: the error its text
+        got, sent before its session.done). Sentence mode: a guess made earlier
         is confirmed by its own sentence coming (it is not queued again) or dropped; with
         ``guess``, a rest that ends like a sentence (``Hello there.``, its end known only
         from the next character) is generated now and sent once confirmed, so that its
@@ -509,17 +516,21 @@ class StreamConnection:
         async with self.changed:
             sentences = self._settle_guess(utt, sentences)
             for s in sentences:
-                if any(c.isalnum() for c in s.text):  # else nothing to speak ("...", an emoji)
+                if speech.has_words(s.text):  # else nothing to speak ("...", an emoji)
                     self.items.append(_Item(utt, s, waiting=True))
                     self.waiting_chars += len(s.text)
+                    utt.worded = True
+                elif not utt.worded and len(utt.wordless) < self.state.max_input_chars:
+                    utt.wordless = f"{utt.wordless} {s.text}".strip()  # (for _wordless)
             if guess and utt.guess is None and not utt.cancelled:
                 s = utt.text.tentative()
-                if s is not None and any(c.isalnum() for c in s.text):
+                if s is not None and speech.has_words(s.text):
                     # (its text stays in the buffer, counted there, until confirmed)
                     utt.guess = _Item(utt, s, guess=True)
                     self.items.append(utt.guess)
+                    utt.worded = True
             if end:
-                self.items.append(_Item(utt))
+                self.items.append(_Item(utt, error=refused))
             self.changed.notify_all()
 
     def _settle_guess(self, utt: _Utterance, sentences: list[Sentence]) -> list[Sentence]:
@@ -571,7 +582,27 @@ class StreamConnection:
         self.utt = None
         self.next_index += 1
         self.open_utterances += 1
-        await self._queue(utt, sentences, end=True)
+        refused = await self._wordless(utt, sentences)
+        await self._queue(utt, sentences, end=True, refused=refused)
+
+    async def _wordless(self, utt: _Utterance, sentences: list[Sentence]) -> APIError | None:
+        """An utterance whose text has nothing to speak (only emoji, symbols, punctuation)
+        gets the error ``POST /v1/audio/speech`` answers for that text (before its
+        session.done), not a silent end; None when it has words (or no text at all)."""
+        if utt.worded or utt.fed is not None or any(speech.has_words(s.text)
+                                                    for s in sentences):
+            return None
+        text = " ".join([utt.wordless, *(s.text for s in sentences)]).strip()
+        if not text:
+            return None
+        try:
+            await asyncio.to_thread(speech.check_text, utt.config.plan, text, "text")
+        except Exception as e:
+            err = errors.from_exception(e)
+            if err.param in ("input", None):
+                err.param = "text"
+            return err
+        return None  # the model would speak it: skipped, as any sentence without words
 
     async def _cancel(self) -> None:
         """Stop every unfinished utterance (the open one too): cancel their engine requests,
@@ -688,6 +719,8 @@ class StreamConnection:
                     return  # session.close: everything before it was sent
                 item = self.items[0]
             if item.sentence is None:
+                if item.error is not None and not item.utt.cancelled:
+                    await self.send_error(item.error)
                 await self._end(item.utt)
             else:
                 await item.sure.wait()  # a guess: until the text confirms (or drops) it

@@ -28,13 +28,13 @@ def _r(name, lo, hi, **kw) -> OptionRange:
 
 OPTIONS = OptionSchema("Qwen3-TTS", (
     Option("speaker", str, "CustomVoice: built-in speaker (e.g. ryan, vivian; case-insensitive). "
-           "Default: the model's first.", max_length=64),
+           "Default: the model's first.", max_length=64, openai="voice"),
     Option("language", str, "Language of the text (english, chinese, ...; auto = detect). "
            "Default: auto.", max_length=64),
     Option("instruct", str, "VoiceDesign (required) and 1.7B CustomVoice: the voice or the way "
            "to speak, in words.", max_length=4096, openai="instructions"),
     Option("ref_audio", object, "Base: reference audio of the voice to clone (any format).",
-           path=True),
+           path=True, openai="voice"),
     Option("ref_text", str, "Base: transcript of the reference audio (in-context cloning).",
            max_length=4096, voice=True),
     Option("xvector_only", bool, "Base: clone from the speaker embedding only (no transcript).",

@@ -1,0 +1,302 @@
+"""What a new user found the server saying inconsistently, over real HTTP and WebSockets
+(uvicorn on loopback, a random-weight checkpoint, ``httpx``/``http.client``/``websockets``
+as clients):
+
+* ``/health`` names the default voice that ``GET /v1/audio/voices`` lists (``--voice FILE``);
+* a body sent without ``Content-Type: application/json`` is told so, not "must be a JSON
+  object";
+* a model loaded from a relative path leaves no part of its folder in messages;
+* ``true``/``false`` where a number belongs is refused, naming the field;
+* every text error has a code (a lone surrogate: ``invalid_text``);
+* text with nothing to speak gets the same error on the WebSockets as on HTTP.
+"""
+# ruff: noqa: F811 (pytest passes the imported fixtures by their names)
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+websockets = pytest.importorskip("websockets")
+pytest.importorskip("uvicorn")
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+
+import vocalis  # noqa: E402
+from tests.server.test_server import Server, assert_envelope  # noqa: E402
+from tests.server.test_stream import rows_free  # noqa: E402
+from vocalis.server import create_app, elevenlabs, stream  # noqa: E402
+
+SMALL = "english_2m_2026-10"
+FRAMES = 3  # max_frames: enough audio to prove a request was spoken
+
+
+@pytest.fixture(scope="module")
+def ckpt(checkpoints):
+    return checkpoints.get(SMALL)
+
+
+@pytest.fixture(scope="module")
+def tts(ckpt):
+    t = vocalis.load(str(ckpt), max_batch=4, max_queue=16)
+    yield t
+    t.close()
+
+
+@pytest.fixture(scope="module")
+def server(tts, ckpt, tmp_path_factory):
+    s = Server(create_app(tts, voices_dir=tmp_path_factory.mktemp("consistency_voices"),
+                          default_voice=str(ckpt / "voice.wav")))
+    yield s
+    s.stop()
+
+
+def _post(server, body, **kw) -> httpx.Response:
+    return httpx.post(server.url + "/v1/audio/speech", json=body, timeout=60, **kw)
+
+
+def _ws(server, path: str) -> str:
+    return server.url.replace("http://", "ws://") + path
+
+
+async def _until(ws, done) -> list:
+    """JSON messages until ``done(message)`` (binary audio frames are counted as bytes)."""
+    out = []
+    while True:
+        msg = await asyncio.wait_for(ws.recv(), 60)
+        if isinstance(msg, bytes):
+            out.append(len(msg))
+            continue
+        out.append(json.loads(msg))
+        if done(out[-1]):
+            return out
+
+
+# --------------------------------------------------------------------------- item 1
+
+
+def test_health_names_the_default_voice_that_the_voice_list_offers(server, tts, tmp_path):
+    """Old code: with ``--voice voice.wav``, /health said ``default_voice: null`` (the
+    model's own default) while /v1/audio/voices listed ``default`` and it spoke."""
+    health = httpx.get(server.url + "/health", timeout=30).json()
+    listed = httpx.get(server.url + "/v1/audio/voices", timeout=30).json()["data"]
+    assert [v["id"] for v in listed if v["type"] == "default"] == ["default"]
+    assert health["default_voice"] == "default", health
+    assert health["models"][0]["default_voice"] == "default"
+    assert health["needs_voice"] is True  # the model speaks with a voice (not a description)
+    r = _post(server, {"model": health["model"], "input": "Hi.",
+                       "voice": health["default_voice"], "max_frames": FRAMES,
+                       "response_format": "pcm", "stream": False})
+    assert r.status_code == 200 and r.content, r.text
+
+    # without --voice, a random checkpoint has no default voice: both say so
+    bare = Server(create_app(tts, voices_dir=tmp_path))
+    try:
+        health = httpx.get(bare.url + "/health", timeout=30).json()
+        listed = httpx.get(bare.url + "/v1/audio/voices", timeout=30).json()["data"]
+        assert health["default_voice"] is None and listed == []
+        r = _post(bare, {"model": "tts-1", "input": "Hi.", "voice": "alloy"})
+        assert_envelope(r.status_code, r.content, 400, "voice", "voice_not_found")
+    finally:
+        bare.stop()
+
+
+# --------------------------------------------------------------------------- item 2
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
+                                          None])
+def test_a_json_body_without_the_json_content_type_is_told_so(server, content_type):
+    """Old code: "request body must be a JSON object", though the body was one."""
+    body = json.dumps({"model": "tts-1", "input": "hi", "voice": "alloy"}).encode()
+    headers = {"Content-Type": content_type} if content_type else {}
+    status, _, data = server.request("POST", "/v1/audio/speech", body=body, headers=headers)
+    err = assert_envelope(status, data, 400, code="invalid_request_body")
+    assert err["param"] is None
+    msg = err["message"]
+    assert "must be a JSON object" not in msg
+    assert "Content-Type: application/json" in msg, msg
+    assert (repr(content_type) if content_type else "missing") in msg, msg
+
+
+def test_a_json_body_that_is_not_an_object_is_still_named_so(server):
+    status, _, data = server.request("POST", "/v1/audio/speech", body=[1, 2])
+    err = assert_envelope(status, data, 400, code="invalid_request_body")
+    assert err["message"] == "request body must be a JSON object"
+
+
+# --------------------------------------------------------------------------- item 3
+
+
+@pytest.mark.parametrize("spelling", ["relmodel-x7", "./relmodel-x7/", "relmodel-x7/config.yaml"])
+def test_a_model_loaded_from_a_relative_path_leaves_no_part_of_it_in_messages(
+        ckpt, tmp_path, monkeypatch, spelling):
+    """Old code: ``--model ckpt`` (relative) answered "... for Pocket TTS model
+    ckpt/config.yaml" on HTTP and on the WebSocket."""
+    shutil.copytree(ckpt, tmp_path / "relmodel-x7")
+    monkeypatch.chdir(tmp_path)
+    tts = vocalis.load(spelling, max_batch=1)
+    s = Server(create_app(tts, voices_dir=tmp_path / "voices",
+                          default_voice=str(ckpt / "voice.wav")))
+    try:
+        r = _post(s, {"model": "tts-1", "input": "Hi.", "voice": "alloy", "foo": 1})
+        err = assert_envelope(r.status_code, r.content, 400, "foo", "unknown_parameter")
+        assert "<model-dir>" in err["message"], err
+
+        async def ws_error():
+            async with connect(_ws(s, stream.PATH)) as ws:
+                await ws.send(json.dumps({"type": "session.config", "voice": "alloy",
+                                          "foo": 1}))
+                return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+        event = asyncio.run(ws_error())
+        assert event["type"] == "error" and event["param"] == "foo", event
+        for message in (err["message"], event["message"]):
+            assert "relmodel" not in message and "x7" not in message, message
+            assert str(tmp_path) not in message and str(ckpt) not in message
+        # the served name (the folder's name, public by design) is left alone
+        models = httpx.get(s.url + "/v1/models", timeout=30).json()["data"]
+        assert models[0]["id"] == "relmodel-x7"
+        r = _post(s, {"model": "nope", "input": "Hi.", "voice": "alloy"})
+        assert "'relmodel-x7'" in assert_envelope(r.status_code, r.content, 404)["message"]
+    finally:
+        s.stop()
+        tts.close()
+
+
+# --------------------------------------------------------------------------- item 4
+
+
+@pytest.mark.parametrize("field", ["speed", "seed", "temperature", "eos_threshold",
+                                   "max_frames"])
+@pytest.mark.parametrize("value", [True, False])
+def test_booleans_are_refused_where_a_number_belongs(server, field, value):
+    """Old code: ``"speed": true`` was read as 1.0 (and ``"seed": true`` as 1): a 200."""
+    body = {"model": "tts-1", "input": "Hi.", "voice": "alloy", "max_frames": FRAMES,
+            field: value}
+    r = _post(server, body)
+    err = assert_envelope(r.status_code, r.content, 400, field)
+    assert field in err["message"] and json.dumps(value) in err["message"].lower(), err
+
+
+@pytest.mark.parametrize("body", [{"speed": 1}, {"seed": 1}, {"temperature": 1},
+                                  {"speed": 2, "temperature": 0}])
+def test_integers_are_still_numbers(server, body):
+    r = _post(server, {"model": "tts-1", "input": "Hi.", "voice": "alloy",
+                       "max_frames": FRAMES, "response_format": "pcm", "stream": False, **body})
+    assert r.status_code == 200 and r.content, r.text
+
+
+def test_booleans_are_refused_on_the_websockets_too(server):
+    async def vllm(field):
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps({"type": "session.config", "voice": "alloy",
+                                      field: True}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+    for field in ("speed", "seed", "initial_codec_chunk_frames", "temperature"):
+        event = asyncio.run(vllm(field))
+        assert event["type"] == "error" and event["param"] == field, event
+
+    async def eleven(first):
+        url = _ws(server, elevenlabs.STREAM_PATH.format(voice_id="alloy")) \
+            + "?output_format=pcm_24000"
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"text": " ", **first}))
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return msg
+
+    for first in ({"voice_settings": {"speed": True}}, {"seed": True}):
+        msg = asyncio.run(eleven(first))
+        assert msg["error"] == "invalid_value" and "true" in msg["message"], msg
+
+
+# --------------------------------------------------------------------------- item 5
+
+
+def test_a_lone_surrogate_has_a_code(server):
+    """Old code: ``"code": null``; the WebSockets call the same problem ``invalid_text``."""
+    raw = b'{"model": "tts-1", "input": "a\\ud800b", "voice": "alloy"}'
+    status, _, data = server.request("POST", "/v1/audio/speech", body=raw,
+                                     headers={"Content-Type": "application/json"})
+    err = assert_envelope(status, data, 400, "input", "invalid_text")
+    assert "surrogate" in err["message"]
+
+    async def ws_code():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps({"type": "session.config", "voice": "alloy"}))
+            await ws.send('{"type": "input.text", "text": "a\\ud800b"}')
+            return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+    event = asyncio.run(ws_code())
+    assert event["type"] == "error" and event["code"] == err["code"], event
+
+
+# --------------------------------------------------------------------------- item 6
+
+
+EMOJI = "\U0001F642\U0001F642"
+
+
+@pytest.fixture(scope="module")
+def http_refusal(server) -> dict:
+    r = _post(server, {"model": "tts-1", "input": EMOJI, "voice": "alloy"})
+    return assert_envelope(r.status_code, r.content, 400, "input")
+
+
+@pytest.mark.parametrize("split", ["none", "sentence"])
+def test_text_with_nothing_to_speak_gets_the_http_error_on_the_websocket(
+        server, tts, http_refusal, split):
+    """Old code: the WebSocket answered only ``session.done`` with ``total_sentences`` 0,
+    where HTTP answers a 400 for the same text."""
+    config = {"type": "session.config", "voice": "alloy", "response_format": "pcm",
+              "stream_audio": True, "split_granularity": split, "max_frames": FRAMES}
+
+    async def go():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps(config))
+            out = []
+            for text in (EMOJI, "Hi. " + EMOJI):  # then words with an emoji: spoken
+                await ws.send(json.dumps({"type": "input.text", "text": text}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                out.append(await _until(ws, lambda m: m["type"] == "session.done"))
+            return out
+
+    refused, spoken = asyncio.run(go())
+    assert refused[0] == {"type": "error", "message": http_refusal["message"],
+                          "code": http_refusal["code"], "param": "text"}, refused
+    assert len(refused) == 2 and refused[1]["total_sentences"] == 0
+    assert not [m for m in spoken if isinstance(m, dict) and m["type"] == "error"], spoken
+    assert spoken[-1]["total_sentences"] == 1 and spoken[-1]["samples"] > 0
+    assert rows_free(tts)
+
+
+def test_text_with_nothing_to_speak_gets_the_http_error_on_the_elevenlabs_websocket(
+        server, tts, http_refusal):
+    async def go(pieces):
+        url = _ws(server, elevenlabs.STREAM_PATH.format(voice_id="alloy")) \
+            + "?output_format=pcm_24000"
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"text": " "}))
+            for p in pieces:
+                await ws.send(json.dumps({"text": p}))
+            await ws.send(json.dumps({"text": ""}))
+            return await _until(ws, lambda m: m.get("isFinal") is True)
+
+    msgs = asyncio.run(go([EMOJI]))
+    assert msgs == [{"message": http_refusal["message"], "error": http_refusal["code"]},
+                    {"isFinal": True}], msgs
+    msgs = asyncio.run(go([EMOJI + " ", "- \u2026 ", "\U0001F600!", "  "]))
+    assert [m for m in msgs if "error" in m] == [
+        {"message": msgs[0]["message"], "error": http_refusal["code"]}]
+    assert "nothing the model can speak" in msgs[0]["message"]
+    msgs = asyncio.run(go(["Hi. ", EMOJI, " "]))  # words with an emoji: spoken, no error
+    assert not [m for m in msgs if "error" in m] and msgs[-1] == {"isFinal": True}
+    assert any(m.get("audio") for m in msgs[:-1])
+    assert rows_free(tts)
