@@ -110,16 +110,7 @@ def check_plan(plan: SpeechPlan, sample_text: str = "Hello.") -> None:
     text arrives.
 
     Raises APIError 400 naming the field."""
-    tts = plan.hosted.tts
-    options = dict(plan.options)
-    norm = options.pop("normalize", False)
-    try:
-        _, _, _, checked = tts.info.check_request(sample_text, plan.voice, plan.seed, plan.speed,
-                                                  options)
-        tts.normalized_text(sample_text, norm, checked)
-        tts.word_decoder(plan.word_timestamps)
-    except InputError as e:
-        raise APIError(400, str(e), param=field_of(e.param), code=e.code) from None
+    _check(plan, sample_text, None)
 
 
 def check_text(plan: SpeechPlan, text: str, param: str = "input") -> None:
@@ -128,16 +119,27 @@ def check_text(plan: SpeechPlan, text: str, param: str = "input") -> None:
     nothing the model can speak), without queueing anything (blocking: tokenizes).
 
     Raises APIError 400 as :func:`submit_speech` does, ``param`` naming the text."""
+    _check(plan, text, param)
+
+
+def _check(plan: SpeechPlan, text: str, param: str | None) -> None:
+    """:func:`check_plan` (``param`` None: the configuration, and the word decoder) or
+    :func:`check_text` (the text itself, through the family's ``prepare``; a fault of the
+    text is named ``param``)."""
     tts = plan.hosted.tts
     options = dict(plan.options)
     norm = options.pop("normalize", False)
     try:
         text, _, _, checked = tts.info.check_request(text, plan.voice, plan.seed, plan.speed,
                                                      options)
-        tts.loaded.prepare(tts.normalized_text(text, norm, checked), plan.voice, checked,
-                           plan.seed)
+        text = tts.normalized_text(text, norm, checked)
+        if param is None:
+            tts.word_decoder(plan.word_timestamps)
+        else:
+            tts.loaded.prepare(text, plan.voice, checked, plan.seed)
     except InputError as e:
-        where = param if e.param in ("input", None) else field_of(e.param)
+        where = param if param is not None and e.param in ("input", None) \
+            else field_of(e.param)
         raise APIError(400, str(e), param=where, code=e.code) from None
 
 
