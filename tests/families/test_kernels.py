@@ -330,9 +330,10 @@ def test_a_load_with_nothing_built_offers_no_kernel_and_never_compiles(unbuilt):
 
 def test_a_quantized_pocket_load_says_nothing_of_the_float32_kernel(checkpoints, tmp_path):
     """Our float32 kernel is never a candidate for a quantized Pocket FlowLM (its linears
-    are int8), built or not: its load does not tell the user to build it (it did, and said
-    the kernel was not built when it was). The float32 load beside it, whose choice it
-    would have been, does."""
+    are int8), built or not: its load does not tell the user to build it for that (it did,
+    and said the kernel was not built when it was); it names only the codec's ELU, which the
+    kernel would run (float32 there). The float32 load beside it, whose FlowLM choice it
+    would have been, names the FlowLM's."""
     env = env_for(tmp_path)  # an empty kernel cache: nothing built there
     env.pop("VOCALIS_TUNING", None)
     ck = checkpoints.get("english_2m_2026-10")
@@ -340,7 +341,9 @@ def test_a_quantized_pocket_load_says_nothing_of_the_float32_kernel(checkpoints,
     r = vocalis(args + ["--quantize", "-o", str(tmp_path / "q.wav")], env)
     assert r.returncode == 0, r.stderr
     assert "tuning measured" in r.stderr, r.stderr  # measured, not fixed
-    assert "not offered" not in r.stderr, r.stderr
+    said = [x for x in r.stderr.splitlines() if "not offered" in x]
+    assert len(said) == 1 and said[0].startswith("codec_elu=vocalis is not offered: "), r.stderr
+    assert "flow_linears=vocalis" not in r.stderr, r.stderr
     r = vocalis(args + ["-o", str(tmp_path / "f.wav")], env)
     assert r.returncode == 0, r.stderr
     assert "flow_linears=vocalis is not offered" in r.stderr, r.stderr

@@ -190,6 +190,19 @@ def write_cases(path: Path) -> int:
         int8(f"int8 ties {m}x100 @ 9x100", _halves(g, m, 100, 63, 100),
              _halves(g, 9, 100, 127, 100))
         int4(f"int4 ties {m}x300 @ 9x300", _halves(g, m, 300, 127, 32), _halves(g, 9, 300, 7, 32))
+    # ELU (Pocket's codec_elu=vocalis): the range the decoder sees, both sides of each
+    # reduction step, the clamp, the signed zeros, subnormals, the infinities and NaN; the
+    # bound: 2 float32 roundings of float64 expm1 (x itself for x > 0, NaN for NaN)
+    x = torch.cat([torch.randn(3000, generator=g) * 3, torch.linspace(-90, 5, 1901),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, -1e-41, 1e-41, -0.3465736, -0.3465737,
+                                 -17.0, -87.0, -87.5, -200.0, 3.4e38, float("inf"),
+                                 float("-inf"), float("nan")])])
+    x64 = x.double()
+    exact = torch.where(x64 > 0, x64, torch.expm1(x64))
+    exact = torch.where(torch.isnan(x64), x64, exact)
+    bound = 2 * torch.finfo(torch.float32).eps * exact.abs().clamp(min=1e-30) + 1e-45
+    case(5, f"elu of {x.numel()} values", x[:, None], _f32(ops_f.elu(x)),
+         exact.numpy().tobytes(), bound.numpy().tobytes(), n=1)
     path.write_bytes(b"VOCKT001" + struct.pack("<I", len(out)) + b"".join(out))
     return len(out)
 

@@ -24,7 +24,7 @@ from vocalis.errors import InputError
 from tests.conftest import kernels_unbuildable
 from vocalis.kernels.f32 import F32Linear
 from vocalis.models.packed import PackedLinear
-from vocalis.models.pocket.mimi import ExpELU
+from vocalis.models.pocket.mimi import ExpELU, VocalisELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 
 CONFIG = "english_2m_2026-10"
@@ -57,7 +57,8 @@ def fresh(checkpoints):
 
 def elus(model) -> set[type]:
     """The ELU classes in the model's SEANet decoder."""
-    return {type(m) for m in model.mimi.decoder.modules() if isinstance(m, (torch.nn.ELU, ExpELU))}
+    return {type(m) for m in model.mimi.decoder.modules()
+            if isinstance(m, (torch.nn.ELU, ExpELU, VocalisELU))}
 
 
 def kinds(module) -> set[type]:
@@ -69,6 +70,7 @@ def kinds(module) -> set[type]:
 #: with AVX2, a C++ compiler), through the session's build (``built_kernels``)
 OWN_F32 = kernels_unbuildable() is None
 FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
+ELU = ("exp", "default") + (("vocalis",) if OWN_F32 else ())  # the same build
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -121,7 +123,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     codec = ["packed", "packed1", "default"]
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
-                            + [("codec_elu", v) for v in ["exp", "default", "default", "exp"]]
+                            + [("codec_elu", v) for v in ELU + ELU[::-1]]
                             + [("codec_pipeline", v) for v in ["on", "off"]])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
@@ -225,6 +227,67 @@ def test_exp_elu_is_elu():
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), torch.nn.functional.elu(b.float()),
                                rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_vocalis_elu_is_elu():
+    """VocalisELU (our kernel's expm1) against float64 ``expm1``, an independent formula:
+    within 2 float32 roundings of it everywhere the decoder's values go and beyond (the
+    reduction steps' edges, the clamp, signed zeros, subnormals, infinities; NaN stays NaN;
+    the positive side is x itself), as close to ``F.elu`` as ExpELU is, at the decoder's
+    shapes, for non-contiguous inputs, and in bfloat16 (PyTorch's ELU: the kernel is
+    float32)."""
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(4000) * 4, torch.linspace(-100, 100, 2001),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, -1e-41, -0.3465736, -0.3465737,
+                                 -17.0, -87.0, -87.5, -200.0, 88.0, float("inf"),
+                                 float("-inf"), float("nan")])])
+    got = VocalisELU()(x)
+    x64 = x.double()
+    want = torch.where(x64 > 0, x64, torch.expm1(x64))
+    finite = torch.isfinite(x)
+    err = (got.double() - want)[finite].abs()
+    assert (err <= 2 * torch.finfo(torch.float32).eps * want[finite].abs() + 1e-45).all()
+    assert got[x == float("-inf")].item() == -1.0 and got[x == float("inf")].item() == float("inf")
+    assert torch.isnan(got[-1]) and (got[x > 0] == x[x > 0]).all()
+    torch.testing.assert_close(got, torch.nn.functional.elu(x), rtol=1e-6, atol=1e-7,
+                               equal_nan=True)
+    for shape in ((16, 64, 1920), (1, 512, 16), (3, 128, 480), (5,)):
+        y = torch.randn(shape) * 3
+        out = VocalisELU()(y)
+        assert out.shape == y.shape and out.dtype == torch.float32
+        torch.testing.assert_close(out, torch.nn.functional.elu(y), rtol=1e-6, atol=1e-7)
+    y = torch.randn(4, 64, 30).transpose(1, 2)  # a strided view
+    torch.testing.assert_close(VocalisELU()(y), torch.nn.functional.elu(y), rtol=1e-6,
+                               atol=1e-7)
+    b = torch.randn(2, 64, 100).bfloat16()
+    assert VocalisELU()(b).dtype == torch.bfloat16
+    torch.testing.assert_close(VocalisELU()(b), torch.nn.functional.elu(b))
+
+
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_the_elu_kernel_is_a_codec_elu_choice_and_decodes_as_nn_elu(fresh, cache):
+    """codec_elu=vocalis, measured fastest, is taken and runs in the SEANet decoder, whose
+    frames then equal nn.ELU's to float rounding."""
+    from vocalis.models.pocket.batch import PocketBatch
+    from vocalis.models.pocket.mimi import set_decoder_elu
+
+    model = fresh()
+    t = tune(model, threads=2, max_batch=4, exact=False,
+             measure=Scores(model, {("codec_elu", "vocalis"): 1.0}))
+    assert t.choices["codec_elu"] == "vocalis" and t.sources["codec_elu"] == "measured"
+    assert elus(model) == {VocalisELU}
+    pcm = {}
+    for kind in ("vocalis", "default"):
+        set_decoder_elu(model.mimi.decoder, kind)
+        batch = PocketBatch(model, 2)
+        batch.ensure(2, 16)
+        g = torch.Generator().manual_seed(1)
+        with torch.inference_mode():
+            pcm[kind] = torch.cat([batch.decode([0, 1], torch.randn(2, 32, generator=g),
+                                                [i == 0] * 2) for i in range(4)], dim=-1)
+    assert elus(model) == {torch.nn.ELU}
+    torch.testing.assert_close(pcm["vocalis"], pcm["default"], rtol=0, atol=1e-5)
 
 
 def never(name, value):
@@ -340,7 +403,7 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", FLOW),
                               ("codec_linears", ("packed", "packed1", "default")),
-                              ("codec_elu", ("exp", "default")),
+                              ("codec_elu", ELU),
                               ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())

@@ -1,5 +1,5 @@
 // vocalis: float32 linear as torch.ops.vocalis_f32 (Qwen3-TTS model_linears="vocalis", Pocket
-// TTS flow_linears="vocalis"): the PyTorch side (shapes, checks, outputs, threads) of the
+// TTS flow_linears="vocalis"), and ELU (Pocket TTS codec_elu="vocalis"): the PyTorch side (shapes, checks, outputs, threads) of the
 // arithmetic in f32_core.h, which says how it sums (one order on every instruction set).
 // The point of the kernel is lend.h: while the engine's codec thread waits, its core takes
 // blocks of the output channels (two cores read memory faster than one; figures in
@@ -86,6 +86,20 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor ta
   return y;
 }
 
+// x float32 (any shape) -> elu(x) (alpha 1), a new contiguous tensor: f32_core::elu, in blocks
+// over the calling thread's intra-op threads.
+torch::Tensor elu(torch::Tensor x) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "elu: x must be float32");
+  auto xs = x.contiguous();
+  auto y = torch::empty_like(xs, at::MemoryFormat::Contiguous);
+  const float* X = xs.data_ptr<float>();
+  float* Y = y.data_ptr<float>();
+  at::parallel_for(0, xs.numel(), 32768, [&](int64_t b, int64_t e) {
+    f32_core::elu(X + b, Y + b, e - b);
+  });
+  return y;
+}
+
 TORCH_LIBRARY(vocalis_f32, m) {
   m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
   m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
@@ -95,4 +109,6 @@ TORCH_LIBRARY(vocalis_f32, m) {
   m.impl("pack_bf16", torch::kCPU, &pack_bf16);
   m.def("bf16_linear(Tensor x, Tensor tiles, Tensor tail, int n) -> Tensor");
   m.impl("bf16_linear", torch::kCPU, &bf16_linear);
+  m.def("elu(Tensor x) -> Tensor");
+  m.impl("elu", torch::kCPU, &elu);
 }

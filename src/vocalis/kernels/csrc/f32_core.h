@@ -167,4 +167,80 @@ inline void bf16_linear(const float* X, const uint16_t* P, const uint16_t* Q, fl
   }, t0, t1);
 }
 
+// ---------------------------------------------------------------- ELU (alpha 1)
+//
+// y = x for x > 0 (and for NaN, which stays NaN), else expm1(x): Pocket TTS's SEANet decoder
+// (torch.ops.vocalis_f32.elu, the speed choice codec_elu=vocalis). expm1(t) for t <= 0, clamped
+// at -87 (expm1 is -1 to float32 below about -17): t = n ln2 + r with n = round(t / ln2)
+// (nearest, ties to even) and |r| <= ln2 / 2 (ln2 in two parts, Cody and Waite 1980), then
+// expm1(r) = r + r^2 (1/2! + r (1/3! + ... + r / 8!)) in Horner form, and expm1(t) =
+// 2^n expm1(r) + (2^n - 1), one fused multiply-add. Near 0 (n = 0) the result is expm1(r)
+// itself, no cancellation; elsewhere the absolute error is about one float32 rounding of the
+// result (|expm1(t)| < 1). Every instruction set runs these operations in this order, so the
+// results are the same bit for bit.
+namespace elu_detail {
+constexpr float LOG2E = 1.44269504088896341f;
+constexpr float LN2_HI = 0.693145751953125f;        // ln 2 to 16 bits: n * LN2_HI is exact
+constexpr float LN2_LO = 1.42860682030941723212e-6f;
+constexpr float LOW = -87.0f;                         // 2^n stays a normal float32
+constexpr float C[7] = {1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720, 1.f / 5040, 1.f / 40320};
+
+inline float one(float x) {
+  if (!(x <= 0.f)) return x;  // x > 0 or NaN
+  const float t = std::max(x, LOW);
+  const float n = std::nearbyint(t * LOG2E);
+  float r = std::fma(n, -LN2_HI, t);
+  r = std::fma(n, -LN2_LO, r);
+  float p = C[6];
+  for (int i = 5; i >= 0; --i) p = std::fma(p, r, C[i]);
+  const float pm1 = std::fma(r * r, p, r);
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return std::fma(scale, pm1, scale - 1.f);
+}
+}  // namespace elu_detail
+
+// y[i] = elu(x[i]) for i in [0, n).
+inline void elu(const float* x, float* y, int64_t n) {
+  using namespace elu_detail;
+  int64_t i = 0;
+#if defined(VOCALIS_X86)
+  const __m256 zero = _mm256_setzero_ps(), low = _mm256_set1_ps(LOW);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 t = _mm256_max_ps(v, low);  // NaN lanes: taken from v below
+    const __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LOG2E)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_HI), t);
+    r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_LO), r);
+    __m256 p = _mm256_set1_ps(C[6]);
+    for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
+    const __m256 pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+    const __m256 scale = _mm256_castsi256_ps(e);
+    const __m256 em1 = _mm256_fmadd_ps(scale, pm1, _mm256_sub_ps(scale, _mm256_set1_ps(1.f)));
+    const __m256 pos = _mm256_cmp_ps(v, zero, _CMP_NLE_UQ);  // x > 0 or NaN
+    _mm256_storeu_ps(y + i, _mm256_blendv_ps(em1, v, pos));
+  }
+#elif defined(VOCALIS_NEON)
+  const float32x4_t zero = vdupq_n_f32(0.f), low = vdupq_n_f32(LOW);
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t v = vld1q_f32(x + i);
+    const float32x4_t t = vbslq_f32(vcleq_f32(v, zero), vmaxq_f32(v, low), zero);  // NaN: 0, unused
+    const float32x4_t nn = vrndnq_f32(vmulq_f32(t, vdupq_n_f32(LOG2E)));
+    float32x4_t r = vfmaq_f32(t, nn, vdupq_n_f32(-LN2_HI));
+    r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));
+    float32x4_t p = vdupq_n_f32(C[6]);
+    for (int c = 5; c >= 0; --c) p = vfmaq_f32(vdupq_n_f32(C[c]), p, r);
+    const float32x4_t pm1 = vfmaq_f32(r, vmulq_f32(r, r), p);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nn), vdupq_n_s32(127)), 23);
+    const float32x4_t scale = vreinterpretq_f32_s32(e);
+    const float32x4_t em1 = vfmaq_f32(vsubq_f32(scale, vdupq_n_f32(1.f)), scale, pm1);
+    vst1q_f32(y + i, vbslq_f32(vcleq_f32(v, zero), em1, v));  // x <= 0: em1; else (NaN too) x
+  }
+#endif
+  for (; i < n; ++i) y[i] = elu_detail::one(x[i]);
+}
+
 }  // namespace f32_core

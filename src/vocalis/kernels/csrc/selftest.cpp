@@ -10,7 +10,7 @@
 //                     every check held, 1 when one failed, 2 for a file it cannot read
 //   selftest --isa    prints the instruction set each kernel was compiled for
 //
-// Checks: int8 and int4 products (and their packed weights) equal the reference bit for bit;
+// Checks (ELU: check_elu): int8 and int4 products (and their packed weights) equal the reference bit for bit;
 // float32 products (float32 and bfloat16-held weights) equal it bit for bit too (one summation
 // order on every instruction set: simd.h) and stay within the float32 dot-product error bound
 // of the float64 product; on the same build, every row alone equals it in the batch, the
@@ -18,10 +18,11 @@
 // tiles (as threads split it) equals it in one block.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
-// weights, 3 int8, 4 int4), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
+// weights, 3 int8, 4 int4, 5 ELU), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
 // [N, K] (f32; for kind 2 u16 bfloat16 bits), for kind 3 the expected pack (i8 tiles
 // [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
-// [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N].
+// [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N]. Kind 5
+// (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M].
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -145,6 +146,36 @@ bool check_float(int kind, Reader& in, int64_t M, int64_t N, int64_t K, std::str
     if (!same(bf16_run(x.data(), tl, tt, M, N, K, true), y, "bfloat16 split in blocks", why)) return false;
   }
   if (!within(y, exact, bound, why)) return false;
+  return same(y, ref, "the reference's outputs", why);
+}
+
+// ---------------------------------------------------------------- ELU
+
+// M values x: f32_core::elu (in two blocks, as threads split it) equals its scalar form value by
+// value (the vector lanes against the portable code of this build), stays within the bound of
+// float64 expm1 (NaN stays NaN), and equals the reference's outputs bit for bit.
+bool check_elu(Reader& in, int64_t M, std::string& why) {
+  auto x = in.read<float>(M);
+  auto ref = in.read<float>(M);
+  auto exact = in.read<double>(M);
+  auto bound = in.read<double>(M);
+  if (!in.ok) return false;
+  std::vector<float> y(M), one(M);
+  f32_core::elu(x.data(), y.data(), M / 2);
+  f32_core::elu(x.data() + M / 2, y.data() + M / 2, M - M / 2);
+  for (int64_t i = 0; i < M; ++i) one[i] = f32_core::elu_detail::one(x[i]);
+  if (!same(y, one, "the vector lanes vs the scalar code", why)) return false;
+  for (int64_t i = 0; i < M; ++i) {
+    const bool nan = std::isnan(exact[i]);
+    const bool close = double(y[i]) == exact[i] || std::fabs(double(y[i]) - exact[i]) <= bound[i];
+    if (nan ? !std::isnan(y[i]) : !close) {  // == for the infinities
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "value %lld: elu(%.9g) = %.9g, float64 %.9g, bound %.3g",
+                    (long long)i, double(x[i]), double(y[i]), exact[i], bound[i]);
+      why = buf;
+      return false;
+    }
+  }
   return same(y, ref, "the reference's outputs", why);
 }
 
@@ -288,6 +319,7 @@ int main(int argc, char** argv) {
       case 2: ok = check_float(int(kind), in, M, N, K, why); break;
       case 3: ok = check_q8(in, M, N, K, why); break;
       case 4: ok = check_q4(in, M, N, K, why); break;
+      case 5: ok = check_elu(in, M, why); break;
       default: in.ok = false;
     }
     if (!in.ok) break;

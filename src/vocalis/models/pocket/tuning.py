@@ -25,10 +25,11 @@ Choices, decided in this order:
     (:func:`~vocalis.models.packed.int8_linear`, weights per output channel, VNNI where the
     CPU has it; the encoder transformer, which makes voice states from audio, keeps
     PyTorch's default kernels). Its gate is ``codec_dtype``'s (below), tested with both.
-``codec_elu`` (``exp`` | ``default``)
+``codec_elu`` (``exp`` | ``default`` | ``vocalis``)
     The SEANet decoder's ELUs as :class:`~vocalis.models.pocket.mimi.ExpELU`
-    (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes) or
-    PyTorch's ``nn.ELU``. Score: the SEANet decoder (the codec's second stage) at 1 and at
+    (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes),
+    PyTorch's ``nn.ELU``, or our float32 kernel (``vocalis``:
+    :class:`~vocalis.models.pocket.mimi.VocalisELU`, offered where it is built). Score: the SEANet decoder (the codec's second stage) at 1 and at
     ``B`` rows, on the codec thread count of the default split. The ELUs are a noticeable
     share of that stage's time with ``nn.ELU`` (docs/speed-choices.md).
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
@@ -87,10 +88,10 @@ from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 9  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 10  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
-# 9: codec_linears=int8 measured for quantized models
+# 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -198,6 +199,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     quantized = bool(getattr(model, "quantized", False))
     own = cpu and not exact and not quantized and f32_kernel_available("flow_linears=vocalis")
     ours = ("vocalis",) if own else ()
+    # our ELU kernel (the same build), for every float32 model measured on the CPU
+    elu_own = cpu and not exact and f32_kernel_available("codec_elu=vocalis")
     int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
@@ -205,7 +208,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable
                                    else kernels) + ours,
                   "codec_linears": kernels + int8,
-                  "codec_elu": ("exp", "default") if cpu and not exact else ("default",),
+                  "codec_elu": (("exp", "default") + (("vocalis",) if elu_own else ())
+                                if cpu and not exact else ("default",)),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
@@ -291,6 +295,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                      codec_dtype="bfloat16 codec is a CPU option")
     elif not own and not quantized:
         notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
+    if cpu and not exact and not elu_own:
+        notes["codec_elu"] = missing("vocalis_f32")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
@@ -300,6 +306,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             and result.sources["flow_linears"] in ("measured", "cache")):
         # decided without it for want of a build (never offered to int8 linears): say how
         f32_kernel_hint("flow_linears=vocalis")
+    elif cpu and not exact and not elu_own and result.sources["codec_elu"] in ("measured",
+                                                                              "cache"):
+        f32_kernel_hint("codec_elu=vocalis")
     if probe:
         probe.clear()
         tuning_mod.release_memory()
