@@ -483,16 +483,7 @@ class Connection:
         """The error for text flushed with nothing to speak since the last flush (only
         emoji, symbols, punctuation), as ``POST /v1/audio/speech`` gives it; None when it
         had words (or was only white space)."""
-        if ctx.worded or any(speech.has_words(s.text) for s in sentences):
-            return None
-        text = " ".join([ctx.wordless, *(s.text for s in sentences)]).strip()
-        if not text:
-            return None
-        try:
-            await asyncio.to_thread(speech.check_text, self.plan, text, "text")
-        except Exception as e:
-            return errors.from_exception(e)
-        return None  # the model would speak it: skipped, as any sentence without words
+        return await speech.wordless_error(self.plan, ctx.worded, ctx.wordless, sentences)
 
     async def _close_context(self, ctx: _Context, immediate: bool) -> None:
         """Text not flushed is dropped and its requests cancelled (rows freed); flushed

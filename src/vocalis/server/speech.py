@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from vocalis.errors import CapacityError, InputError
 from vocalis.options import check_unicode, new_seed
-from vocalis.server.errors import APIError
+from vocalis.server.errors import APIError, from_exception
 from vocalis.server.schemas import SpeechRequest
 
 
@@ -71,6 +71,28 @@ def has_words(text: str) -> bool:
     sentences), and check an utterance made of nothing else with :func:`check_text`, so that
     it is refused as ``POST /v1/audio/speech`` refuses it."""
     return any(c.isalnum() for c in text)
+
+
+async def wordless_error(plan: "SpeechPlan", worded: bool, wordless: str,
+                         sentences) -> APIError | None:
+    """For the streaming endpoints: the error ``POST /v1/audio/speech`` answers for a
+    streamed text made only of pieces without words (emoji, symbols, punctuation:
+    ``wordless``, the pieces skipped so far, then ``sentences``, the pieces now complete),
+    with ``param`` ``text``; None when a piece had words (``worded``: one before), when it
+    was only white space, or when the model would speak it after all."""
+    if worded or any(has_words(s.text) for s in sentences):
+        return None
+    text = " ".join([wordless, *(s.text for s in sentences)]).strip()
+    if not text:
+        return None
+    try:
+        await asyncio.to_thread(check_text, plan, text, "text")
+    except Exception as e:
+        err = from_exception(e)
+        if err.param in ("input", None):
+            err.param = "text"
+        return err
+    return None
 
 
 @dataclass

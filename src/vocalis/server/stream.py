@@ -589,20 +589,9 @@ class StreamConnection:
         """An utterance whose text has nothing to speak (only emoji, symbols, punctuation)
         gets the error ``POST /v1/audio/speech`` answers for that text (before its
         session.done), not a silent end; None when it has words (or no text at all)."""
-        if utt.worded or utt.fed is not None or any(speech.has_words(s.text)
-                                                    for s in sentences):
+        if utt.fed is not None:
             return None
-        text = " ".join([utt.wordless, *(s.text for s in sentences)]).strip()
-        if not text:
-            return None
-        try:
-            await asyncio.to_thread(speech.check_text, utt.config.plan, text, "text")
-        except Exception as e:
-            err = errors.from_exception(e)
-            if err.param in ("input", None):
-                err.param = "text"
-            return err
-        return None  # the model would speak it: skipped, as any sentence without words
+        return await speech.wordless_error(utt.config.plan, utt.worded, utt.wordless, sentences)
 
     async def _cancel(self) -> None:
         """Stop every unfinished utterance (the open one too): cancel their engine requests,
