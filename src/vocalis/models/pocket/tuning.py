@@ -29,9 +29,12 @@ Choices, decided in this order:
     The SEANet decoder's ELUs as :class:`~vocalis.models.pocket.mimi.ExpELU`
     (``max(x, exp(min(x, 0)) - 1)``, the same function in cheaper vectorized passes),
     PyTorch's ``nn.ELU``, or our float32 kernel (``vocalis``:
-    :class:`~vocalis.models.pocket.mimi.VocalisELU`, offered where it is built). Score: the SEANet decoder (the codec's second stage) at 1 and at
-    ``B`` rows, on the codec thread count of the default split. The ELUs are a noticeable
-    share of that stage's time with ``nn.ELU`` (docs/speed-choices.md).
+    :class:`~vocalis.models.pocket.mimi.VocalisELU`, offered where it is built). Score:
+    the decoder's ELUs alone, on the inputs they get when the SEANet decoder (the codec's
+    second stage) decodes 1 and ``B`` rows, on the codec thread count of the default split.
+    They are a noticeable share of that stage's time with ``nn.ELU``, but scored by the
+    whole stage the kernels' differences (a few ms of 50) were within its noise on a busy
+    machine (docs/speed-choices.md).
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
@@ -85,13 +88,14 @@ from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
-from vocalis.models.pocket.mimi import set_decoder_elu
+from vocalis.models.pocket.mimi import ELU_KINDS, set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
 METHOD_VERSION = 10  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
-# 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis
+# 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
+# the ELUs alone
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -134,6 +138,7 @@ class _Probe:
         self.latent_dim = int(model.flow_lm.bos_emb.shape[-1])
         self.batch = PocketBatch(model, rows)
         self.batch.ensure(rows, 64 + PROMPT_TOKENS)
+        self._elu_inputs: dict[int, list[torch.Tensor]] = {}  # row count -> ELU inputs
 
     def prompt_fn(self, tokens: int) -> Callable[[], object]:
         """A prompt pass of ``tokens`` positions for one row after a 32-position voice."""
@@ -149,6 +154,32 @@ class _Probe:
         bos = torch.zeros(n, dtype=torch.bool, device=dev)
         pos = torch.full((n,), 32, dtype=torch.long, device=dev)
         return lambda: self.batch.step(n, lat, bos, pos, 32)
+
+    def elu_fn(self, rows: list[int]) -> Callable[[], object]:
+        """The SEANet decoder's ELUs alone, on the inputs they get when the decoder decodes
+        ``rows`` (recorded once per row count, from one decode), through the ELU module
+        the decoder holds when the function runs (``codec_elu``'s score)."""
+        if len(rows) not in self._elu_inputs:
+            kinds = tuple(ELU_KINDS.values())
+            got: list[torch.Tensor] = []
+            hooks = [m.register_forward_hook(lambda m, a, out: got.append(a[0].clone()))
+                     for m in self.model.mimi.decoder.modules() if isinstance(m, kinds)]
+            try:
+                _, tail = self.head_tail_fns(rows)
+                with torch.inference_mode():
+                    tail()
+            finally:
+                for h in hooks:
+                    h.remove()
+            self._elu_inputs[len(rows)] = got
+        inputs = self._elu_inputs[len(rows)]
+        decoder = self.model.mimi.decoder
+
+        def run() -> None:
+            elu = next(m for m in decoder.modules() if isinstance(m, tuple(ELU_KINDS.values())))
+            for x in inputs:
+                elu(x)
+        return run
 
     def decode_fn(self, rows: list[int]) -> Callable[[], object]:
         lat = torch.zeros(len(rows), self.latent_dim, device=self.model.device)
@@ -255,8 +286,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return sum(tuning_mod.timed_ms(q.head_tail_fns(list(range(n)))[1], c0)
                        for n in sizes)
         if name == "codec_elu":
-            return sum(tuning_mod.timed_ms(p.head_tail_fns(list(range(n)))[1], c0)
-                       for n in sizes)
+            return sum(tuning_mod.timed_ms(p.elu_fn(list(range(n))), c0) for n in sizes)
         if name == "codec_pipeline":
             f, c = parse_split(split["threads"])
             head, tail = p.head_tail_fns([0])
