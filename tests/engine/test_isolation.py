@@ -144,8 +144,8 @@ def poison_when_streaming(tts, req, target: str, after_chunks: int = 3):
 
 def poison(batch, tts, target, row, pos):
     if target == "flow":
-        for d in batch.flow_kv:
-            d[:, row, :pos] = float("nan")
+        for d in batch.flow_kv:  # [2, rows, Hkv, slots, D]
+            d[:, row, :, :pos] = float("nan")
     elif target == "conv":
         conv = next(m for m in batch.convs if isinstance(m, StreamingConv1d)
                     and m is not tts.model.mimi.upsample.convtr)

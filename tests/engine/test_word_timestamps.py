@@ -134,7 +134,7 @@ def test_the_attention_reader_is_the_attention_the_step_uses():
     scaled_dot_product_attention output of the same step, head by head."""
     torch.manual_seed(0)
     attn = Attention(32, heads=4, max_period=10000.0, kv_heads=2)
-    data = torch.randn(2, 2, 16, 2, 8)
+    data = torch.randn(2, 2, 2, 16, 8)  # [2, rows, Hkv, slots, D]
     x = torch.randn(2, 1, 32)
     pos = torch.tensor([5, 7])
     keys = torch.arange(8)
@@ -150,8 +150,8 @@ def test_the_attention_reader_is_the_attention_the_step_uses():
     for head in range(4):
         probe = TextAttention({0: (0, 6), 1: (0, 8)}, {0: (head,)})
         attn.forward_rows(x, data.clone(), slice(0, 2), pos, pos[:, None], mask, probe, 0)
-        k = seen["k"].permute(0, 2, 1, 3).repeat_interleave(2, dim=1)
-        v = seen["v"].permute(0, 2, 1, 3).repeat_interleave(2, dim=1)
+        k = seen["k"].repeat_interleave(2, dim=1)  # [B, Hkv, S, D] -> [B, H, S, D]
+        v = seen["v"].repeat_interleave(2, dim=1)
         want = F.scaled_dot_product_attention(seen["q"], k, v, seen["m"])  # [B, H, 1, D]
         for b, n in ((0, 6), (1, 8)):
             p = torch.from_numpy(probe.scores(b))

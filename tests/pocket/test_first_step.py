@@ -50,7 +50,7 @@ def test_fused_first_step_equals_the_separate_step(loaded):
     assert cond is not None and cond.shape == want.shape and want.abs().sum() > 0
     torch.testing.assert_close(cond, want, rtol=1e-5, atol=1e-5)
     for a, b in zip(fused.flow_kv, sep.flow_kv):  # the step's keys and values too
-        torch.testing.assert_close(a[:, 0, :end + 1], b[:, 0, :end + 1], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a[:, 0, :, :end + 1], b[:, 0, :, :end + 1], rtol=1e-5, atol=1e-5)
     assert fused.high[0] == sep.high[0] == end + 1
     assert not fused.ready  # used up
 
@@ -91,7 +91,7 @@ def test_a_group_prompt_pass_gives_each_row_its_separate_first_step(loaded):
                             torch.tensor([end]), end)
             torch.testing.assert_close(ready[row][None], want, rtol=1e-4, atol=1e-4)
             for a, b in zip(fused.flow_kv, sep.flow_kv):  # the BOS keys and values too
-                torch.testing.assert_close(a[:, row, :end + 1], b[:, 0, :end + 1],
+                torch.testing.assert_close(a[:, row, :, :end + 1], b[:, 0, :, :end + 1],
                                            rtol=1e-4, atol=1e-4)
 
 
@@ -142,7 +142,7 @@ def test_a_prompt_pass_that_keeps_some_steps_writes_the_same_cache(loaded, keep)
     pos = torch.tensor([4, 9])
 
     def run(k):
-        caches = [torch.zeros(2, 2, 16, a.self_attn.kv_heads, a.self_attn.head_dim)
+        caches = [torch.zeros(2, 2, a.self_attn.kv_heads, 16, a.self_attn.head_dim)
                   for a in tr.layers]
         with torch.inference_mode():
             out = tr.forward_linear_rows(x, caches, slice(0, 2), pos, 9, keep=k)

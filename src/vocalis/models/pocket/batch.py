@@ -1,11 +1,13 @@
 """Pocket TTS over a batch of rows: the model side of continuous batching.
 
 Each row holds one request at its own position. The FlowLM keeps a linear KV cache
-per layer ``[2, rows, capacity, Hkv, D]`` (zero-filled at allocation; the voice prefix
-is copied in at each text chunk), and every step advances all rows by one frame in
-one forward pass with per-row RoPE positions and causal masks. The Mimi decoder keeps
-per-row streaming state (conv tails ``[rows, C, k]`` and a ring KV cache covering its
-attention context) and decodes the new frames of any subset of rows in one call.
+per layer ``[2, rows, Hkv, capacity, D]`` (a head's slots contiguous:
+:meth:`~vocalis.models.pocket.layers.Attention.forward_rows`; zero-filled at allocation;
+the voice prefix is copied in at each text chunk), and every step advances all rows by one
+frame in one forward pass with per-row RoPE positions and causal masks. The Mimi decoder
+keeps per-row streaming state (conv tails ``[rows, C, k]`` and a ring KV cache
+``[2, rows, H, slots, D]`` covering its attention context) and decodes the new frames of
+any subset of rows in one call.
 
 The engine (``vocalis.engine``) owns requests, rows, random generators and EOS
 bookkeeping; this class owns the tensors and the math.
@@ -47,11 +49,11 @@ class PocketBatch(EngineBatch):
         self.high: list[int] = []  # per row: one past the highest FlowLM position written
         # per row: (position, condition [cond]) of a first step computed in its prompt pass
         self.ready: dict[int, tuple[int, torch.Tensor]] = {}
-        self.flow_kv = [torch.zeros(2, 0, 0, t.kv_heads, t.head_dim, device=dev)
+        self.flow_kv = [torch.zeros(2, 0, t.kv_heads, 0, t.head_dim, device=dev)
                         for _ in range(t.num_layers)]
         dt = mimi.config.dec_transformer
         ring = dt.context + mimi.upsample_stride  # a frame's steps plus the attention context
-        self.dec_kv = [torch.zeros(2, 0, ring, dt.num_heads, dt.d_model // dt.num_heads,
+        self.dec_kv = [torch.zeros(2, 0, dt.num_heads, ring, dt.d_model // dt.num_heads,
                                    device=dev) for _ in range(dt.num_layers)]
         self.dec_pos = torch.zeros(0, dtype=torch.long, device=dev)
         self.convs = [m for m in mimi.modules()
@@ -72,7 +74,7 @@ class PocketBatch(EngineBatch):
         capacity = max(capacity, self.capacity)
         if capacity > self.capacity:
             capacity = max(capacity, int(self.capacity * 1.5), 256)
-        self.flow_kv = [_grow(d, {1: rows, 2: capacity}) for d in self.flow_kv]
+        self.flow_kv = [_grow(d, {1: rows, 3: capacity}) for d in self.flow_kv]
         self.dec_kv = [_grow(d, {1: rows}) for d in self.dec_kv]
         self.dec_pos = _grow(self.dec_pos, {0: rows})
         self.conv_state = {m: _grow(s, {0: rows}) for m, s in self.conv_state.items()}
@@ -114,8 +116,8 @@ class PocketBatch(EngineBatch):
         self.ensure(max(rows) + 1, max(starts) + t + extra)
         for row, voice in zip(rows, voices):
             self.ready.pop(row, None)
-            for d, kv in zip(self.flow_kv, voice.kv):
-                d[:, row:row + 1, :voice.length] = kv
+            for d, kv in zip(self.flow_kv, voice.kv):  # [2, 1, P, Hkv, D], head-major here
+                d[:, row:row + 1, :, :voice.length] = kv.transpose(2, 3)
             self.high[row] = max(self.high[row], voice.length + t + extra)
         tokens = torch.tensor([ids + [0] * (t - len(ids)) for ids in token_ids],
                               dtype=torch.long, device=dev)
@@ -153,7 +155,8 @@ class PocketBatch(EngineBatch):
     def release_memory(self) -> None:
         """Drop the FlowLM cache (its size follows the longest request seen) while no row is
         active; :meth:`ensure` allocates it again on demand. Decoder state is kept."""
-        self.flow_kv = [d.new_zeros(2, self.rows, 0, *d.shape[3:]) for d in self.flow_kv]
+        self.flow_kv = [d.new_zeros(2, self.rows, d.shape[2], 0, d.shape[4])
+                        for d in self.flow_kv]
         self.capacity = 0
         self.high = [0] * self.rows
         self.ready.clear()
@@ -168,7 +171,7 @@ class PocketBatch(EngineBatch):
         self.ready.pop(row, None)
         if row < self.rows:
             for d in self.flow_kv:
-                d[:, row, :self.high[row]] = 0
+                d[:, row, :, :self.high[row]] = 0
             self.high[row] = 0
 
     @torch.no_grad()

@@ -130,8 +130,9 @@ class Attention(nn.Module):
 
     def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor) -> torch.Tensor:
-        """q ``[B, H, T, D]``; keys/values ``[B, S, Hkv, D]``; -> ``[B, T, d_model]``."""
-        k_all, v_all = keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3)
+        """q ``[B, H, T, D]``; keys/values ``[B, Hkv, S, D]`` (any strides); ->
+        ``[B, T, d_model]``."""
+        k_all, v_all = keys, values
         if self.kv_heads != self.heads:
             rep = self.heads // self.kv_heads
             k_all = k_all.repeat_interleave(rep, dim=1)
@@ -151,12 +152,12 @@ class Attention(nn.Module):
         offset = 0 if cache is None else cache.offset
         q, k, v = self._qkv(x, offset)
         if cache is None:
-            return self._attend(q, k, v, mask)
+            return self._attend(q, k.transpose(1, 2), v.transpose(1, 2), mask)
         end = offset + x.shape[1]
         cache.data[0, :, offset:end] = k
         cache.data[1, :, offset:end] = v
         valid = cache.data[:, :, end - mask.shape[-1]:end]
-        return self._attend(q, valid[0], valid[1], mask)
+        return self._attend(q, valid[0].transpose(1, 2), valid[1].transpose(1, 2), mask)
 
     def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
                      pos: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
@@ -164,9 +165,15 @@ class Attention(nn.Module):
                      ) -> torch.Tensor:
         """Attention for B rows of a batched cache, each at its own position.
 
+        The batched cache holds each head's slots together (``[..., Hkv, S_cap, D]``): a
+        step reads every row's keys head by head, faster when a head's slots are contiguous
+        (300 positions, 6 layers of Pocket's FlowLM, one thread of a 2-core AMD EPYC Zen 3:
+        one row 0.86 against 1.74 ms, 16 rows 24.5 against 33.7 ms), with the same results
+        bit for bit (PyTorch's attention reads the same values).
+
         Args:
             x: ``[B, T, d_model]``, the T new steps of each row.
-            data: cache ``[2, R, S_cap, Hkv, D]`` (R >= B rows).
+            data: cache ``[2, R, Hkv, S_cap, D]`` (R >= B rows).
             rows: the cache rows of the B inputs (a slice reads them as a view).
             pos: long ``[B]``, absolute position of each row's first new step (RoPE).
             slots: long ``[B, T]``, the cache slots the new keys/values go to (the
@@ -183,11 +190,11 @@ class Attention(nn.Module):
         row_idx = torch.arange(rows.start, rows.stop, device=x.device) if isinstance(
             rows, slice) else rows
         r = row_idx[:, None].expand(b, t)
-        data[0, r, slots] = k
-        data[1, r, slots] = v
-        valid = data[:, rows, :mask.shape[-1]]
+        data[0, r, :, slots] = k  # [B, T, Hkv, D] at [rows, :, slots]
+        data[1, r, :, slots] = v
+        valid = data[:, rows, :, :mask.shape[-1]]  # [2, B, Hkv, S, D]
         if probe is not None:
-            probe.capture(layer, q, valid[0], self.heads // self.kv_heads)
+            probe.capture(layer, q, valid[0].transpose(1, 2), self.heads // self.kv_heads)
         if keep is not None:
             n = keep.shape[1]
             q = q.gather(2, keep[:, None, :, None].expand(b, q.shape[1], n, q.shape[3]))
@@ -323,13 +330,14 @@ class Transformer(nn.Module):
 
     def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor],
                           rows: slice | torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """B rows at their own positions over ring caches of ``S_cap >= context + T - 1`` slots.
+        """B rows at their own positions over ring caches ``[2, R, Hkv, S_cap, D]`` of
+        ``S_cap >= context + T - 1`` slots.
 
         Position p lives in slot ``p % S_cap``; a slot is visible to query q when it holds a
         position p with ``0 <= q - p < context`` written by this row. x: ``[B, T, d]``.
         """
         t = x.shape[1]
-        cap = data[0].shape[2]
+        cap = data[0].shape[3]
         ar = torch.arange(t, device=x.device)
         pos_q = pos[:, None] + ar  # [B, T]
         end = pos[:, None] + t  # [B, 1], one past the last written position
