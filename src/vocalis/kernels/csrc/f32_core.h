@@ -217,7 +217,8 @@ inline void elu(const float* x, float* y, int64_t n) {
     __m256 p = _mm256_set1_ps(C[6]);
     for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
     const __m256 pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
     const __m256 scale = _mm256_castsi256_ps(e);
     const __m256 em1 = _mm256_fmadd_ps(scale, pm1, _mm256_sub_ps(scale, _mm256_set1_ps(1.f)));
     const __m256 pos = _mm256_cmp_ps(v, zero, _CMP_NLE_UQ);  // x > 0 or NaN
@@ -227,7 +228,8 @@ inline void elu(const float* x, float* y, int64_t n) {
   const float32x4_t zero = vdupq_n_f32(0.f), low = vdupq_n_f32(LOW);
   for (; i + 4 <= n; i += 4) {
     const float32x4_t v = vld1q_f32(x + i);
-    const float32x4_t t = vbslq_f32(vcleq_f32(v, zero), vmaxq_f32(v, low), zero);  // NaN: 0, unused
+    // lanes above 0 or NaN: t = 0, their result is x below
+    const float32x4_t t = vbslq_f32(vcleq_f32(v, zero), vmaxq_f32(v, low), zero);
     const float32x4_t nn = vrndnq_f32(vmulq_f32(t, vdupq_n_f32(LOG2E)));
     float32x4_t r = vfmaq_f32(t, nn, vdupq_n_f32(-LN2_HI));
     r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));

@@ -10,12 +10,13 @@
 //                     every check held, 1 when one failed, 2 for a file it cannot read
 //   selftest --isa    prints the instruction set each kernel was compiled for
 //
-// Checks (ELU: check_elu): int8 and int4 products (and their packed weights) equal the reference bit for bit;
+// Checks: int8 and int4 products (and their packed weights) equal the reference bit for bit;
 // float32 products (float32 and bfloat16-held weights) equal it bit for bit too (one summation
 // order on every instruction set: simd.h) and stay within the float32 dot-product error bound
 // of the float64 product; on the same build, every row alone equals it in the batch, the
 // bfloat16-held weights give their float32 values' results, and a product split into blocks of
-// tiles (as threads split it) equals it in one block.
+// tiles (as threads split it) equals it in one block. ELU (check_elu): the vector lanes equal the
+// scalar code, within 2 float32 roundings of float64 expm1, and the reference bit for bit.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
 // weights, 3 int8, 4 int4, 5 ELU), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
