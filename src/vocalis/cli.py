@@ -1418,9 +1418,12 @@ def say(
                 lines.put_nowait(None)
             else:  # a daemon thread: a blocked read never holds the command at exit
                 def read() -> None:
-                    for line in sys.stdin:
-                        loop.call_soon_threadsafe(lines.put_nowait, line)
-                    loop.call_soon_threadsafe(lines.put_nowait, None)
+                    try:
+                        for line in sys.stdin:
+                            loop.call_soon_threadsafe(lines.put_nowait, line)
+                        loop.call_soon_threadsafe(lines.put_nowait, None)
+                    except RuntimeError:  # the loop closed (Ctrl-C): nobody reads any more
+                        return
                 threading.Thread(target=read, daemon=True, name="vocalis-say-stdin").start()
 
             async def feed() -> None:
