@@ -308,6 +308,34 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     assert elus(model) == {ExpELU}
 
 
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_kernels_built_after_a_measurement_are_measured_at_the_next_load(fresh, cache,
+                                                                        monkeypatch):
+    """A load before ``vocalis kernels build`` caches choices measured without our kernels;
+    the next load, with them built, measures again the choices they are candidates of (and
+    only those), instead of keeping the cached ones (a new user's report)."""
+    import vocalis.models.pocket.tuning as pocket_tuning
+
+    with monkeypatch.context() as m:  # as on a machine where they are not built yet
+        m.setattr(pocket_tuning, "f32_kernel_available", lambda choice: False)
+        model = fresh()
+        first = tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))
+    assert first.choices["flow_linears"] == "default" and first.choices["codec_elu"] == "exp"
+    model = fresh()
+    scores = Scores(model, {**FAST_DEFAULT_FLOW, ("flow_linears", "vocalis"): 0.5,
+                            ("codec_elu", "vocalis"): 0.5})
+    t = tune(model, 2, 4, False, measure=scores)
+    assert t.choices["flow_linears"] == "vocalis" and t.choices["codec_elu"] == "vocalis"
+    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_elu"}
+    assert t.sources == {"flow_linears": "measured", "codec_linears": "cache",
+                         "codec_elu": "measured", "threads": "fixed",
+                         "codec_pipeline": "cache", "codec_dtype": "fixed"}
+    assert kinds(model.flow_lm) == {F32Linear} and elus(model) == {VocalisELU}
+    model = fresh()  # and the next load keeps them
+    again = tune(model, 2, 4, False, measure=never)
+    assert again.choices == t.choices and set(again.sources.values()) <= {"cache", "fixed"}
+
+
 def test_changed_key_measures_again(fresh, cache, monkeypatch):
     model = fresh()
     tune(model, 2, 4, False, measure=Scores(model, FAST_DEFAULT_FLOW))

@@ -369,6 +369,14 @@ Measure = Callable[[str, str], float]
 """``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds."""
 
 
+def _new_contenders(cached: dict | None, name: str, options: tuple[str, ...]) -> bool:
+    """Whether ``options`` holds a candidate that the cached measurement of ``name`` did not
+    time (offered since: e.g. our kernels built after that load), so that the choice is
+    measured again. An entry without timings for ``name`` counts as having timed them all."""
+    timed = ((cached or {}).get("timings") or {}).get(name)
+    return isinstance(timed, dict) and any(o not in timed for o in options)
+
+
 def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[str, str],
             spec, measure: Measure, apply: Callable[[str, str], None],
             measurable: tuple[str, ...] | None = None,
@@ -382,7 +390,9 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     the others may be forced, never chosen. For each choice: a forced value wins; else
     with ``"fixed"`` (or a choice outside ``measurable``) the default; else with a single
     contender that one, unmeasured; else the cached value for ``key`` (when it is still a
-    contender); else every contender is measured with ``measure`` (the candidates of later
+    contender, and every contender was timed then: a candidate offered since, e.g. a kernel
+    built after that load, has the choice measured again); else every contender is measured
+    with ``measure`` (the candidates of later
     choices are measured with earlier decisions applied) and the fastest kept. With
     ``rounds[name]`` > 1 the contenders are measured that many times, in turn (forward,
     then backward, ...), and each keeps its shortest score: a slow spell of the machine
@@ -419,7 +429,7 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
             value, source = defaults[name], "fixed"
         elif len(options) == 1:
             value, source = options[0], "fixed"
-        elif cached_choices.get(name) in options:
+        elif cached_choices.get(name) in options and not _new_contenders(cached, name, options):
             value, source = cached_choices[name], "cache"
             if name in cached["timings"]:
                 tuning.timings[name] = cached["timings"][name]
