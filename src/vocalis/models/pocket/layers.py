@@ -132,12 +132,11 @@ class Attention(nn.Module):
                 mask: torch.Tensor) -> torch.Tensor:
         """q ``[B, H, T, D]``; keys/values ``[B, Hkv, S, D]`` (any strides); ->
         ``[B, T, d_model]``."""
-        k_all, v_all = keys, values
         if self.kv_heads != self.heads:
             rep = self.heads // self.kv_heads
-            k_all = k_all.repeat_interleave(rep, dim=1)
-            v_all = v_all.repeat_interleave(rep, dim=1)
-        y = F.scaled_dot_product_attention(q, k_all, v_all, mask, dropout_p=0.0)
+            keys = keys.repeat_interleave(rep, dim=1)
+            values = values.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, keys, values, mask, dropout_p=0.0)
         b, _, t, _ = q.shape
         return self.out_proj(y.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 

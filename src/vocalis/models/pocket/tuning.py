@@ -158,9 +158,9 @@ class _Probe:
     def elu_fn(self, rows: list[int]) -> Callable[[], object]:
         """The SEANet decoder's ELUs alone, on the inputs they get when the decoder decodes
         ``rows`` (recorded once per row count, from one decode), through the ELU module
-        the decoder holds when the function runs (``codec_elu``'s score)."""
+        the decoder holds now (``codec_elu``'s score: made after each candidate is put in)."""
+        kinds = tuple(ELU_KINDS.values())
         if len(rows) not in self._elu_inputs:
-            kinds = tuple(ELU_KINDS.values())
             got: list[torch.Tensor] = []
             hooks = [m.register_forward_hook(lambda m, a, out: got.append(a[0].clone()))
                      for m in self.model.mimi.decoder.modules() if isinstance(m, kinds)]
@@ -173,10 +173,9 @@ class _Probe:
                     h.remove()
             self._elu_inputs[len(rows)] = got
         inputs = self._elu_inputs[len(rows)]
-        decoder = self.model.mimi.decoder
+        elu = next(m for m in self.model.mimi.decoder.modules() if isinstance(m, kinds))
 
         def run() -> None:
-            elu = next(m for m in decoder.modules() if isinstance(m, tuple(ELU_KINDS.values())))
             for x in inputs:
                 elu(x)
         return run
