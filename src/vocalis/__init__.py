@@ -6,6 +6,7 @@ from vocalis.errors import (
     HarnessError,
     InputError,
     ModelNotFound,
+    NothingToSpeak,
     VocalisError,
     VoiceError,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "HarnessError",
     "InputError",
     "ModelNotFound",
+    "NothingToSpeak",
     "VocalisError",
     "VoiceError",
     "__version__",

@@ -23,6 +23,13 @@ class InputError(VocalisError, ValueError):
     """Bad text, bad sampling parameters, bad request files."""
 
 
+class NothingToSpeak(InputError):
+    """A text with nothing the model can speak: only emoji, symbols or punctuation, or
+    letters of a script the model has none for."""
+
+    code = "nothing_to_speak"
+
+
 class ModelNotFound(VocalisError, LookupError):
     """Unknown model id, missing config/weights file, or weights not available offline."""
 

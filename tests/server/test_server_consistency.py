@@ -247,7 +247,8 @@ EMOJI = "\U0001F642\U0001F642"
 @pytest.fixture(scope="module")
 def http_refusal(server) -> dict:
     r = _post(server, {"model": "tts-1", "input": EMOJI, "voice": "alloy"})
-    return assert_envelope(r.status_code, r.content, 400, "input")
+    # its own code (was the generic invalid_request), which the WebSockets repeat
+    return assert_envelope(r.status_code, r.content, 400, "input", "nothing_to_speak")
 
 
 @pytest.mark.parametrize("split", ["none", "sentence"])

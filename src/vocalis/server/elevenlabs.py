@@ -53,7 +53,8 @@ message has a negative start. ``normalizedAlignment`` repeats ``alignment``. Pro
 is concerned); a problem with the connection itself (auth, voice, format) adds ``"code":
 1008`` and closes it with that code and the message as the close reason. Text flushed with
 nothing to speak since the last flush (only emoji, symbols or punctuation) gets the error
-``POST /v1/audio/speech`` gives it (its message, ``"error"`` its code), before ``isFinal``.
+``POST /v1/audio/speech`` gives it (its message, ``"error"`` its code ``nothing_to_speak``),
+before ``isFinal``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
-from vocalis.errors import InputError
+from vocalis.errors import InputError, NothingToSpeak
 from vocalis.options import check_unicode  # noqa: F401  (re-exported: the text rules use it)
 
 log = logging.getLogger(__name__)
@@ -318,7 +318,7 @@ def check_speakable(tok: Tokenizer, text: str) -> None:
     control characters or punctuation only); warn about characters it maps to unknown.
 
     Raises:
-        InputError: nothing speakable (the message shows the text's start).
+        NothingToSpeak: nothing speakable (the message shows the text's start).
     """
     ids = tok.encode(text)
     unknown = _unknown_ids(tok)
@@ -326,12 +326,12 @@ def check_speakable(tok: Tokenizer, text: str) -> None:
     if not any(any(c.isalnum() for c in tok.decode([i])) for i in known):
         scripts = _scripts(c for c in text if c.isalpha())
         if scripts:  # letters, of a script the vocabulary does not have
-            raise InputError(f"text has nothing the model can speak: {text[:40]!r} is written in "
-                             f"{' and '.join(scripts)}, and this Pocket TTS model has no letters "
-                             f"for it: {_other_model(scripts)}", param="input")
-        raise InputError(f"text has nothing the model can speak: {text[:40]!r} holds no letter "
-                         "or digit the model knows (only emoji, symbols, punctuation or control "
-                         "characters): write the words out", param="input")
+            raise NothingToSpeak(f"text has nothing the model can speak: {text[:40]!r} is "
+                                 f"written in {' and '.join(scripts)}, and this Pocket TTS model "
+                                 f"has no letters for it: {_other_model(scripts)}", param="input")
+        raise NothingToSpeak(f"text has nothing the model can speak: {text[:40]!r} holds no "
+                             "letter or digit the model knows (only emoji, symbols, punctuation "
+                             "or control characters): write the words out", param="input")
     if unknown & set(ids):
         chars = sorted({c for c in set(text) if not c.isspace() and unknown & set(tok.encode(c))})
         log.warning("%d kind(s) of character are not in the model's vocabulary and are spoken "

@@ -42,7 +42,7 @@ import numpy as np
 
 from vocalis import hub
 from vocalis.audio import check_audio_file
-from vocalis.errors import InputError, ModelNotFound, VoiceError
+from vocalis.errors import InputError, ModelNotFound, NothingToSpeak, VoiceError
 from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Prepared, TextFeed, Voice
 from vocalis.models.qwen3 import checkpoint, registry
 from vocalis.models.qwen3.config import load_config
@@ -179,8 +179,8 @@ class Qwen3TTSFamily(ModelFamily):
         exist. Raises InputError or VoiceError naming the option."""
         kind, name = info.kind, info.name
         if isinstance(text, str) and text.strip() and not any(c.isalnum() for c in text):
-            raise InputError("text has nothing to speak (only punctuation, symbols or emoji): "
-                             "give words or numbers", param="input")
+            raise NothingToSpeak("text has nothing to speak (only punctuation, symbols or "
+                                 "emoji): give words or numbers", param="input")
         speaker, instruct = options.get("speaker"), options.get("instruct")
         ref_audio, ref_text = options.get("ref_audio"), options.get("ref_text")
         xvector_only = bool(options.get("xvector_only"))
@@ -598,8 +598,8 @@ class Qwen3TextFeed(TextFeed):
         new = self._tokens.close()
         self._closed = True
         if self._prompt is None and not any(c.isalnum() for c in self.text):
-            raise InputError("the streamed text has nothing to speak (only white space, "
-                             "punctuation or symbols): give words or numbers", param="input")
+            raise NothingToSpeak("the streamed text has nothing to speak (only white space, "
+                                 "punctuation or symbols): give words or numbers", param="input")
         from vocalis.models.qwen3.model import guard_frames
 
         out = self._feed(new)
