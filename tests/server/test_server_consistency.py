@@ -278,6 +278,38 @@ def test_text_with_nothing_to_speak_gets_the_http_error_on_the_websocket(
     assert rows_free(tts)
 
 
+@pytest.mark.parametrize("split", ["none", "sentence"])
+def test_an_utterance_without_text_gets_the_http_error_on_the_websocket(server, tts, split):
+    """Old code: an ``input.done`` with no text before it (or only white space) ended with
+    a plain ``session.done``, where HTTP answers a 400 ``empty_input`` for an empty input."""
+    r = _post(server, {"model": "tts-1", "input": "  ", "voice": "alloy"})
+    assert_envelope(r.status_code, r.content, 400, "input", "empty_input")
+    config = {"type": "session.config", "voice": "alloy", "response_format": "pcm",
+              "stream_audio": True, "split_granularity": split, "max_frames": FRAMES}
+
+    async def go():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps(config))
+            out = []
+            for pieces in ([], [" ", "\n "], ["Hi."]):  # the connection goes on after each
+                for text in pieces:
+                    await ws.send(json.dumps({"type": "input.text", "text": text}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                out.append(await _until(ws, lambda m: m["type"] == "session.done"))
+            return out
+
+    *empty, spoken = asyncio.run(go())
+    for i, msgs in enumerate(empty):
+        assert len(msgs) == 2 and msgs[0]["type"] == "error", msgs
+        assert msgs[0]["code"] == "empty_input" and msgs[0]["param"] == "text", msgs
+        assert "input.text" in msgs[0]["message"]
+        assert msgs[1]["type"] == "session.done" and msgs[1]["utterance_index"] == i
+        assert msgs[1]["total_sentences"] == 0
+    assert not [m for m in spoken if isinstance(m, dict) and m["type"] == "error"], spoken
+    assert spoken[-1]["total_sentences"] == 1 and spoken[-1]["samples"] > 0
+    assert rows_free(tts)
+
+
 def test_text_with_nothing_to_speak_gets_the_http_error_on_the_elevenlabs_websocket(
         server, tts, http_refusal):
     async def go(pieces):

@@ -424,6 +424,48 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
     assert asyncio.run(refused({"non_streaming_mode": True}))["param"] == "non_streaming_mode"
 
 
+def test_websocket_token_mode_refuses_an_utterance_as_http_refuses_its_text(served):
+    """split_granularity "token": an utterance with no text, only white space or only
+    symbols gets the error (code, param "text") that POST /v1/audio/speech gives its text,
+    then its session.done; the connection goes on. Old code: no text ended silently, white
+    space was called "nothing to speak"."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from vocalis.server import stream
+
+    tts, cv = served["0.6b-customvoice"]
+    url = cv.url.replace("http://", "ws://") + stream.PATH
+    cases = [([], "empty_input"), ([" ", "\n "], "empty_input"),
+             (["...", " \U0001F642"], "nothing_to_speak")]
+    for pieces, code in cases:
+        status, _, data = cv.request("POST", "/v1/audio/speech", {
+            "model": "qwen3-tts", "input": "".join(pieces), "voice": "ryan", **OPTS})
+        assert status == 400 and json.loads(data)["error"]["code"] == code, data
+
+    async def session():
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "response_format": "pcm",
+                                      "stream_audio": True, "voice": "ryan",
+                                      "split_granularity": "token", **OPTS}))
+            out = []
+            for pieces in [c[0] for c in cases] + [["Hi", " there."]]:
+                for p in pieces:
+                    await ws.send(json.dumps({"type": "input.text", "text": p}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                out.append(await _recv_until(ws, ("session.done",)))
+            return out
+
+    *refused, (audio, spoken) = asyncio.run(session())
+    for (pieces, code), (_, events) in zip(cases, refused):
+        errors = [e for e in events if e["type"] == "error"]
+        assert [(e["code"], e["param"]) for e in errors] == [(code, "text")], events
+        assert events[-1]["type"] == "session.done", events
+    assert not [e for e in spoken if e["type"] == "error"] and len(audio) > 0, spoken
+    assert tts.engine.status()["active_rows"] == 0
+
+
 def test_websocket_token_mode_words_equal_the_http_sse_words(served):
     """Word timestamps of a text streamed in token by token come once it is complete, and
     are those of the whole text over HTTP SSE (same seed, streaming-text layout)."""

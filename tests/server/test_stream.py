@@ -147,8 +147,9 @@ def test_several_utterances_per_connection_and_whole_files(server, monkeypatch):
                 await ws.send(json.dumps({"type": "input.text", "text": text}))
             await ws.send(json.dumps({"type": "input.done"}))
             second = await recv_until(ws, "session.done", events, audio2)
-            await ws.send(json.dumps({"type": "input.done"}))  # nothing buffered: 0 sentences
+            await ws.send(json.dumps({"type": "input.done"}))  # no text: empty_input, 0 sentences
             third = await recv_until(ws, "session.done", events)
+            empty = events[-2]
             await ws.send(json.dumps({"type": "session.close"}))
             try:  # text after session.close is never read: the server closes normally
                 await ws.send(json.dumps({"type": "input.text", "text": "Too late."}))
@@ -157,9 +158,9 @@ def test_several_utterances_per_connection_and_whole_files(server, monkeypatch):
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(ws.recv(), 30)
             assert ws.close_code == 1000
-            return first, pcm, second, audio2, third, events
+            return first, pcm, second, audio2, third, empty, events
 
-    first, pcm, second, audio2, third, events = run(go())
+    first, pcm, second, audio2, third, empty, events = run(go())
     assert first["utterance_index"] == 0 and first["total_sentences"] == 1
     _, _, http_pcm = speech(server, input="One. Two.", seed=7)
     assert pcm == http_pcm  # split_granularity none: the utterance is one request
@@ -169,6 +170,7 @@ def test_several_utterances_per_connection_and_whole_files(server, monkeypatch):
         status, _, want = speech(server, input=text, seed=7, response_format="wav", stream=False)
         assert status == 200 and data == want and data[:4] == b"RIFF"
     assert third["utterance_index"] == 2 and third["total_sentences"] == 0
+    assert empty["type"] == "error" and empty["code"] == "empty_input", empty
 
 
 def test_cancel_stops_frees_rows_and_reports_what_was_sent(server, tts):

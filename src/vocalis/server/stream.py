@@ -30,10 +30,12 @@ and once per utterance, after its last sentence::
      "text_spoken_end", "text_heard_end"}
     {"type": "error", "message", "code", "param"}     a problem; the connection goes on
                                                       unless the message says it closes
-                                                      (an utterance with nothing to speak,
-                                                      only emoji or symbols, gets the error
-                                                      POST /v1/audio/speech gives its text,
-                                                      param "text", before its session.done)
+                                                      (an utterance with no text, or with
+                                                      nothing to speak, only emoji or
+                                                      symbols, gets the error POST
+                                                      /v1/audio/speech gives its text:
+                                                      empty_input, nothing_to_speak; param
+                                                      "text", before its session.done)
 
 The fields in the first two lines of each message are vLLM-Omni's; the others are vocalis
 extensions (clients that do not know them ignore them): ``sample_rate`` (Hz) and
@@ -147,6 +149,13 @@ class StreamError(Exception):
         self.code = code
         self.param = param
         self.close = close
+
+
+def _empty() -> APIError:
+    """The error of an utterance without text (HTTP's 400 ``empty_input`` for a blank
+    ``input``)."""
+    return APIError(400, "text is empty: send input.text with some words before input.done",
+                    param="text", code="empty_input")
 
 
 @dataclass
@@ -561,36 +570,42 @@ class StreamConnection:
                               f"limit is {MAX_OPEN_UTTERANCES} per connection: wait for a "
                               "session.done before the next input.done", "too_many_utterances")
         utt = self._open()
+        refused = None
         if utt.fed is not None:  # split_granularity token: end the request's text
             item, utt.fed = utt.fed, None
             item.sentence = Sentence(utt.text.pending, 0, len(utt.text.pending))
             try:
+                if not utt.text.pending.strip():
+                    raise _empty()
                 await asyncio.to_thread(item.job.request.close)
-            except InputError as e:
+            except (InputError, APIError) as e:
                 item.job.cancel()
-                await self.send_error(StreamError(str(e), e.code or "invalid_value", "text"))
+                await self.send_error(StreamError(getattr(e, "message", str(e)),
+                                                  e.code or "invalid_value", "text"))
             sentences = []
-        elif utt.config.msg.split_granularity == "token":
-            sentences = []  # no text came: nothing to speak
-        elif utt.config.msg.split_granularity == "none":
-            text = utt.text.pending
-            utt.text.pending = ""
-            a, b = len(text) - len(text.lstrip()), len(text.rstrip())
-            sentences = [Sentence(text[a:b], a, b)] if a < b else []
         else:
-            sentences = utt.text.flush()
+            if utt.config.msg.split_granularity == "token":
+                sentences = []  # no text came
+            elif utt.config.msg.split_granularity == "none":
+                text = utt.text.pending
+                utt.text.pending = ""
+                a, b = len(text) - len(text.lstrip()), len(text.rstrip())
+                sentences = [Sentence(text[a:b], a, b)] if a < b else []
+            else:
+                sentences = utt.text.flush()
+            refused = await self._refusal(utt, sentences)
         self.utt = None
         self.next_index += 1
         self.open_utterances += 1
-        refused = await self._wordless(utt, sentences)
         await self._queue(utt, sentences, end=True, refused=refused)
 
-    async def _wordless(self, utt: _Utterance, sentences: list[Sentence]) -> APIError | None:
-        """An utterance whose text has nothing to speak (only emoji, symbols, punctuation)
-        gets the error ``POST /v1/audio/speech`` answers for that text (before its
-        session.done), not a silent end; None when it has words (or no text at all)."""
-        if utt.fed is not None:
-            return None
+    async def _refusal(self, utt: _Utterance, sentences: list[Sentence]) -> APIError | None:
+        """The error ``POST /v1/audio/speech`` answers for an utterance's text when it would
+        refuse it, sent before its session.done instead of a silent end: no text at all (or
+        only white space: ``empty_input``), or nothing to speak (only emoji, symbols,
+        punctuation: ``nothing_to_speak``); None when it has words."""
+        if not (utt.worded or utt.wordless or any(s.text.strip() for s in sentences)):
+            return _empty()
         return await speech.wordless_error(utt.config.plan, utt.worded, utt.wordless, sentences)
 
     async def _cancel(self) -> None:
