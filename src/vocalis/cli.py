@@ -1403,7 +1403,7 @@ def say(
         check_text(text, "text")
     import asyncio
 
-    from vocalis.client import SpeechStream
+    from vocalis.client import SpeechStream, StreamError
     config = {k: v for k, v in {"voice": voice, "model": model, "seed": seed}.items()
               if v is not None}
     sink = _PCMSink(output)
@@ -1456,11 +1456,16 @@ def say(
             what = f"no audio yet, so {output} was not written"
         _error(f"interrupted: {what}")
         raise typer.Exit(130)
+    if sink.samples == 0 and refused:  # the server's reason is the error: one line, exit 2
+        last = refused.pop()
+        for e in refused:
+            typer.echo(f"vocalis: not spoken: {e}", err=True)
+        raise StreamError(str(last), last.code, param="text" if text is not None else None)
     for e in refused:
         typer.echo(f"vocalis: not spoken: {e}", err=True)
     if sink.samples == 0:
-        raise InputError("nothing was spoken: the text has no words or numbers the model "
-                         "speaks (the server skips text of only symbols or emoji)")
+        raise InputError("nothing was spoken: the server sent no audio for the text (is it "
+                         "empty?): give some words to speak")
     if not quiet and output != "-":
         typer.echo(f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}",
                    err=True)

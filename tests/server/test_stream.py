@@ -469,13 +469,21 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     with wave.open(str(mixed)) as w:
         assert w.readframes(w.getnframes()) == want
     # nothing speakable: no file claimed; the server's reason (the error event it sends,
-    # as POST /v1/audio/speech's 400) is shown, then that nothing was spoken
+    # as POST /v1/audio/speech's 400) is the one line, with its fix (was two lines, the
+    # second saying that the server skips such text: it refuses it)
     none = tmp_path / "none.wav"
-    assert cli.main(["say", "--url", ws_url(server), "--text", "😀 ...", "-o", str(none)]) == 2
+    for said in ("\U0001F642\U0001F642", "😀 ..."):
+        assert cli.main(["say", "--url", ws_url(server), "--text", said, "-o", str(none)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and not none.exists(), err
+        assert err[0].startswith("error: text has nothing the model can speak"), err
+        assert "only emoji, symbols" in err[0] and "write the words out" in err[0], err
+    # nothing at all on stdin: the server's empty_input, one line
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert cli.main(["say", "--url", ws_url(server), "-o", str(none)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and not none.exists(), err
-    assert err[0].startswith("vocalis: not spoken: text has nothing the model can speak"), err
-    assert "nothing was spoken" in err[1]
+    assert len(err) == 1 and not none.exists(), err
+    assert err[0].startswith("error: text is empty: ") and "(--text)" not in err[0], err
 
 
 def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,
