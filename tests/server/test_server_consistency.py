@@ -105,6 +105,32 @@ def test_health_names_the_default_voice_that_the_voice_list_offers(server, tts, 
         bare.stop()
 
 
+def test_a_request_without_voice_speaks_with_the_default_voice(server, tts, tmp_path):
+    """Old code: POST /v1/audio/speech without ``voice`` was a 400, though /health names a
+    default voice and the WebSocket speaks with it when its session.config names none."""
+    health = httpx.get(server.url + "/health", timeout=30).json()
+    body = {"model": "tts-1", "input": "Hi there.", "response_format": "pcm", "seed": 7,
+            "max_frames": FRAMES, "stream": False}
+    r = _post(server, body)
+    assert r.status_code == 200 and r.content, r.text
+    named = _post(server, {**body, "voice": health["default_voice"]})
+    assert named.status_code == 200 and r.content == named.content
+    assert r.headers["x-vocalis-voice"] == health["default_voice"]
+    assert json.loads(r.headers["x-vocalis-seed"]) == 7
+
+    # without a default voice: a 400 naming the missing field and the two ways to give one
+    bare = Server(create_app(tts, voices_dir=tmp_path))
+    try:
+        assert httpx.get(bare.url + "/health", timeout=30).json()["default_voice"] is None
+        r = _post(bare, body)
+        err = assert_envelope(r.status_code, r.content, 400, "voice",
+                              "missing_required_parameter")
+        assert "'voice'" in err["message"] and "GET /v1/audio/voices" in err["message"]
+        assert "--voice" in err["message"], err
+    finally:
+        bare.stop()
+
+
 # --------------------------------------------------------------------------- item 2
 
 

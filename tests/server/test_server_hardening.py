@@ -431,8 +431,13 @@ def test_a_body_that_is_no_json_text_is_named(server, raw):
 def test_a_misspelled_required_field_is_pointed_at(server):
     r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
                    json={"model": "tts-1", "input": "Hi.", "vocie": "alloy"})
-    err = assert_envelope(r.status_code, r.content, 400, "voice", "missing_required_parameter")
-    assert "the request has 'vocie': did you mean 'voice'?" in err["message"]
+    # voice may be left out (the default voice): the misspelling is what is refused
+    err = assert_envelope(r.status_code, r.content, 400, "vocie", "unknown_parameter")
+    assert "'vocie': did you mean 'voice'?" in err["message"]
+    r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
+                   json={"mdoel": "tts-1", "input": "Hi.", "voice": "alloy"})
+    err = assert_envelope(r.status_code, r.content, 400, "model", "missing_required_parameter")
+    assert "the request has 'mdoel': did you mean 'model'?" in err["message"]
 
 
 def test_nothing_speakable_names_the_input(server):

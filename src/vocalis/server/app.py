@@ -590,7 +590,8 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
             "Cache-Control": "no-store",
             "x-vocalis-request-id": str(req.id),
             "x-vocalis-seed": str(seed),
-            "x-vocalis-voice": quote(body.voice_id(), safe=""),  # user data: percent-encoded
+            # user data: percent-encoded
+            "x-vocalis-voice": quote(body.voice_id() or DEFAULT_ID, safe=""),
             "x-vocalis-sample-rate": str(tts.sample_rate),
         }
         if req.stats.ttfa_ms is not None:

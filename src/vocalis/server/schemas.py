@@ -70,7 +70,8 @@ class SpeechRequest(BaseModel):
     """``POST /v1/audio/speech``.
 
     OpenAI fields: ``model``, ``input`` (the server's ``--max-input-chars``, 4096 by default,
-    is checked in the route), ``voice``, ``instructions`` (used by models that take a voice
+    is checked in the route), ``voice`` (absent: the server's default voice; OpenAI requires
+    it), ``instructions`` (used by models that take a voice
     description or style instruction, e.g. Qwen3-TTS VoiceDesign and 1.7B CustomVoice;
     other models ignore it and the response says so in ``x-vocalis-instructions``),
     ``response_format``, ``speed`` (0.25-4.0: pitch-preserving time-stretch with Rubber
@@ -94,7 +95,8 @@ class SpeechRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=512)
     input: str
-    voice: str | VoiceRef
+    # absent: the server's default voice (/health: default_voice), as on the WebSocket
+    voice: str | VoiceRef | None = None
     instructions: str | None = Field(default=None, max_length=OPENAI_MAX_INPUT_CHARS)
     response_format: ResponseFormat = "mp3"
     speed: Speed = 1.0
@@ -107,7 +109,8 @@ class SpeechRequest(BaseModel):
     # word start/end times (vocalis.timing): SSE events, or a whole file's header
     word_timestamps: StrictBool = False
 
-    def voice_id(self) -> str:
+    def voice_id(self) -> str | None:
+        """The voice's id; None when the request names none (the server's default)."""
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
 
     def options(self) -> dict:

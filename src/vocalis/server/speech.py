@@ -10,6 +10,7 @@ submission to the engine and its settling (row freed, outcome counted).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hmac
 from dataclasses import dataclass
 
@@ -230,6 +231,7 @@ def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
     ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
     instruction option on models that use it; other models ignore it, and the note says so."""
     options = body.options()
+    check_field_names(tts, options)
     info = tts.info
     # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
     alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
@@ -246,6 +248,21 @@ def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
         return options, None
     options.pop(alias, None)  # the model takes none: dropped, and the note says so
     return options, f"ignored: {info.name} ({info.title}) has no instruction control"
+
+
+def check_field_names(tts, options: dict) -> None:
+    """A field that is neither the request's nor a family option but close to one of the
+    request's own (``vocie``) is refused naming both, so that a misspelled optional field
+    (``voice``, ``speed``...) is not replaced by its default in silence.
+
+    Raises APIError 400 ``unknown_parameter``."""
+    known = {o.name for o in tts.family.options}
+    own = list(SpeechRequest.model_fields)
+    for name in options:
+        near = [] if name in known else difflib.get_close_matches(name, own, n=1, cutoff=0.6)
+        if near:
+            raise APIError(400, f"unknown parameter {name!r}: did you mean {near[0]!r}?",
+                           param=name, code="unknown_parameter")
 
 
 def settle(state, req, outcome: str) -> None:

@@ -212,12 +212,22 @@ class VoiceStore:
 
     # ------------------------------------------------------------------ resolving
 
-    def resolve(self, voice_id: str):
-        """Voice id -> Voice.
+    def resolve(self, voice_id: str | None):
+        """Voice id -> Voice; None (a request that names no voice): the default voice.
 
         Raises APIError 400 (param ``voice``): ``invalid_voice_name`` for a name outside the
-        grammar, ``voice_not_found`` for unknown ids.
+        grammar, ``voice_not_found`` for unknown ids, ``missing_required_parameter`` for
+        None when there is no default voice.
         """
+        if voice_id is None:
+            if self.default_source is None and not self.voiceless:
+                how = ("or start the server with --voice FILE" if self.first else
+                       "(--voice gives only the first --model a default voice)")
+                raise APIError(400, f"missing required parameter 'voice': the server has no "
+                                    f"default voice{self._which()}; name one of "
+                                    f"{self._listing()} {how}", param="voice",
+                               code="missing_required_parameter")
+            voice_id = DEFAULT_ID
         check_name(voice_id, "voice")
         vid = voice_id
         info = self.tts.info
