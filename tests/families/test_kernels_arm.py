@@ -164,6 +164,19 @@ def write_cases(path: Path) -> int:
             case(2, f"bfloat16 weights {m}x{k} @ {n}x{k}", x,
                  wb.view(torch.int16).numpy().tobytes(), _f32(y), exact.numpy().tobytes(), bound.numpy().tobytes(), n=n)
 
+    # the prompt passes' GEMM (bfloat16 weights): K of 13 (a block of 8 and a tail), 64, 520
+    # and 1027 (panel blocks of 512, then 8 or 3); N of 7 (a part of a panel and of a tile),
+    # 16 (one panel), 37 (a third panel with one tile of 1 channel); rows 1, 7 and 13
+    # (blocks of 6 and what is left)
+    for k, n in ((13, 7), (64, 16), (520, 37), (1027, 16)):
+        wb = torch.randn(n, k, generator=g).to(torch.bfloat16)
+        for m in (1, 7, 13):
+            x = torch.randn(m, k, generator=g) * 3
+            exact, bound = _bound(x, wb.float())
+            y = ops_f.bf16_gemm(x, *ops_f.pack_bf16(wb), n)
+            case(6, f"bfloat16 GEMM {m}x{k} @ {n}x{k}", x, wb.view(torch.int16).numpy().tobytes(),
+                 _f32(y), exact.numpy().tobytes(), bound.numpy().tobytes(), n=n)
+
     def int8(name: str, x: torch.Tensor, w: torch.Tensor) -> None:
         tiles, scales, sums = ops_8.pack(w)
         case(3, name, x, _f32(w), tiles.numpy().tobytes(), _f32(scales),

@@ -11,6 +11,13 @@ from torch.nn import functional as F
 from vocalis.kernels import native
 
 
+#: Rows from which a prompt pass of :class:`F32Linear` with ``gemm_rows`` runs the GEMM kernel
+#: (2026-12-05, AMD EPYC Zen 3, one thread, ``[M, 1024] x [1024, 4096]``: 12 rows 68 against
+#: the step kernel's 71 GFLOP/s, 16 rows 67 against 67, 24 rows 80 against 69, 41 rows 84
+#: against 71)
+GEMM_ROWS = 16
+
+
 class F32Linear(nn.Module):
     """A float32 ``nn.Linear`` computed by our kernel ``torch.ops.vocalis_f32`` (x86 AVX2,
     ARM NEON: ``csrc/f32.cpp`` over ``csrc/f32_core.h``; tuning choices Qwen3 ``model_linears=vocalis`` and Pocket
@@ -30,6 +37,17 @@ class F32Linear(nn.Module):
     ``[M, K]``) run the kernel and calls of several positions per row (prompt passes) run
     PyTorch's ``F.linear``. Which runs depends on the weights and the call's shape per row.
 
+    ``gemm_rows``: with bfloat16-held weights, calls of several positions per row and at
+    least this many rows in all (``x [..., T, K]``, ``T > 1``: prompt passes) run the
+    prompt-pass kernel ``torch.ops.vocalis_f32.bf16_gemm`` instead (the weights of 16
+    channels widened once per block into a float32 panel that stays in the L1 cache, 6 rows
+    at a time as outer products over it: 84 against 70 GFLOP/s on one AMD EPYC Zen 3 thread
+    for 41 rows, slower below about 16 rows, where the widening is shared by too few). Its
+    sums run in another order (one fused multiply-add per k, in order), so such a call
+    differs from the step kernel's by float rounding; a row's result still does not depend
+    on the other rows or the thread count within either kernel. ``None`` (the default):
+    never. Pocket TTS's FlowLM sets it (:data:`GEMM_ROWS`).
+
     Why: a lone stream's step is bound by reading the weights. One thread of this kernel
     reads them as fast as PyTorch's, and while a Qwen3 engine's codec thread waits its core
     takes blocks of these products (``csrc/lend.h``, tuning choice ``lend``); held as
@@ -44,8 +62,9 @@ class F32Linear(nn.Module):
     cannot run it.
     """
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, linear: nn.Linear, gemm_rows: int | None = None):
         super().__init__()
+        self.gemm_rows = gemm_rows
         if linear.weight.dtype != torch.float32 or linear.weight.device.type != "cpu":
             raise ValueError("F32Linear takes a float32 CPU linear")
         native.require("vocalis_f32", "F32Linear", instead="keep PyTorch's nn.Linear",
@@ -64,7 +83,10 @@ class F32Linear(nn.Module):
             self.weight_tiles = self.weight_tail = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight is None:
+        if self.weight is None and self._gemm(x):
+            y = torch.ops.vocalis_f32.bf16_gemm(x, self.weight_tiles, self.weight_tail,
+                                                self.out_features)
+        elif self.weight is None:
             y = torch.ops.vocalis_f32.bf16_linear(x, self.weight_tiles, self.weight_tail,
                                                   self.out_features)
         elif x.dim() >= 3 and x.shape[-2] > 1:
@@ -73,10 +95,15 @@ class F32Linear(nn.Module):
             y = torch.ops.vocalis_f32.linear(x, self.weight.contiguous())
         return y if self.bias is None else y.add_(self.bias)
 
+    def _gemm(self, x: torch.Tensor) -> bool:
+        return (self.gemm_rows is not None and x.dim() >= 3 and x.shape[-2] > 1
+                and x.numel() >= self.gemm_rows * self.in_features)
+
     def extra_repr(self) -> str:
         held = "float32" if self.weight is not None else "bfloat16-exact"
+        gemm = "" if self.gemm_rows is None else f", prompt passes of >= {self.gemm_rows} rows by GEMM"
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"vocalis f32, weights {held}")
+                f"vocalis f32, weights {held}{gemm}")
 
 
 def f32_kernel_available(choice: str) -> bool:

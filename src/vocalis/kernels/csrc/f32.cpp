@@ -1,5 +1,5 @@
 // vocalis: float32 linear as torch.ops.vocalis_f32 (Qwen3-TTS model_linears="vocalis", Pocket
-// TTS flow_linears="vocalis"), and ELU (Pocket TTS codec_elu="vocalis"): the PyTorch side
+// TTS flow_linears="vocalis", whose prompt passes run bf16_gemm), and ELU (Pocket TTS codec_elu="vocalis"): the PyTorch side
 // (shapes, checks, outputs, threads) of the arithmetic in f32_core.h, which says how it sums
 // (one order on every instruction set).
 // The point of the kernel is lend.h: while the engine's codec thread waits, its core takes
@@ -87,6 +87,32 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor ta
   return y;
 }
 
+// x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias),
+// summed as f32_core::bf16_gemm says (prompt passes: many rows); threads take panels of 16
+// output channels.
+torch::Tensor bf16_gemm(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "bf16_gemm: x must be float32");
+  auto xs = x.contiguous();
+  const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8, R = f32_core::R;
+  TORCH_CHECK(tiles.scalar_type() == torch::kBFloat16 && tiles.is_contiguous() &&
+                  tiles.sizes() == torch::IntArrayRef({T, K8, R, 8}),
+              "bf16_gemm: tiles do not match x [..., K] and N (pack_bf16)");
+  TORCH_CHECK(tail.scalar_type() == torch::kBFloat16 && tail.is_contiguous() &&
+                  tail.sizes() == torch::IntArrayRef({T, R, rem}),
+              "bf16_gemm: tail does not match x [..., K] and N (pack_bf16)");
+  const int64_t M = K > 0 ? xs.numel() / K : 0;
+  auto y = output(xs, N);
+  if (M == 0 || N == 0) return y;
+  const float* X = xs.data_ptr<float>();
+  const uint16_t* P = reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>());
+  const uint16_t* Q = reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>());
+  float* Y = y.data_ptr<float>();
+  vocalis_lend::parallel_for(f32_core::panels(N), 1, [&](int64_t p0, int64_t p1) {
+    f32_core::bf16_gemm(X, P, Q, Y, M, N, K, p0, p1);
+  });
+  return y;
+}
+
 // x float32 (any shape) -> elu(x) (alpha 1), a new contiguous tensor: f32_core::elu, in blocks
 // over the calling thread's intra-op threads.
 torch::Tensor elu(torch::Tensor x) {
@@ -110,6 +136,8 @@ TORCH_LIBRARY(vocalis_f32, m) {
   m.impl("pack_bf16", torch::kCPU, &pack_bf16);
   m.def("bf16_linear(Tensor x, Tensor tiles, Tensor tail, int n) -> Tensor");
   m.impl("bf16_linear", torch::kCPU, &bf16_linear);
+  m.def("bf16_gemm(Tensor x, Tensor tiles, Tensor tail, int n) -> Tensor");
+  m.impl("bf16_gemm", torch::kCPU, &bf16_gemm);
   m.def("elu(Tensor x) -> Tensor");
   m.impl("elu", torch::kCPU, &elu);
 }

@@ -15,6 +15,10 @@
 // order, then the last K % 8 terms by fused multiply-add) that depends on K alone: a row's
 // result does not depend on the other rows of the call, on how rows are grouped, on the
 // thread count, or on the instruction set.
+//
+// Prompt passes (many rows, the same bfloat16 tiles) have a GEMM of their own below
+// (bf16_gemm: weights widened once per block into an L1-resident panel, outer products of 6
+// rows by 16 channels), with its own fixed order of summing.
 #pragma once
 
 #include <algorithm>
@@ -165,6 +169,144 @@ inline void bf16_linear(const float* X, const uint16_t* P, const uint16_t* Q, fl
   rows_tiles(X, Y, M, N, K, [&](int64_t t, int64_t, int64_t) {
     return BF16Tile{P + t * K8 * R * 8, Q + t * R * rem, rem, K8 * 8};
   }, t0, t1);
+}
+
+// ---------------------------------------------------------------- prompt passes (GEMM)
+//
+// Y [M, N] = X [M, K] W^T for many rows (a prompt pass: Pocket TTS's FlowLM over a text's
+// tokens), W bfloat16 packed by pack_bf16 (the same tiles the steps read). The dot-product
+// form above reads 3 rows and 4 weight vectors per 12 fused multiply-adds, widening each
+// weight vector as it goes; here the weights of 16 channels are widened once per block of
+// GK values of k into a float32 panel Bp [kc][16] that stays in the L1 cache, and each row
+// block of 6 rows runs over it as outer products: per k, two vectors of weights, 6 rows'
+// values broadcast, 12 fused multiply-adds (the register blocking of Goto and van de Geijn,
+// "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3), 2008; 6 x 16 is the
+// 12 accumulators of 8 lanes that 16 vector registers hold with the weights and a broadcast).
+// The weights are read from memory once per call and reused by every row.
+//
+// The sum: y[m, n] = fma(x[m, K-1], w[n, K-1], ... fma(x[m, 1], w[n, 1], x[m, 0] w[n, 0] + 0)),
+// one fused multiply-add per k in order k = 0 .. K-1 (the panel blocks only pause the chain:
+// the running sums are stored and read back exactly). Another order than the dot-product
+// form's, so the two differ by float rounding; each is the same on every instruction set and
+// a row's result does not depend on the other rows of the call, on how rows are grouped or on
+// the thread count.
+constexpr int64_t GN = 16;   // output channels per panel: 4 tiles
+constexpr int64_t GM = 6;    // rows per pass over a panel
+constexpr int64_t GK = 512;  // k per panel block: 32 KB of float32
+
+inline int64_t panels(int64_t N) { return (N + GN - 1) / GN; }
+
+// Bp [kc][16] = the weights of panel p (channels 16 p .. 16 p + 15) for k in [k0, k0 + kc),
+// widened; channels past the last tile are zero. k0 is a multiple of 8; P, Q: pack_bf16's
+// tiles and tail for w [N, K].
+inline void widen_panel(const uint16_t* P, const uint16_t* Q, int64_t N, int64_t K, int64_t p,
+                        int64_t k0, int64_t kc, float* Bp) {
+  const int64_t T = tiles(N), K8 = K / 8, rem = K % 8, k1 = k0 + kc;
+  const int64_t kb = std::min(k1, K8 * 8);  // full blocks of 8 in [k0, kb)
+  for (int64_t half = 0; half < 2; ++half) {  // 8 channels: tiles ta and ta + 1
+    const int64_t ta = p * 4 + half * 2;
+    for (int64_t k = k0; k < kb; k += 8) {
+      float* d = Bp + (k - k0) * GN + half * 8;
+#if defined(VOCALIS_X86)
+      __m256 r[8];  // r[c] = channel c's 8 values of k: transposed to 8 rows of 8 channels
+      for (int t = 0; t < 2; ++t)
+        for (int c = 0; c < 4; ++c)
+          r[t * 4 + c] = ta + t < T ? widen8(P + ((ta + t) * K8 + k / 8) * 32 + c * 8)
+                                    : _mm256_setzero_ps();
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      _mm256_storeu_ps(d + 0 * GN, _mm256_permute2f128_ps(s0, s4, 0x20));
+      _mm256_storeu_ps(d + 1 * GN, _mm256_permute2f128_ps(s1, s5, 0x20));
+      _mm256_storeu_ps(d + 2 * GN, _mm256_permute2f128_ps(s2, s6, 0x20));
+      _mm256_storeu_ps(d + 3 * GN, _mm256_permute2f128_ps(s3, s7, 0x20));
+      _mm256_storeu_ps(d + 4 * GN, _mm256_permute2f128_ps(s0, s4, 0x31));
+      _mm256_storeu_ps(d + 5 * GN, _mm256_permute2f128_ps(s1, s5, 0x31));
+      _mm256_storeu_ps(d + 6 * GN, _mm256_permute2f128_ps(s2, s6, 0x31));
+      _mm256_storeu_ps(d + 7 * GN, _mm256_permute2f128_ps(s3, s7, 0x31));
+#else
+      for (int t = 0; t < 2; ++t)
+        for (int c = 0; c < 4; ++c) {
+          const uint16_t* src = P + ((ta + t) * K8 + k / 8) * 32 + c * 8;
+          for (int j = 0; j < 8; ++j) d[j * GN + t * 4 + c] = ta + t < T ? widen(src[j]) : 0.f;
+        }
+#endif
+    }
+  }
+  for (int64_t k = std::max(k0, K8 * 8); k < k1; ++k)  // the last K % 8 values of k
+    for (int64_t c = 0; c < GN; ++c) {
+      const int64_t t = p * 4 + c / 4;
+      Bp[(k - k0) * GN + c] = t < T ? widen(Q[(t * 4 + c % 4) * rem + (k - K8 * 8)]) : 0.f;
+    }
+}
+
+// C [6][16] (rows ldc apart) = the running sums of 6 rows over a panel block: read back
+// (or 0 when first), then one fused multiply-add per k and channel, k in order.
+inline void gemm_block(const float* const* a, const float* Bp, int64_t kc, float* C, int64_t ldc,
+                       bool first) {
+  f32x8 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (first) {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = zero8();
+  } else {
+    c00 = load8(C), c01 = load8(C + 8), c10 = load8(C + ldc), c11 = load8(C + ldc + 8);
+    c20 = load8(C + 2 * ldc), c21 = load8(C + 2 * ldc + 8);
+    c30 = load8(C + 3 * ldc), c31 = load8(C + 3 * ldc + 8);
+    c40 = load8(C + 4 * ldc), c41 = load8(C + 4 * ldc + 8);
+    c50 = load8(C + 5 * ldc), c51 = load8(C + 5 * ldc + 8);
+  }
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+  for (int64_t k = 0; k < kc; ++k) {
+    const f32x8 b0 = load8(Bp + k * GN), b1 = load8(Bp + k * GN + 8);
+    f32x8 x = bcast8(a0 + k);
+    c00 = fma8(x, b0, c00), c01 = fma8(x, b1, c01);
+    x = bcast8(a1 + k);
+    c10 = fma8(x, b0, c10), c11 = fma8(x, b1, c11);
+    x = bcast8(a2 + k);
+    c20 = fma8(x, b0, c20), c21 = fma8(x, b1, c21);
+    x = bcast8(a3 + k);
+    c30 = fma8(x, b0, c30), c31 = fma8(x, b1, c31);
+    x = bcast8(a4 + k);
+    c40 = fma8(x, b0, c40), c41 = fma8(x, b1, c41);
+    x = bcast8(a5 + k);
+    c50 = fma8(x, b0, c50), c51 = fma8(x, b1, c51);
+  }
+  store8(C, c00), store8(C + 8, c01), store8(C + ldc, c10), store8(C + ldc + 8, c11);
+  store8(C + 2 * ldc, c20), store8(C + 2 * ldc + 8, c21);
+  store8(C + 3 * ldc, c30), store8(C + 3 * ldc + 8, c31);
+  store8(C + 4 * ldc, c40), store8(C + 4 * ldc + 8, c41);
+  store8(C + 5 * ldc, c50), store8(C + 5 * ldc + 8, c51);
+}
+
+// Panels p0 .. p1 - 1 (of panels(N)) of Y [M, N] = X [M, K] W^T, W packed by pack_bf16 (P:
+// tiles, Q: tail). The sum of each value is the fused multiply-add chain above.
+inline void bf16_gemm(const float* X, const uint16_t* P, const uint16_t* Q, float* Y, int64_t M,
+                      int64_t N, int64_t K, int64_t p0, int64_t p1) {
+  alignas(64) float Bp[GK * GN];
+  float part[GM * GN] = {};  // a partial panel's or row block's running sums
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n0 = p * GN, nr = std::min<int64_t>(GN, N - n0);
+    for (int64_t k0 = 0; k0 < K; k0 += GK) {
+      const int64_t kc = std::min<int64_t>(GK, K - k0);
+      widen_panel(P, Q, N, K, p, k0, kc, Bp);
+      for (int64_t m = 0; m < M; m += GM) {
+        const int rows = (int)std::min<int64_t>(GM, M - m);
+        const float* a[GM];
+        for (int r = 0; r < GM; ++r) a[r] = X + (m + std::min(r, rows - 1)) * K + k0;
+        if (rows == GM && nr == GN) {
+          gemm_block(a, Bp, kc, Y + m * N + n0, N, k0 == 0);
+          continue;
+        }
+        for (int r = 0; r < rows; ++r) std::memcpy(part + r * GN, Y + (m + r) * N + n0, nr * 4);
+        gemm_block(a, Bp, kc, part, GN, k0 == 0);
+        for (int r = 0; r < rows; ++r) std::memcpy(Y + (m + r) * N + n0, part + r * GN, nr * 4);
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------- ELU (alpha 1)

@@ -17,13 +17,15 @@
 // bfloat16-held weights give their float32 values' results, and a product split into blocks of
 // tiles (as threads split it) equals it in one block. ELU (check_elu): the vector lanes equal the
 // scalar code, within 2 float32 roundings of float64 expm1, and the reference bit for bit.
+// The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
-// weights, 3 int8, 4 int4, 5 ELU), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
+// weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
 // [N, K] (f32; for kind 2 u16 bfloat16 bits), for kind 3 the expected pack (i8 tiles
 // [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
 // [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N]. Kind 5
-// (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M].
+// (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M]. Kind 6
+// (the bfloat16 GEMM) is laid out as kind 2.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -146,6 +148,50 @@ bool check_float(int kind, Reader& in, int64_t M, int64_t N, int64_t K, std::str
     if (!same(yb, y, "bfloat16-held weights vs their float32 values", why)) return false;
     if (!same(bf16_run(x.data(), tl, tt, M, N, K, true), y, "bfloat16 split in blocks", why)) return false;
   }
+  if (!within(y, exact, bound, why)) return false;
+  return same(y, ref, "the reference's outputs", why);
+}
+
+// ---------------------------------------------------------------- bfloat16 GEMM (prompt passes)
+
+std::vector<float> gemm_run(const float* X, const std::vector<uint16_t>& tl,
+                            const std::vector<uint16_t>& tt, int64_t M, int64_t N, int64_t K,
+                            bool split) {
+  std::vector<float> y(M * N);
+  const int64_t P = f32_core::panels(N), h = split ? P / 2 : P;
+  f32_core::bf16_gemm(X, tl.data(), tt.data(), y.data(), M, N, K, 0, h);
+  f32_core::bf16_gemm(X, tl.data(), tt.data(), y.data(), M, N, K, h, P);
+  return y;
+}
+
+// Kind 6: f32_core::bf16_gemm equals its sum written out (one std::fma per k, in order, from
+// 0) bit for bit, every row alone equals it in the batch, a split into blocks of panels (as
+// threads split it) equals it in one block; within the float32 bound of the float64 product;
+// the reference's outputs bit for bit.
+bool check_gemm(Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
+  auto x = in.read<float>(M * K);
+  auto wb = in.read<uint16_t>(N * K);
+  auto ref = in.read<float>(M * N);
+  auto exact = in.read<double>(M * N);
+  auto bound = in.read<double>(M * N);
+  if (!in.ok) return false;
+  std::vector<uint16_t> tl(f32_core::bf16_tiles_size(N, K)), tt(f32_core::bf16_tail_size(N, K));
+  f32_core::pack_bf16(wb.data(), N, K, tl.data(), tt.data());
+  std::vector<float> y = gemm_run(x.data(), tl, tt, M, N, K, false);
+  std::vector<float> chain(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float s = 0.f;
+      for (int64_t k = 0; k < K; ++k) s = std::fma(x[m * K + k], vocalis_simd::widen(wb[n * K + k]), s);
+      chain[m * N + n] = s;
+    }
+  if (!same(y, chain, "the GEMM vs its sum written out", why)) return false;
+  std::vector<float> alone = rows_alone(x, M, N, K, [&](const float* xr, float* yr) {
+    auto r = gemm_run(xr, tl, tt, 1, N, K, false);
+    std::memcpy(yr, r.data(), N * sizeof(float));
+  });
+  if (!same(alone, y, "a row alone vs in the batch", why)) return false;
+  if (!same(gemm_run(x.data(), tl, tt, M, N, K, true), y, "split in blocks of panels", why)) return false;
   if (!within(y, exact, bound, why)) return false;
   return same(y, ref, "the reference's outputs", why);
 }
@@ -321,6 +367,7 @@ int main(int argc, char** argv) {
       case 3: ok = check_q8(in, M, N, K, why); break;
       case 4: ok = check_q4(in, M, N, K, why); break;
       case 5: ok = check_elu(in, M, why); break;
+      case 6: ok = check_gemm(in, M, N, K, why); break;
       default: in.ok = false;
     }
     if (!in.ok) break;

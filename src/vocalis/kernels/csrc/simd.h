@@ -90,6 +90,8 @@ using f32x8 = __m256;
 inline f32x8 zero8() { return _mm256_setzero_ps(); }
 inline f32x8 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) { return _mm256_fmadd_ps(x, w, acc); }
+inline f32x8 bcast8(const float* p) { return _mm256_broadcast_ss(p); }  // *p in every lane
+inline void store8(float* p, f32x8 v) { _mm256_storeu_ps(p, v); }
 inline float sum8(f32x8 v) { return hsum8(v); }
 inline f32x8 widen8(const uint16_t* p) {  // 8 bfloat16 -> their float32 values
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -103,6 +105,14 @@ inline f32x8 zero8() { return {vdupq_n_f32(0.f), vdupq_n_f32(0.f)}; }
 inline f32x8 load8(const float* p) { return {vld1q_f32(p), vld1q_f32(p + 4)}; }
 inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) {
   return {vfmaq_f32(acc.lo, x.lo, w.lo), vfmaq_f32(acc.hi, x.hi, w.hi)};
+}
+inline f32x8 bcast8(const float* p) {
+  const float32x4_t v = vld1q_dup_f32(p);
+  return {v, v};
+}
+inline void store8(float* p, f32x8 v) {
+  vst1q_f32(p, v.lo);
+  vst1q_f32(p + 4, v.hi);
 }
 inline float sum8(f32x8 v) { return hsum8(v.lo, v.hi); }
 inline f32x8 widen8(const uint16_t* p) {
@@ -124,6 +134,12 @@ inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) {
   for (int j = 0; j < 8; ++j) acc.a[j] = std::fma(x.a[j], w.a[j], acc.a[j]);
   return acc;
 }
+inline f32x8 bcast8(const float* p) {
+  f32x8 v;
+  for (int j = 0; j < 8; ++j) v.a[j] = *p;
+  return v;
+}
+inline void store8(float* p, f32x8 v) { std::memcpy(p, v.a, sizeof v.a); }
 inline float sum8(f32x8 v) { return hsum8(v.a); }
 inline f32x8 widen8(const uint16_t* p) {
   f32x8 v;

@@ -68,6 +68,7 @@ to the official package); devices other than the CPU are not measured.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -84,18 +85,18 @@ from vocalis.engine.tuning import (
     split_candidates,
 )
 from vocalis.engine.tuning import repeat as _repeat
-from vocalis.kernels.f32 import F32Linear, f32_kernel_available, f32_kernel_hint
+from vocalis.kernels.f32 import GEMM_ROWS, F32Linear, f32_kernel_available, f32_kernel_hint
 from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.mimi import ELU_KINDS, set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 10  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 11  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
-# the ELUs alone
+# the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -245,7 +246,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
                 "codec_elu": "exp" if cpu and not exact else "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
-    linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": F32Linear}),
+    flow_own = functools.partial(F32Linear, gemm_rows=GEMM_ROWS)  # prompt passes by GEMM
+    linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": flow_own}),
                "codec_linears": LinearKernels(model.mimi, {"int8": _codec_int8(model)})}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
     fp32_decoder: dict = {}  # the SEANet decoder's float32 weights while it runs bfloat16
