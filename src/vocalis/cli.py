@@ -40,7 +40,7 @@ try:  # typer >= 0.2x ships its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click import exceptions as _cx
 
-from vocalis import families
+from vocalis import families, hub
 from vocalis.audio.encode import FORMATS, SUFFIXES, make_encoder
 from vocalis.engine.types import AudioChunk, Failed
 from vocalis.errors import HarnessError, InputError, VocalisError
@@ -515,6 +515,9 @@ def generate(
         # model is loaded, and its speed choices measured, for one row, not for a server's.
         tts = api.load(info.model_id, device=device, threads=threads, max_batch=1, quantize=mode,
                        exact=exact, tuning=tuning, **load_options)
+        # a voice cloned from audio is made first and timed apart: TTFA and x real time
+        # measure the speech, as with a voice that is ready (a name, a .safetensors file)
+        voice, options, cloned = _clone_first(tts, voice, options)
         t0 = time.perf_counter()
         # submit() checks the voice and the text against the model before anything is
         # queued, so a mistake never leaves an empty or truncated file behind.
@@ -624,8 +627,35 @@ def generate(
     where = "stdout" if to_stdout else str(output)
     first = "no audio (the request ended before its first frame)" if ttfa_ms is None \
         else f"TTFA {ttfa_ms:.0f} ms"
+    if cloned is not None:
+        source, clone_s = cloned
+        first += (f"; before that, the voice was cloned from {source} in {clone_s:.2f} s "
+                  "(`vocalis voices export` saves it for reuse)")
     log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), %s", where, duration_s, wall_s,
              x_rt, first)
+
+
+def _clone_first(tts, voice, options: dict) -> tuple[object, dict, tuple[str, float] | None]:
+    """When this run clones its voice from audio (a file or URL given as ``--voice``, or in
+    the family's option that carries the voice as audio, e.g. ``--ref-audio``): the voice
+    cloned now, the options left for the request (without those that made the voice) and
+    ``(the audio's name, seconds it took)``; else ``(voice, options, None)`` unchanged."""
+    schema = tts.family.options
+    carrier = next((o.name for o in schema if o.openai == "voice" and o.path
+                    and options.get(o.name) is not None), None)
+    src = options[carrier] if carrier else voice
+    if not tts.info.cloning or not isinstance(src, (str, Path)):
+        return voice, options, None
+    ref = str(src)
+    if hub.is_safetensors_ref(ref) or not ("://" in ref or Path(ref).expanduser().is_file()):
+        return voice, options, None  # a saved voice, or a name
+    made_with = {o.name: options[o.name] for o in schema
+                 if o.voice and options.get(o.name) is not None}
+    t = time.perf_counter()
+    made = tts.voice(ref, **made_with)
+    took = time.perf_counter() - t
+    rest = {k: v for k, v in options.items() if k not in made_with and k != carrier}
+    return made, rest, (ref if "://" in ref else Path(ref).name, took)
 
 
 class _CtrlC:

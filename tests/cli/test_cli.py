@@ -166,6 +166,30 @@ def test_voices_export_then_generate(ckpt, tmp_path):
     assert (info.samplerate, info.channels, info.frames) == (24000, 1, 3 * FRAME)
 
 
+def test_generate_reports_voice_cloning_apart_from_first_audio(ckpt, reference_wav, tmp_path):
+    """``--voice AUDIO`` clones the voice in this run: the summary line says so and how long
+    it took, apart from TTFA and x real time, which time the speech alone as they do with a
+    saved voice (old code: TTFA silently included the cloning). The audio is unchanged."""
+    import re
+
+    out = tmp_path / "speech.wav"
+    proc = run(*gen_args(ckpt, "--text", TEXT, "--seed", "7", "-o", str(out)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.read_bytes() == reference_wav.read_bytes()
+    summary = stderr_lines(proc)[-1]
+    said = re.search(r"x real time\), TTFA \d+ ms; before that, the voice was cloned from "
+                     r"voice\.wav in (\d+\.\d\d) s \(`vocalis voices export` saves it", summary)
+    assert said and float(said.group(1)) > 0, summary
+    voice = tmp_path / "voice.safetensors"
+    assert run("voices", "export", str(ckpt / "voice.wav"), str(voice), "--model", str(ckpt),
+               "-q").returncode == 0
+    proc = run("generate", "--model", str(ckpt), "--voice", str(voice), "--text", TEXT,
+               "--seed", "7", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = stderr_lines(proc)[-1]
+    assert "TTFA" in summary and "voice was cloned" not in summary, summary
+
+
 BAD_INPUTS = {
     "empty text": ["--text", "  \n "],
     "unknown model": ["--model", "pocket-tts/no-such-model", "--text", TEXT],
