@@ -231,10 +231,10 @@ inline void widen_panel(const uint16_t* P, const uint16_t* Q, int64_t N, int64_t
       _mm256_storeu_ps(d + 7 * GN, _mm256_permute2f128_ps(s3, s7, 0x31));
 #else
       for (int t = 0; t < 2; ++t)
-        for (int c = 0; c < 4; ++c) {
-          const uint16_t* src = P + ((ta + t) * K8 + k / 8) * 32 + c * 8;
-          for (int j = 0; j < 8; ++j) d[j * GN + t * 4 + c] = ta + t < T ? widen(src[j]) : 0.f;
-        }
+        for (int c = 0; c < 4; ++c)
+          for (int j = 0; j < 8; ++j)
+            d[j * GN + t * 4 + c] =
+                ta + t < T ? widen(P[((ta + t) * K8 + k / 8) * 32 + c * 8 + j]) : 0.f;
 #endif
     }
   }
