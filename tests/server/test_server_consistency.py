@@ -270,6 +270,27 @@ def test_a_lone_surrogate_has_a_code(server):
 EMOJI = "\U0001F642\U0001F642"
 
 
+def _utterances(server, split: str, utterances: list[list[str]]) -> list[list]:
+    """On one connection to the OpenAI-style WebSocket (``split_granularity`` ``split``),
+    each utterance's pieces as ``input.text`` messages, then ``input.done``; per utterance,
+    the messages up to its ``session.done``."""
+    config = {"type": "session.config", "voice": "alloy", "response_format": "pcm",
+              "stream_audio": True, "split_granularity": split, "max_frames": FRAMES}
+
+    async def go():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps(config))
+            out = []
+            for pieces in utterances:
+                for text in pieces:
+                    await ws.send(json.dumps({"type": "input.text", "text": text}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                out.append(await _until(ws, lambda m: m["type"] == "session.done"))
+            return out
+
+    return asyncio.run(go())
+
+
 @pytest.fixture(scope="module")
 def http_refusal(server) -> dict:
     r = _post(server, {"model": "tts-1", "input": EMOJI, "voice": "alloy"})
@@ -282,20 +303,8 @@ def test_text_with_nothing_to_speak_gets_the_http_error_on_the_websocket(
         server, tts, http_refusal, split):
     """Old code: the WebSocket answered only ``session.done`` with ``total_sentences`` 0,
     where HTTP answers a 400 for the same text."""
-    config = {"type": "session.config", "voice": "alloy", "response_format": "pcm",
-              "stream_audio": True, "split_granularity": split, "max_frames": FRAMES}
-
-    async def go():
-        async with connect(_ws(server, stream.PATH)) as ws:
-            await ws.send(json.dumps(config))
-            out = []
-            for text in (EMOJI, "Hi. " + EMOJI):  # then words with an emoji: spoken
-                await ws.send(json.dumps({"type": "input.text", "text": text}))
-                await ws.send(json.dumps({"type": "input.done"}))
-                out.append(await _until(ws, lambda m: m["type"] == "session.done"))
-            return out
-
-    refused, spoken = asyncio.run(go())
+    # then words with an emoji: spoken
+    refused, spoken = _utterances(server, split, [[EMOJI], ["Hi. " + EMOJI]])
     assert refused[0] == {"type": "error", "message": http_refusal["message"],
                           "code": http_refusal["code"], "param": "text"}, refused
     assert len(refused) == 2 and refused[1]["total_sentences"] == 0
@@ -310,21 +319,8 @@ def test_an_utterance_without_text_gets_the_http_error_on_the_websocket(server, 
     a plain ``session.done``, where HTTP answers a 400 ``empty_input`` for an empty input."""
     r = _post(server, {"model": "tts-1", "input": "  ", "voice": "alloy"})
     assert_envelope(r.status_code, r.content, 400, "input", "empty_input")
-    config = {"type": "session.config", "voice": "alloy", "response_format": "pcm",
-              "stream_audio": True, "split_granularity": split, "max_frames": FRAMES}
-
-    async def go():
-        async with connect(_ws(server, stream.PATH)) as ws:
-            await ws.send(json.dumps(config))
-            out = []
-            for pieces in ([], [" ", "\n "], ["Hi."]):  # the connection goes on after each
-                for text in pieces:
-                    await ws.send(json.dumps({"type": "input.text", "text": text}))
-                await ws.send(json.dumps({"type": "input.done"}))
-                out.append(await _until(ws, lambda m: m["type"] == "session.done"))
-            return out
-
-    *empty, spoken = asyncio.run(go())
+    # the connection goes on after each
+    *empty, spoken = _utterances(server, split, [[], [" ", "\n "], ["Hi."]])
     for i, msgs in enumerate(empty):
         assert len(msgs) == 2 and msgs[0]["type"] == "error", msgs
         assert msgs[0]["code"] == "empty_input" and msgs[0]["param"] == "text", msgs

@@ -62,55 +62,52 @@ std::tuple<torch::Tensor, torch::Tensor> pack_bf16(torch::Tensor w) {
   return {tiles, tail};
 }
 
-// x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias):
-// bit for bit f32_linear(x, w as float32).
-torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "bf16_linear: x must be float32");
+// x [..., K] float32 by pack_bf16's tiles and tail for w [N, K] -> y [..., N] float32 (no bias,
+// allocated): checks the shapes (op names the op in the messages), then run(X, P, Q, Y, M, K)
+// computes y unless it is empty.
+template <class Run>
+torch::Tensor bf16_product(const char* op, const torch::Tensor& x, const torch::Tensor& tiles,
+                           const torch::Tensor& tail, int64_t N, const Run& run) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, op, ": x must be float32");
   auto xs = x.contiguous();
   const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8, R = f32_core::R;
   TORCH_CHECK(tiles.scalar_type() == torch::kBFloat16 && tiles.is_contiguous() &&
                   tiles.sizes() == torch::IntArrayRef({T, K8, R, 8}),
-              "bf16_linear: tiles do not match x [..., K] and N (pack_bf16)");
+              op, ": tiles do not match x [..., K] and N (pack_bf16)");
   TORCH_CHECK(tail.scalar_type() == torch::kBFloat16 && tail.is_contiguous() &&
                   tail.sizes() == torch::IntArrayRef({T, R, rem}),
-              "bf16_linear: tail does not match x [..., K] and N (pack_bf16)");
+              op, ": tail does not match x [..., K] and N (pack_bf16)");
   const int64_t M = K > 0 ? xs.numel() / K : 0;
   auto y = output(xs, N);
   if (M == 0 || N == 0) return y;
-  const float* X = xs.data_ptr<float>();
-  const uint16_t* P = reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>());
-  const uint16_t* Q = reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>());
-  float* Y = y.data_ptr<float>();
-  vocalis_lend::parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
-    f32_core::bf16_linear(X, P, Q, Y, M, N, K, t0, t1);
-  });
+  run(xs.data_ptr<float>(), reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>()),
+      reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>()), y.data_ptr<float>(), M, K);
   return y;
+}
+
+// x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias):
+// bit for bit f32_linear(x, w as float32).
+torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
+  return bf16_product("bf16_linear", x, tiles, tail, N,
+                      [&](const float* X, const uint16_t* P, const uint16_t* Q, float* Y,
+                          int64_t M, int64_t K) {
+    vocalis_lend::parallel_for(f32_core::tiles(N), 8, [&](int64_t t0, int64_t t1) {
+      f32_core::bf16_linear(X, P, Q, Y, M, N, K, t0, t1);
+    });
+  });
 }
 
 // x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias),
 // summed as f32_core::bf16_gemm says (prompt passes: many rows); threads take panels of 16
 // output channels.
 torch::Tensor bf16_gemm(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "bf16_gemm: x must be float32");
-  auto xs = x.contiguous();
-  const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8, R = f32_core::R;
-  TORCH_CHECK(tiles.scalar_type() == torch::kBFloat16 && tiles.is_contiguous() &&
-                  tiles.sizes() == torch::IntArrayRef({T, K8, R, 8}),
-              "bf16_gemm: tiles do not match x [..., K] and N (pack_bf16)");
-  TORCH_CHECK(tail.scalar_type() == torch::kBFloat16 && tail.is_contiguous() &&
-                  tail.sizes() == torch::IntArrayRef({T, R, rem}),
-              "bf16_gemm: tail does not match x [..., K] and N (pack_bf16)");
-  const int64_t M = K > 0 ? xs.numel() / K : 0;
-  auto y = output(xs, N);
-  if (M == 0 || N == 0) return y;
-  const float* X = xs.data_ptr<float>();
-  const uint16_t* P = reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>());
-  const uint16_t* Q = reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>());
-  float* Y = y.data_ptr<float>();
-  vocalis_lend::parallel_for(f32_core::panels(N), 1, [&](int64_t p0, int64_t p1) {
-    f32_core::bf16_gemm(X, P, Q, Y, M, N, K, p0, p1);
+  return bf16_product("bf16_gemm", x, tiles, tail, N,
+                      [&](const float* X, const uint16_t* P, const uint16_t* Q, float* Y,
+                          int64_t M, int64_t K) {
+    vocalis_lend::parallel_for(f32_core::panels(N), 1, [&](int64_t p0, int64_t p1) {
+      f32_core::bf16_gemm(X, P, Q, Y, M, N, K, p0, p1);
+    });
   });
-  return y;
 }
 
 // x float32 (any shape) -> elu(x) (alpha 1), a new contiguous tensor: f32_core::elu, in blocks

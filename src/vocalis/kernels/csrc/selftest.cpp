@@ -109,14 +109,23 @@ std::vector<float> f32_run(const float* X, const float* W, int64_t M, int64_t N,
   return y;
 }
 
+// y [M, N] by f (f32_core::bf16_linear over tiles, or bf16_gemm over panels: blocks of
+// them), on pack_bf16's tl and tt; split: in two calls, as two threads split it.
+template <class F>
+std::vector<float> bf16_split(F f, int64_t blocks, const float* X, const std::vector<uint16_t>& tl,
+                              const std::vector<uint16_t>& tt, int64_t M, int64_t N, int64_t K,
+                              bool split) {
+  std::vector<float> y(M * N);
+  const int64_t h = split ? blocks / 2 : blocks;
+  f(X, tl.data(), tt.data(), y.data(), M, N, K, 0, h);
+  f(X, tl.data(), tt.data(), y.data(), M, N, K, h, blocks);
+  return y;
+}
+
 std::vector<float> bf16_run(const float* X, const std::vector<uint16_t>& tl,
                             const std::vector<uint16_t>& tt, int64_t M, int64_t N, int64_t K,
                             bool split) {
-  std::vector<float> y(M * N);
-  const int64_t T = f32_core::tiles(N), h = split ? T / 2 : T;
-  f32_core::bf16_linear(X, tl.data(), tt.data(), y.data(), M, N, K, 0, h);
-  f32_core::bf16_linear(X, tl.data(), tt.data(), y.data(), M, N, K, h, T);
-  return y;
+  return bf16_split(f32_core::bf16_linear, f32_core::tiles(N), X, tl, tt, M, N, K, split);
 }
 
 bool check_float(int kind, Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
@@ -157,11 +166,7 @@ bool check_float(int kind, Reader& in, int64_t M, int64_t N, int64_t K, std::str
 std::vector<float> gemm_run(const float* X, const std::vector<uint16_t>& tl,
                             const std::vector<uint16_t>& tt, int64_t M, int64_t N, int64_t K,
                             bool split) {
-  std::vector<float> y(M * N);
-  const int64_t P = f32_core::panels(N), h = split ? P / 2 : P;
-  f32_core::bf16_gemm(X, tl.data(), tt.data(), y.data(), M, N, K, 0, h);
-  f32_core::bf16_gemm(X, tl.data(), tt.data(), y.data(), M, N, K, h, P);
-  return y;
+  return bf16_split(f32_core::bf16_gemm, f32_core::panels(N), X, tl, tt, M, N, K, split);
 }
 
 // Kind 6: f32_core::bf16_gemm equals its sum written out (one std::fma per k, in order, from
