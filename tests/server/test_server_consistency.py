@@ -127,6 +127,19 @@ def test_a_request_without_voice_speaks_with_the_default_voice(server, tts, tmp_
                               "missing_required_parameter")
         assert "'voice'" in err["message"] and "GET /v1/audio/voices" in err["message"]
         assert "--voice" in err["message"], err
+        # a misspelled voice field is named as such, not as a missing voice
+        r = _post(bare, {**body, "vocie": "alloy"})
+        assert "did you mean 'voice'" in assert_envelope(
+            r.status_code, r.content, 400, "vocie", "unknown_parameter")["message"]
+
+        async def config_without_voice():  # the WebSocket gives the same error as HTTP
+            async with connect(_ws(bare, stream.PATH)) as ws:
+                await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
+                return json.loads(await asyncio.wait_for(ws.recv(), 30))
+
+        assert asyncio.run(config_without_voice()) == {
+            "type": "error", "message": err["message"], "code": "missing_required_parameter",
+            "param": "voice"}
     finally:
         bare.stop()
 

@@ -101,7 +101,8 @@ class F32Linear(nn.Module):
 
     def extra_repr(self) -> str:
         held = "float32" if self.weight is not None else "bfloat16-exact"
-        gemm = "" if self.gemm_rows is None else f", prompt passes of >= {self.gemm_rows} rows by GEMM"
+        gemm = ("" if self.gemm_rows is None
+                else f", prompt passes of >= {self.gemm_rows} rows by GEMM")
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"vocalis f32, weights {held}{gemm}")
 

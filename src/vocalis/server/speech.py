@@ -118,8 +118,9 @@ def plan_speech(state, hosted, body: SpeechRequest) -> SpeechPlan:
 
     Raises APIError 400 naming the field (unknown voice, conflicting instructions)."""
     tts = hosted.tts
-    voice = hosted.voices.resolve(body.voice_id())
+    # the options first: a misspelled field (vocie) is named before the voice it left out
     options, note = request_options(tts, body)
+    voice = hosted.voices.resolve(body.voice_id())
     if normalize_request(state, tts, body, options):
         options["normalize"] = True
     return SpeechPlan(hosted, voice, body.seed, body.speed, options, note,

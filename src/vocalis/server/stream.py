@@ -429,8 +429,8 @@ class StreamConnection:
                                     "streamed", param=name, code="unknown_parameter")
         if cfg.language is not None:
             options.update(_language_option(info, cfg.language))
-        voice = cfg.voice if cfg.voice is not None else "default"
-        body = SpeechRequest(model=hosted.model_id, input=".", voice=voice,
+        # no voice: the server's default, or the error POST /v1/audio/speech gives
+        body = SpeechRequest(model=hosted.model_id, input=".", voice=cfg.voice,
                              instructions=cfg.instructions, response_format=cfg.response_format,
                              speed=cfg.speed if cfg.speed is not None else 1.0, seed=cfg.seed,
                              normalize=cfg.normalize, word_timestamps=cfg.word_timestamps,
