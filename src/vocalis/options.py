@@ -361,22 +361,25 @@ class OptionSchema:
                              param=str(name))
 
 
-def did_you_mean(word: str, choices: Iterable[str], spell=None) -> str:
-    """``" (did you mean X?)"`` for the shortest choice ``word`` begins, else the closest of
-    ``choices`` to ``word`` (case-insensitive, :func:`difflib.get_close_matches`), else
-    ``""``."""
-    spell = spell or (lambda n: n)
-    choices = list(choices)
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The shortest of ``choices`` that ``word`` begins, else the closest of ``choices`` to
+    ``word`` (case-insensitive, :func:`difflib.get_close_matches`), else None."""
     lowered = {c.lower(): c for c in choices}
     # a word that begins choices means the shortest of them (english_2m: english_2m_2026-10,
     # not english_2m_refl_2026-10), even where another is closer letter for letter (english)
     starts = sorted((c for c in lowered if c.startswith(word.lower())), key=len) \
         if len(word) >= 3 else []
     close = starts[:1] or difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean {spell(lowered[close[0]])}?)" if close else ""
+    return lowered[close[0]] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str], spell=None) -> str:
+    """``" (did you mean X?)"`` for :func:`closest`, else ``""``."""
+    near = closest(word, choices)
+    return f" (did you mean {(spell or (lambda n: n))(near)}?)" if near is not None else ""
 
 
 __all__ = ["FLT_MAX", "Option", "OptionRange", "OptionSchema", "QUANTIZE_MODES",
            "RANDOM_SEED_BITS", "SEED",
-           "UnknownOption", "check_option", "check_seed", "check_text", "check_unicode",
+           "UnknownOption", "check_option", "closest", "check_seed", "check_text", "check_unicode",
            "did_you_mean", "new_seed", "not_finite_message", "quantize_mode", "text_from_file"]

@@ -10,12 +10,11 @@ submission to the engine and its settling (row freed, outcome counted).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hmac
 from dataclasses import dataclass
 
 from vocalis.errors import CapacityError, InputError
-from vocalis.options import check_unicode, new_seed
+from vocalis.options import check_unicode, closest, new_seed
 from vocalis.server.errors import APIError, from_exception
 from vocalis.server.schemas import SpeechRequest
 
@@ -258,11 +257,10 @@ def check_field_names(tts, options: dict) -> None:
 
     Raises APIError 400 ``unknown_parameter``."""
     known = {o.name for o in tts.family.options}
-    own = list(SpeechRequest.model_fields)
     for name in options:
-        near = [] if name in known else difflib.get_close_matches(name, own, n=1, cutoff=0.6)
-        if near:
-            raise APIError(400, f"unknown parameter {name!r}: did you mean {near[0]!r}?",
+        near = None if name in known else closest(name, SpeechRequest.model_fields)
+        if near is not None:
+            raise APIError(400, f"unknown parameter {name!r}: did you mean {near!r}?",
                            param=name, code="unknown_parameter")
 
 

@@ -212,6 +212,11 @@ class VoiceStore:
 
     # ------------------------------------------------------------------ resolving
 
+    def _how_default(self) -> str:
+        """How a server gives this model a default voice (the end of an error message)."""
+        return ("or start the server with --voice FILE" if self.first else
+                "(--voice gives only the first --model a default voice)")
+
     def resolve(self, voice_id: str | None):
         """Voice id -> Voice; None (a request that names no voice): the default voice.
 
@@ -221,11 +226,9 @@ class VoiceStore:
         """
         if voice_id is None:
             if self.default_source is None and not self.voiceless:
-                how = ("or start the server with --voice FILE" if self.first else
-                       "(--voice gives only the first --model a default voice)")
                 raise APIError(400, f"missing required parameter 'voice': the server has no "
                                     f"default voice{self._which()}; name one of "
-                                    f"{self._listing()} {how}", param="voice",
+                                    f"{self._listing()} {self._how_default()}", param="voice",
                                code="missing_required_parameter")
             voice_id = DEFAULT_ID
         check_name(voice_id, "voice")
@@ -240,12 +243,10 @@ class VoiceStore:
         vid = info.canonical_voice(vid)  # e.g. speakers are case-insensitive
         if vid in OPENAI_VOICES or vid == DEFAULT_ID:
             if self.default_source is None:
-                how = ("or start the server with --voice" if self.first else
-                       "(--voice gives only the first --model a default voice)")
                 raise APIError(400, f"voice {vid!r} names the default voice{self._which()}, but it "
                                     "has none (its model has no predefined voices): use a custom "
-                                    f"voice ({self._listing()}) {how}", param="voice",
-                               code="voice_not_found")
+                                    f"voice ({self._listing()}) {self._how_default()}",
+                               param="voice", code="voice_not_found")
             vid = DEFAULT_ID
         with self._lock:
             cached = self._cache.get(vid)

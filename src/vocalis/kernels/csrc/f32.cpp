@@ -63,11 +63,13 @@ std::tuple<torch::Tensor, torch::Tensor> pack_bf16(torch::Tensor w) {
 }
 
 // x [..., K] float32 by pack_bf16's tiles and tail for w [N, K] -> y [..., N] float32 (no bias,
-// allocated): checks the shapes (op names the op in the messages), then run(X, P, Q, Y, M, K)
-// computes y unless it is empty.
-template <class Run>
+// allocated): checks the shapes (op names the op in the messages), then core(X, P, Q, Y, M, N,
+// K, b0, b1) computes blocks b0 .. b1 - 1 of the blocks output channels, split over threads in
+// grains of grain blocks.
+template <class Core>
 torch::Tensor bf16_product(const char* op, const torch::Tensor& x, const torch::Tensor& tiles,
-                           const torch::Tensor& tail, int64_t N, const Run& run) {
+                           const torch::Tensor& tail, int64_t N, int64_t blocks, int64_t grain,
+                           Core core) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, op, ": x must be float32");
   auto xs = x.contiguous();
   const int64_t K = xs.size(-1), T = f32_core::tiles(N), K8 = K / 8, rem = K % 8, R = f32_core::R;
@@ -80,34 +82,29 @@ torch::Tensor bf16_product(const char* op, const torch::Tensor& x, const torch::
   const int64_t M = K > 0 ? xs.numel() / K : 0;
   auto y = output(xs, N);
   if (M == 0 || N == 0) return y;
-  run(xs.data_ptr<float>(), reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>()),
-      reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>()), y.data_ptr<float>(), M, K);
+  const float* X = xs.data_ptr<float>();
+  const uint16_t* P = reinterpret_cast<const uint16_t*>(tiles.data_ptr<at::BFloat16>());
+  const uint16_t* Q = reinterpret_cast<const uint16_t*>(tail.data_ptr<at::BFloat16>());
+  float* Y = y.data_ptr<float>();
+  vocalis_lend::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    core(X, P, Q, Y, M, N, K, b0, b1);
+  });
   return y;
 }
 
 // x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias):
-// bit for bit f32_linear(x, w as float32).
+// bit for bit f32_linear(x, w as float32); threads take blocks of 8 tiles of 4 channels.
 torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
-  return bf16_product("bf16_linear", x, tiles, tail, N,
-                      [&](const float* X, const uint16_t* P, const uint16_t* Q, float* Y,
-                          int64_t M, int64_t K) {
-    vocalis_lend::parallel_for(f32_core::tiles(N), 8, [&](int64_t t0, int64_t t1) {
-      f32_core::bf16_linear(X, P, Q, Y, M, N, K, t0, t1);
-    });
-  });
+  return bf16_product("bf16_linear", x, tiles, tail, N, f32_core::tiles(N), 8,
+                      f32_core::bf16_linear);
 }
 
 // x [..., K] float32, tiles and tail of pack_bf16 for w [N, K] -> y [..., N] float32 (no bias),
 // summed as f32_core::bf16_gemm says (prompt passes: many rows); threads take panels of 16
 // output channels.
 torch::Tensor bf16_gemm(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail, int64_t N) {
-  return bf16_product("bf16_gemm", x, tiles, tail, N,
-                      [&](const float* X, const uint16_t* P, const uint16_t* Q, float* Y,
-                          int64_t M, int64_t K) {
-    vocalis_lend::parallel_for(f32_core::panels(N), 1, [&](int64_t p0, int64_t p1) {
-      f32_core::bf16_gemm(X, P, Q, Y, M, N, K, p0, p1);
-    });
-  });
+  return bf16_product("bf16_gemm", x, tiles, tail, N, f32_core::panels(N), 1,
+                      f32_core::bf16_gemm);
 }
 
 // x float32 (any shape) -> elu(x) (alpha 1), a new contiguous tensor: f32_core::elu, in blocks
