@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
@@ -137,6 +138,10 @@ class ServerState:
         self.metrics = Metrics(self.engine_status)
         self.admitted: set = set()  # engine requests whose end is not yet counted
         self.shutting_down = False
+        # what the shutdown cut off (still running after the graceful-shutdown timeout):
+        # counts by kind, and their CancelledErrors (see cut_at_shutdown)
+        self.cut_off = {"stream": 0, "request": 0}
+        self.cut_off_errors: weakref.WeakSet = weakref.WeakSet()
         self.started = time.time()
         self._private = _hiding(pl for h in hosted for pl in _private_paths(h.tts, h.voices))
 
@@ -152,6 +157,17 @@ class ServerState:
     @property
     def model_id(self) -> str:
         return self.default.model_id
+
+    def cut_at_shutdown(self, error: BaseException, streaming: bool) -> None:
+        """Note an HTTP exchange that the server's shutdown cancelled (uvicorn cancels what
+        still runs after its graceful-shutdown timeout; ``vocalis serve`` too at a second
+        signal): counted under ``stream`` (its response had started) or ``request``, and
+        ``error`` remembered so that ``vocalis serve`` drops uvicorn's traceback of it and
+        says it in one line (:mod:`vocalis.server.run`). A cancellation while the server is
+        not shutting down is left alone."""
+        if self.shutting_down:
+            self.cut_off["stream" if streaming else "request"] += 1
+            self.cut_off_errors.add(error)
 
     def engine_status(self) -> dict:
         """The engines' numbers summed over the hosted models (for the metrics)."""
@@ -292,7 +308,9 @@ class Gate:
     API-key check on ``/v1/*`` and ``/metrics``, HTTP metrics by route template and status,
     and the :data:`ON_EXIT` callbacks a route registers (``fn(failed: bool)``), run once the
     exchange is over whatever happened (``failed``: an exception or a 5xx, not a client
-    that went away)."""
+    that went away). An exchange cancelled by the server's shutdown is noted
+    (:meth:`ServerState.cut_at_shutdown`) and the cancellation goes on (the client sees a
+    cut response)."""
 
     def __init__(self, app, state: ServerState):
         self.app = app
@@ -304,11 +322,12 @@ class Gate:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         method = scope.get("method", "GET")
-        status_box = {"status": 500}
+        status_box = {"status": 500, "started": False}
 
         async def send_wrapper(message):
             if message["type"] == "http.response.start":
                 status_box["status"] = message["status"]
+                status_box["started"] = True
             await send(message)
 
         async def reply(resp):
@@ -332,8 +351,10 @@ class Gate:
                 return
             await self.app(scope, _limited(receive, limit, path), send_wrapper)
             failed = status_box["status"] >= 500
-        except (ClientDisconnect, OSError, asyncio.CancelledError):
+        except (ClientDisconnect, OSError, asyncio.CancelledError) as e:
             failed = False  # the client went away (or the server is stopping): cancelled
+            if isinstance(e, asyncio.CancelledError):
+                self.state.cut_at_shutdown(e, streaming=status_box["started"])
             raise
         finally:
             for fn in scope.get(ON_EXIT, ()):

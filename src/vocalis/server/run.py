@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -155,6 +156,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
 
             async def shutdown(self, sockets=None):
                 await super().shutdown(sockets=sockets)
+                await _end_cut_off(self, quiet_cuts, shutdown_timeout)
                 # uvicorn re-raises the captured signal after a clean shutdown (exit 143):
                 # a drained server exits 0 instead.
                 if hasattr(self, "_captured_signals"):
@@ -172,11 +174,68 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
         config = uvicorn.Config(app, log_level="warning" if quiet else "info",
                                 timeout_graceful_shutdown=shutdown_timeout, access_log=not quiet,
                                 lifespan="on")
-        _Server(config).run(sockets=[sock])
+        quiet_cuts = _QuietCutOffs(state)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addFilter(quiet_cuts)
+        try:
+            _Server(config).run(sockets=[sock])
+        finally:
+            uvicorn_log.removeFilter(quiet_cuts)
     finally:
         sock.close()
         for t in loaded:  # loaded, but the app was never made
             t.close()
+
+
+class _QuietCutOffs(logging.Filter):
+    """On uvicorn's ``uvicorn.error`` logger: drops its entries for what the shutdown cut
+    off (an "Exception in ASGI application" traceback per request cancelled, those the
+    app noted with :meth:`~vocalis.server.app.ServerState.cut_at_shutdown`, and its
+    "Cancel N running task(s)" line, whose N it keeps): :func:`_end_cut_off` says it in
+    one line instead. After a second signal (``forced``), also the traceback of the app's
+    lifespan task cancelled as the process ends (uvicorn skips the lifespan's shutdown
+    then). Every other entry, any other exception's included, passes."""
+
+    def __init__(self, state):
+        super().__init__()
+        self.state = state
+        self.cancelled = 0  # tasks uvicorn cancelled at its graceful-shutdown timeout
+        self.forced = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Cancel %s running task(s)") and record.args:
+            self.cancelled = int(record.args[0])
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, asyncio.CancelledError) and error in self.state.cut_off_errors:
+            return False
+        if self.forced and isinstance(record.msg, str) and record.msg.startswith("Traceback"):
+            last = record.msg.rstrip().rsplit("\n", 1)[-1]  # lifespan.shutdown.failed's text
+            return not last.startswith(("asyncio.exceptions.CancelledError", "CancelledError"))
+        return True
+
+
+async def _end_cut_off(server, quiet: _QuietCutOffs, timeout: float) -> None:
+    """After uvicorn's shutdown: let the requests it cancelled end (a second signal skips
+    its timeout and cancels nothing, so they are cancelled here), then say in one warning
+    how many were cut off, if any (their clients get a cut response)."""
+    tasks = list(server.server_state.tasks)
+    if server.force_exit:
+        quiet.forced = True
+        for t in tasks:
+            t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=2)
+    cut = quiet.state.cut_off
+    streams = cut["stream"]
+    requests = max(cut["request"], quiet.cancelled - streams)
+    if not streams and not requests:
+        return
+    parts = [f"{n} {kind}{'' if n == 1 else 's'}"
+             for n, kind in ((streams, "stream"), (requests, "request")) if n]
+    why = ("stopped at once by a second signal" if server.force_exit else
+           f"still running after the {timeout:g} s shutdown timeout")
+    log.warning("%s cut off at shutdown (%s)", " and ".join(parts), why)
 
 
 def _warm_up(state, rows: int) -> None:
