@@ -13,6 +13,14 @@ and its ISA flags, the torch thread count, the torch version, the family's model
 fingerprint (config, dimensions, quantization, batch size) and the calibration method's
 version. A key that differs in any of these is measured again.
 
+A measurement taken while other work loads the machine can be many times off (a new
+user's first load beside another process cached timings 30-70x off). So :func:`resolve`
+checks that each measured choice settled (:func:`unsettled`: every contender's best round
+reproduced, the machine not busier than the calibration allows, :func:`other_cpus`),
+measures up to :data:`EXTRA_ROUNDS` more rounds when it did not, and when the scores are
+still unsettled uses the choice for this run without caching it (one warning line): it is
+measured again at the next load.
+
 Choices can be forced, for experiments or to pin a deployment: ``tuning=`` in
 :func:`vocalis.load` (a dict or a ``"name=value,name=value"`` string), else the
 ``VOCALIS_TUNING`` environment variable in the same syntax. ``"fixed"`` skips measurement
@@ -49,6 +57,26 @@ ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx
 
 ENV = "VOCALIS_TUNING"
 CACHE_FILE = "tuning.json"
+
+#: a contender's rounds are settled when its second-shortest score is at most this many
+#: times its shortest: its best was reproduced. On a quiet 2-core machine the rounds of a
+#: candidate agreed within 15% (8 rounds each, 4 loads of the tiny Pocket model); beside a
+#: competing process a disturbed round ran 2-8x the others (177 against 1384 ms), and the
+#: report that prompted this rule had timings 30-70x off. 1.5 leaves three times the quiet
+#: noise before a choice counts as unsettled, and flags every disturbance of more than
+#: 1.5x that does not hit all the rounds of a contender alike (one that does is what
+#: :data:`BUSY_CPUS` is for).
+SETTLED_SPREAD = 1.5
+#: at most this many rounds are measured beyond a choice's own while it is unsettled
+#: (each round times every contender once; the order keeps alternating)
+EXTRA_ROUNDS = 2
+#: a round counts as measured on a busy machine when other processes (or other virtual
+#: machines: steal time) kept more than this many CPUs busy on average beyond those the
+#: calibration's threads leave free: half a CPU that the measurement needed was taken
+BUSY_CPUS = 0.5
+#: spans shorter than this are not judged by :func:`other_cpus` (the kernel counts CPU time
+#: in ticks of 10 ms or so: a short span's share would be noise)
+MIN_SPAN_S = 0.25
 
 
 def cpu_info() -> dict:
@@ -88,23 +116,33 @@ class Tuning:
     ``"forced"`` or ``"fixed"`` (built-in default: ``tuning="fixed"``, an exact model, or a
     choice that does not apply); ``timings``: name -> candidate -> score (lower is faster;
     for measured choices the median milliseconds of the calibration runs, summed over the
-    batch sizes tried); ``key``: what the cache entry is keyed by; ``calibration_ms``: time
-    spent measuring at this load (0 when nothing was measured)."""
+    batch sizes tried; a candidate's shortest round: the cache's format); ``key``: what the
+    cache entry is keyed by; ``calibration_ms``: time spent measuring at this load (0 when
+    nothing was measured); ``rounds``: for the choices measured at this load, name ->
+    candidate -> every round's score, in the order measured; ``uncached``: the measured
+    choices whose scores did not settle, name -> why (they run with the measured value at
+    this load, their source stays ``"measured"``, and they are not written to the cache)."""
 
     choices: dict[str, str]
     sources: dict[str, str]
     key: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     calibration_ms: float = 0.0
+    rounds: dict = field(default_factory=dict)
+    uncached: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"choices": dict(self.choices), "sources": dict(self.sources),
                 "key": dict(self.key), "timings": self.timings,
-                "calibration_ms": round(self.calibration_ms, 1)}
+                "calibration_ms": round(self.calibration_ms, 1),
+                "rounds": self.rounds, "uncached": dict(self.uncached)}
 
     def describe(self) -> str:
-        """One line: ``name=value (source), ...``."""
-        return ", ".join(f"{k}={v} ({self.sources.get(k, '?')})" for k, v in self.choices.items())
+        """One line: ``name=value (source), ...``; a measured choice left out of the cache
+        reads ``(measured, not cached: busy)``."""
+        return ", ".join(f"{k}={v} ({self.sources.get(k, '?')}"
+                         f"{', not cached: busy' if k in self.uncached else ''})"
+                         for k, v in self.choices.items())
 
 
 def parse_spec(spec, candidates: dict[str, tuple[str, ...]], origin: str = "tuning",
@@ -369,6 +407,66 @@ Measure = Callable[[str, str], float]
 """``measure(choice name, candidate) -> score`` (lower is faster), e.g. milliseconds."""
 
 
+def cpu_sample() -> tuple[float, float, float] | None:
+    """``(wall s, CPU s the whole machine has run, CPU s this process has run)`` now, for
+    :func:`other_cpus`; None where the machine's count is unknown (no ``/proc/stat``: not
+    Linux). The machine's count is user, nice, system, irq, softirq and steal time (time a
+    hypervisor gave to other virtual machines: a noisy neighbour slows a measurement too)."""
+    try:
+        with open("/proc/stat", encoding="ascii", errors="replace") as f:
+            fields = f.readline().split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        # cpu user nice system idle iowait irq softirq steal ...
+        busy = sum(int(fields[i]) for i in (1, 2, 3, 6, 7, 8))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    if fields[0] != "cpu" or ticks <= 0:
+        return None
+    return time.perf_counter(), busy / ticks, time.process_time()
+
+
+def other_cpus(before: tuple | None, after: tuple | None) -> float | None:
+    """How many CPUs other work (other processes, other virtual machines) kept busy on
+    average between two :func:`cpu_sample` s: the machine's CPU time less this process's
+    (all its threads), over the wall time. None when unknown: no samples, or a span under
+    :data:`MIN_SPAN_S`."""
+    if before is None or after is None or after[0] - before[0] < MIN_SPAN_S:
+        return None
+    wall = after[0] - before[0]
+    return max(0.0, ((after[1] - before[1]) - (after[2] - before[2])) / wall)
+
+
+def busy_limit(threads) -> float:
+    """Other work may keep this many CPUs busy before a round counts as measured on a busy
+    machine: the CPUs that ``threads`` calibration threads leave free, plus
+    :data:`BUSY_CPUS`."""
+    cpus = os.cpu_count() or 1
+    used = threads if isinstance(threads, int) and threads > 0 else cpus
+    return max(0, cpus - used) + BUSY_CPUS
+
+
+def _ms(score: float) -> str:
+    return f"{score:.1f}" if score >= 1 else f"{score:.3g}"
+
+
+def unsettled(rounds: dict[str, list[float]]) -> str | None:
+    """The contender whose best score is least reproduced, when one's second-shortest round
+    is more than :data:`SETTLED_SPREAD` times its shortest; else None (a contender with one
+    round has nothing to disagree with). ``rounds``: contender -> its scores.
+
+    A slow spell only lengthens a timing, so a contender's shortest score is its best
+    estimate; it is trusted when another round came close to it."""
+    worst, spread = None, SETTLED_SPREAD
+    for option, scores in rounds.items():
+        if len(scores) < 2:
+            continue
+        first, second = sorted(scores)[:2]
+        ratio = second / first if first > 0 else (float("inf") if second > 0 else 1.0)
+        if ratio > spread:
+            worst, spread = option, ratio
+    return worst
+
+
 def _new_contenders(cached: dict | None, name: str, options: tuple[str, ...]) -> bool:
     """Whether ``options`` holds a candidate that the cached measurement of ``name`` did not
     time (offered since: e.g. our kernels built after that load), so that the choice is
@@ -397,8 +495,15 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     ``rounds[name]`` > 1 the contenders are measured that many times, in turn (forward,
     then backward, ...), and each keeps its shortest score: a slow spell of the machine
     (another process, a frequency change) then has to hit every round of one contender to
-    mislead. Newly
-    measured choices are written to the cache together with the cached ones. When a
+    mislead. A choice is then checked for a busy machine: while a contender's rounds are
+    unsettled (:func:`unsettled`: its second-shortest score more than
+    :data:`SETTLED_SPREAD` times its shortest) or other work kept the machine busy during
+    the latest round (:func:`other_cpus` above :func:`busy_limit`; a choice of one round
+    has no second score to compare, so this is what gives it more), up to
+    :data:`EXTRA_ROUNDS` more rounds are measured. A choice still unsettled after them is
+    applied for this load but not cached (``Tuning.uncached``, one warning line naming it
+    and the contender's range): it is measured again at the next load. Newly
+    measured, settled choices are written to the cache together with the cached ones. When a
     measurable choice is forced, the measurements depend on it: they are cached under
     ``key`` plus the forced choices (read first by a load forcing the same ones, which
     otherwise reads the entry of ``key`` alone), so that a server started with the same
@@ -420,6 +525,7 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     cached_choices = (cached or {}).get("choices", {})
     tuning = Tuning({}, {}, key=key)
     measured_any = False
+    limit = busy_limit(key.get("threads"))
     t_start = time.perf_counter()
     for name, options in candidates.items():
         options = (contenders or {}).get(name, options)
@@ -436,15 +542,33 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
         else:
             if not measured_any:  # a first load can take a minute: say why before it does
                 log.info(MEASURING)
-            scores: dict[str, float] = {}
-            for r in range(max(1, (rounds or {}).get(name, 1))):
+            taken: dict[str, list[float]] = {o: [] for o in options}
+            own = max(1, (rounds or {}).get(name, 1))
+            r, busy = 0, None
+            while True:
+                before = cpu_sample()
                 for option in (options if r % 2 == 0 else options[::-1]):
                     apply(name, option)
-                    ms = round(float(measure(name, option)), 3)
-                    scores[option] = min(ms, scores.get(option, ms))
-            scores = {o: scores[o] for o in options}
+                    taken[option].append(round(float(measure(name, option)), 3))
+                busy = other_cpus(before, cpu_sample())
+                r += 1
+                if r < own:
+                    continue
+                doubt = unsettled(taken) is not None or (busy is not None and busy > limit)
+                if not doubt or r >= own + EXTRA_ROUNDS:
+                    break
+            scores = {o: min(taken[o]) for o in options}
             value, source = min(scores, key=lambda o: scores[o]), "measured"
-            tuning.timings[name] = scores
+            tuning.timings[name], tuning.rounds[name] = scores, taken
+            worst = unsettled(taken)
+            if worst is not None:
+                why = (f"rounds of {worst!r} ranged {_ms(min(taken[worst]))}-"
+                       f"{_ms(max(taken[worst]))} ms"
+                       + (f"; other work kept {busy:.1f} CPUs busy" if busy is not None
+                          and busy > limit else ""))
+                tuning.uncached[name] = why
+                log.warning("tuning: %s measured on a busy machine (%s); used for this run, "
+                            "not cached: it is measured again at the next load", name, why)
             measured_any = True
         apply(name, value)
         tuning.choices[name], tuning.sources[name] = value, source
@@ -452,10 +576,12 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
         tuning.calibration_ms = (time.perf_counter() - t_start) * 1000
     if measured_any:  # timings taken beside forced choices are kept under them
         keep = {n: v for n, v in tuning.choices.items()
-                if tuning.sources[n] in ("measured", "cache")}
+                if tuning.sources[n] in ("measured", "cache") and n not in tuning.uncached}
         where = (f"cached in {cache_path()}" if write_cache(
             entry_key, keep, {n: tuning.timings[n] for n in keep if n in tuning.timings})
             else "not cached")
+        if tuning.uncached:
+            where += "; not cached: " + ", ".join(tuning.uncached)
         if pinned:
             where += ", for loads that force " + ",".join(f"{n}={v}" for n, v in pinned.items())
         log.info("tuning measured in %.1f s: %s (%s)", tuning.calibration_ms / 1000,
@@ -463,7 +589,8 @@ def resolve(key: dict, candidates: dict[str, tuple[str, ...]], defaults: dict[st
     return tuning
 
 
-__all__ = ["ENV", "ISA_FLAGS", "Tuning", "cache_path", "concurrent_ms", "cpu_info",
-           "default_split", "machine_key", "measured_splits", "median_ms", "parse_spec",
-           "parse_split", "read_cache", "release_memory", "repeat", "resolve", "split_candidates",
-           "timed_ms", "write_cache"]
+__all__ = ["BUSY_CPUS", "ENV", "EXTRA_ROUNDS", "ISA_FLAGS", "SETTLED_SPREAD", "Tuning",
+           "busy_limit", "cache_path", "concurrent_ms", "cpu_info", "cpu_sample",
+           "default_split", "machine_key", "measured_splits", "median_ms", "other_cpus",
+           "parse_spec", "parse_split", "read_cache", "release_memory", "repeat", "resolve",
+           "split_candidates", "timed_ms", "unsettled", "write_cache"]
