@@ -48,6 +48,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.families.formulas import gelu_tanh_bound
 from vocalis.kernels import cpu, native
 
 SELFTEST = native.CSRC / "selftest.cpp"
@@ -215,6 +216,15 @@ def write_cases(path: Path) -> int:
     exact = torch.where(torch.isnan(x64), x64, exact)
     bound = 2 * torch.finfo(torch.float32).eps * exact.abs().clamp(min=1e-30) + 1e-45
     case(5, f"elu of {x.numel()} values", x[:, None], _f32(ops_f.elu(x)),
+         exact.numpy().tobytes(), bound.numpy().tobytes(), n=1)
+    # GELU, tanh approximation (Pocket's gelu=vocalis): the range the transformers see, the
+    # clamps of exp (x near -10.05 and 10.4), signed zeros, subnormals, the infinities and NaN;
+    # the bound as in tests/families/test_tuning.py::test_vocalis_gelu_is_gelu_tanh
+    x = torch.cat([torch.randn(3000, generator=g) * 4, torch.linspace(-30, 30, 2001),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, -1e-41, 1e-41, -10.05, -10.06, 10.4,
+                                 3.4e38, -3.4e38, float("inf"), float("-inf"), float("nan")])])
+    exact, bound = gelu_tanh_bound(x)
+    case(7, f"gelu of {x.numel()} values", x[:, None], _f32(ops_f.gelu_tanh(x)),
          exact.numpy().tobytes(), bound.numpy().tobytes(), n=1)
     path.write_bytes(b"VOCKT001" + struct.pack("<I", len(out)) + b"".join(out))
     return len(out)

@@ -48,7 +48,7 @@ def fresh(checkpoints):
     def make():
         tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
                            tuning="flow_linears=default,codec_linears=default,threads=1:1,"
-                                  "codec_pipeline=on,codec_elu=default")
+                                  "codec_pipeline=on,codec_elu=default,gelu=default")
         loaded.append(tts)  # every choice forced: nothing measured, nothing cached
         return tts.model
     yield make
@@ -72,6 +72,8 @@ def kinds(module) -> set[type]:
 OWN_F32 = kernels_unbuildable() is None
 FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 ELU = ("exp", "default") + (("vocalis",) if OWN_F32 else ())  # the same build
+GELU = ("default",) + (("vocalis",) if OWN_F32 else ())
+GELU_SOURCE = "measured" if OWN_F32 else "fixed"  # one candidate: taken unmeasured
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -124,9 +126,10 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
     assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "codec_elu": "exp",
-                         "threads": "1:1", "codec_pipeline": "off", "codec_dtype": "float32"}
+                         "gelu": "default", "threads": "1:1", "codec_pipeline": "off",
+                         "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "codec_elu": "measured", "threads": "fixed",
+                         "codec_elu": "measured", "gelu": GELU_SOURCE, "threads": "fixed",
                          "codec_pipeline": "measured",
                          "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
@@ -136,6 +139,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
                             + [("codec_elu", v) for v in ELU + ELU[::-1]]
+                            + [("gelu", v) for v in (GELU + GELU[::-1] if OWN_F32 else ())]
                             + [("codec_pipeline", v) for v in ["on", "off"]])
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
@@ -153,7 +157,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     stored = json.loads(cache.read_text())
     (entry,) = stored.values()
     assert entry["choices"] == {k: v for k, v in t.choices.items()
-                                if k not in ("codec_dtype", "threads")}
+                                if t.sources[k] == "measured"}
     assert entry["key"]["threads"] == 2 and entry["key"]["torch"] == torch.__version__
     assert entry["key"]["cpu"] == tuning_mod.cpu_info()["model"]
     # with 4 threads the splits of the budget are measured, and only those
@@ -472,8 +476,9 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
-                             "codec_elu": "cache", "threads": "fixed",
-                             "codec_pipeline": "cache", "codec_dtype": "fixed"}
+                             "codec_elu": "cache", "gelu": "cache" if OWN_F32 else "fixed",
+                             "threads": "fixed", "codec_pipeline": "cache",
+                             "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
     assert kinds(model.flow_lm) == {torch.nn.Linear} and kinds(model.mimi) == {PackedLinear}
     assert elus(model) == {ExpELU}
@@ -494,12 +499,13 @@ def test_kernels_built_after_a_measurement_are_measured_at_the_next_load(fresh, 
     assert first.choices["flow_linears"] == "default" and first.choices["codec_elu"] == "exp"
     model = fresh()
     scores = Scores(model, {**FAST_DEFAULT_FLOW, ("flow_linears", "vocalis"): 0.5,
-                            ("codec_elu", "vocalis"): 0.5})
+                            ("codec_elu", "vocalis"): 0.5, ("gelu", "vocalis"): 0.5})
     t = tune(model, 2, 4, False, measure=scores)
     assert t.choices["flow_linears"] == "vocalis" and t.choices["codec_elu"] == "vocalis"
-    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_elu"}
+    assert t.choices["gelu"] == "vocalis"
+    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_elu", "gelu"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "cache",
-                         "codec_elu": "measured", "threads": "fixed",
+                         "codec_elu": "measured", "gelu": "measured", "threads": "fixed",
                          "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.flow_lm) == {F32Linear} and elus(model) == {VocalisELU}
     model = fresh()  # and the next load keeps them
@@ -534,10 +540,11 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2,codec_elu=default",
              measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "threads": "1:2",
+                         "codec_elu": "default", "gelu": "default", "threads": "1:2",
                          "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "codec_elu": "forced",
-                         "threads": "forced", "codec_pipeline": "cache", "codec_dtype": "fixed"}
+                         "gelu": "cache" if OWN_F32 else "fixed", "threads": "forced",
+                         "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.mimi) == {torch.nn.Linear} and elus(model) == {torch.nn.ELU}
     # the environment variable forces the same way; "fixed" measures nothing
     monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
@@ -550,16 +557,20 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
     assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "codec_elu": "exp",
-                         "threads": "1:1", "codec_pipeline": "on", "codec_dtype": "float32"}
+                         "gelu": "default", "threads": "1:1", "codec_pipeline": "on",
+                         "codec_dtype": "float32"}
 
 
 def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "threads": "1:1",
+                         "codec_elu": "default", "gelu": "default", "threads": "1:1",
                          "codec_pipeline": "on", "codec_dtype": "float32"}
     assert elus(model) == {torch.nn.ELU}
+    with pytest.raises(InputError, match=re.escape("gelu='vocalis' is not allowed here "
+                                                   "(an exact model keeps PyTorch's GELU)")):
+        tune(fresh(), 2, 4, True, spec="gelu=vocalis", measure=never)
     with pytest.raises(InputError, match=re.escape("codec_elu='exp' is not allowed here "
                                                    "(an exact model keeps nn.ELU)")):
         tune(fresh(), 2, 4, True, spec="codec_elu=exp", measure=never)
@@ -600,12 +611,13 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     try:
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                             "codec_elu": "measured", "threads": "fixed",
+                             "codec_elu": "measured", "gelu": GELU_SOURCE, "threads": "fixed",
                              "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", FLOW),
                               ("codec_linears", ("packed", "packed1", "default")),
                               ("codec_elu", ELU),
+                              *([("gelu", GELU)] if OWN_F32 else []),
                               ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())
@@ -639,7 +651,8 @@ def test_every_choice_speaks_the_same(checkpoints, cache):
                  "flow_linears=hybrid,codec_linears=packed1",
                  "flow_linears=packed1,codec_linears=default,codec_elu=exp",
                  "flow_linears=default,codec_linears=default,codec_elu=exp",
-                 *(["flow_linears=vocalis,codec_linears=packed"] if OWN_F32 else [])):
+                 *(["flow_linears=vocalis,codec_linears=packed",
+                    "flow_linears=default,codec_elu=vocalis,gelu=vocalis"] if OWN_F32 else [])):
         tts = vocalis.load(d, threads=2, tuning=spec)
         if spec.startswith("flow_linears=vocalis"):  # the bundle is bfloat16, as released:
             held = [m.weight is None for m in tts.model.flow_lm.modules()  # held so

@@ -1,6 +1,6 @@
 // vocalis: float32 linear as torch.ops.vocalis_f32 (Qwen3-TTS model_linears="vocalis", Pocket
-// TTS flow_linears="vocalis", whose prompt passes run bf16_gemm), and ELU (Pocket TTS
-// codec_elu="vocalis"): the PyTorch side (shapes, checks, outputs, threads) of the arithmetic
+// TTS flow_linears="vocalis", whose prompt passes run bf16_gemm), ELU (Pocket TTS
+// codec_elu="vocalis") and GELU (Pocket TTS gelu="vocalis"): the PyTorch side (shapes, checks, outputs, threads) of the arithmetic
 // in f32_core.h, which says how it sums (one order on every instruction set).
 // The point of the kernel is lend.h: while the engine's codec thread waits, its core takes
 // blocks of the output channels (two cores read memory faster than one; figures in
@@ -121,6 +121,20 @@ torch::Tensor elu(torch::Tensor x) {
   return y;
 }
 
+// x float32 (any shape) -> gelu(x) with the tanh approximation, a new contiguous tensor:
+// f32_core::gelu_tanh, in blocks over the calling thread's intra-op threads.
+torch::Tensor gelu_tanh(torch::Tensor x) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "gelu_tanh: x must be float32");
+  auto xs = x.contiguous();
+  auto y = torch::empty_like(xs, at::MemoryFormat::Contiguous);
+  const float* X = xs.data_ptr<float>();
+  float* Y = y.data_ptr<float>();
+  at::parallel_for(0, xs.numel(), 16384, [&](int64_t b, int64_t e) {
+    f32_core::gelu_tanh(X + b, Y + b, e - b);
+  });
+  return y;
+}
+
 TORCH_LIBRARY(vocalis_f32, m) {
   m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
   m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
@@ -134,4 +148,6 @@ TORCH_LIBRARY(vocalis_f32, m) {
   m.impl("bf16_gemm", torch::kCPU, &bf16_gemm);
   m.def("elu(Tensor x) -> Tensor");
   m.impl("elu", torch::kCPU, &elu);
+  m.def("gelu_tanh(Tensor x) -> Tensor");
+  m.impl("gelu_tanh", torch::kCPU, &gelu_tanh);
 }

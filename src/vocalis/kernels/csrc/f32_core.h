@@ -387,4 +387,98 @@ inline void elu(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = elu_detail::one(x[i]);
 }
 
+
+// ---------------------------------------------------------------- GELU, tanh approximation
+//
+// gelu(x) = x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3) (Hendrycks and Gimpel
+// 2016; PyTorch's F.gelu(approximate="tanh")): Pocket TTS's transformers (the FlowLM and Mimi's),
+// torch.ops.vocalis_f32.gelu_tanh, the speed choice gelu=vocalis. Since (1 + tanh(u)) / 2 =
+// 1 / (1 + exp(-2u)), it is computed as x / (1 + exp(z)) with z = -2u = x (B + A x^2): no
+// cancellation where tanh(u) is near -1 (x below about -3, where PyTorch's 1 + tanh(u) keeps
+// few bits). exp(z) for z clamped below at -87 (the quotient is then x itself): the reduction
+// and polynomial of the ELU above, exp(z) = 2^n (1 + expm1(r)) = 2^n expm1(r) + 2^n, one fused
+// multiply-add. Above z = 88 (x below about -10.05, -infinity included) the result is -0: the
+// true value is smaller than |x| e^-88 < 2^-123. The division is IEEE's on every instruction
+// set, NaN stays NaN (x itself), and every instruction set runs these operations in this
+// order: the same bits.
+namespace gelu_detail {
+constexpr float B = -1.59576912160573071f;     // -2 sqrt(2/pi)
+constexpr float A = -0.0713548162726008329f;   // -2 sqrt(2/pi) 0.044715
+constexpr float LOW = -87.0f, HIGH = 88.0f;    // 2^n stays a finite normal float32 between
+
+inline float one(float x) {
+  using namespace elu_detail;
+  if (std::isnan(x)) return x;
+  const float s = std::fma(A, x * x, B);
+  const float zr = x * s;
+  if (zr > HIGH) return -0.f;
+  const float z = std::max(zr, LOW);
+  const float n = std::nearbyint(z * LOG2E);
+  float r = std::fma(n, -LN2_HI, z);
+  r = std::fma(n, -LN2_LO, r);
+  float p = C[6];
+  for (int i = 5; i >= 0; --i) p = std::fma(p, r, C[i]);
+  const float pm1 = std::fma(r * r, p, r);
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return x / (1.f + std::fma(scale, pm1, scale));
+}
+}  // namespace gelu_detail
+
+// y[i] = gelu_tanh(x[i]) for i in [0, n).
+inline void gelu_tanh(const float* x, float* y, int64_t n) {
+  using namespace elu_detail;
+  using gelu_detail::A;
+  using gelu_detail::B;
+  int64_t i = 0;
+#if defined(VOCALIS_X86)
+  const __m256 low = _mm256_set1_ps(gelu_detail::LOW), high = _mm256_set1_ps(gelu_detail::HIGH);
+  const __m256 one = _mm256_set1_ps(1.f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 s = _mm256_fmadd_ps(_mm256_set1_ps(A), _mm256_mul_ps(v, v), _mm256_set1_ps(B));
+    // NaN lanes become a clamp bound here, their result is x below; lanes above HIGH: -0
+    const __m256 zr = _mm256_mul_ps(v, s);
+    const __m256 z = _mm256_min_ps(_mm256_max_ps(zr, low), high);
+    const __m256 nn = _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(LOG2E)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_HI), z);
+    r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_LO), r);
+    __m256 p = _mm256_set1_ps(C[6]);
+    for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
+    const __m256 pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+    const __m256 scale = _mm256_castsi256_ps(e);
+    __m256 g = _mm256_div_ps(v, _mm256_add_ps(one, _mm256_fmadd_ps(scale, pm1, scale)));
+    g = _mm256_blendv_ps(g, _mm256_set1_ps(-0.f), _mm256_cmp_ps(zr, high, _CMP_GT_OQ));
+    _mm256_storeu_ps(y + i, _mm256_blendv_ps(g, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  }
+#elif defined(VOCALIS_NEON)
+  const float32x4_t low = vdupq_n_f32(gelu_detail::LOW), high = vdupq_n_f32(gelu_detail::HIGH);
+  const float32x4_t one = vdupq_n_f32(1.f);
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t v = vld1q_f32(x + i);
+    const uint32x4_t num = vceqq_f32(v, v);  // lanes that are not NaN
+    const float32x4_t w = vbslq_f32(num, v, vdupq_n_f32(0.f));  // NaN lanes: x below
+    const float32x4_t s = vfmaq_f32(vdupq_n_f32(B), vdupq_n_f32(A), vmulq_f32(w, w));
+    const float32x4_t zr = vmulq_f32(w, s);
+    const float32x4_t z = vminq_f32(vmaxq_f32(zr, low), high);
+    const float32x4_t nn = vrndnq_f32(vmulq_f32(z, vdupq_n_f32(LOG2E)));
+    float32x4_t r = vfmaq_f32(z, nn, vdupq_n_f32(-LN2_HI));
+    r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));
+    float32x4_t p = vdupq_n_f32(C[6]);
+    for (int c = 5; c >= 0; --c) p = vfmaq_f32(vdupq_n_f32(C[c]), p, r);
+    const float32x4_t pm1 = vfmaq_f32(r, vmulq_f32(r, r), p);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nn), vdupq_n_s32(127)), 23);
+    const float32x4_t scale = vreinterpretq_f32_s32(e);
+    float32x4_t g = vdivq_f32(w, vaddq_f32(one, vfmaq_f32(scale, scale, pm1)));
+    g = vbslq_f32(vcgtq_f32(zr, high), vdupq_n_f32(-0.f), g);
+    vst1q_f32(y + i, vbslq_f32(num, g, v));
+  }
+#endif
+  for (; i < n; ++i) y[i] = gelu_detail::one(x[i]);
+}
+
 }  // namespace f32_core

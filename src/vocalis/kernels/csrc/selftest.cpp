@@ -16,16 +16,17 @@
 // of the float64 product; on the same build, every row alone equals it in the batch, the
 // bfloat16-held weights give their float32 values' results, and a product split into blocks of
 // tiles (as threads split it) equals it in one block. ELU (check_elu): the vector lanes equal the
-// scalar code, within 2 float32 roundings of float64 expm1, and the reference bit for bit.
+// scalar code, within 2 float32 roundings of float64 expm1, and the reference bit for bit; GELU
+// (check_gelu) the same, within its bound of the float64 formula.
 // The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
-// weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
+// weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM, 7 GELU), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
 // [N, K] (f32; for kind 2 u16 bfloat16 bits), for kind 3 the expected pack (i8 tiles
 // [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
 // [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N]. Kind 5
 // (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M]. Kind 6
-// (the bfloat16 GEMM) is laid out as kind 2.
+// (the bfloat16 GEMM) is laid out as kind 2, kind 7 (GELU) as kind 5.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -231,6 +232,36 @@ bool check_elu(Reader& in, int64_t M, std::string& why) {
   return same(y, ref, "the reference's outputs", why);
 }
 
+// ---------------------------------------------------------------- GELU (tanh approximation)
+
+// M values x: f32_core::gelu_tanh (in two blocks) equals its scalar form value by value, stays
+// within the given bound of the float64 formula (NaN stays NaN), and equals the reference's
+// outputs bit for bit.
+bool check_gelu(Reader& in, int64_t M, std::string& why) {
+  auto x = in.read<float>(M);
+  auto ref = in.read<float>(M);
+  auto exact = in.read<double>(M);
+  auto bound = in.read<double>(M);
+  if (!in.ok) return false;
+  std::vector<float> y(M), one(M);
+  f32_core::gelu_tanh(x.data(), y.data(), M / 2);
+  f32_core::gelu_tanh(x.data() + M / 2, y.data() + M / 2, M - M / 2);
+  for (int64_t i = 0; i < M; ++i) one[i] = f32_core::gelu_detail::one(x[i]);
+  if (!same(y, one, "the vector lanes vs the scalar code", why)) return false;
+  for (int64_t i = 0; i < M; ++i) {
+    const bool nan = std::isnan(exact[i]);
+    const bool close = double(y[i]) == exact[i] || std::fabs(double(y[i]) - exact[i]) <= bound[i];
+    if (nan ? !std::isnan(y[i]) : !close) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "value %lld: gelu(%.9g) = %.9g, float64 %.9g, bound %.3g",
+                    (long long)i, double(x[i]), double(y[i]), exact[i], bound[i]);
+      why = buf;
+      return false;
+    }
+  }
+  return same(y, ref, "the reference's outputs", why);
+}
+
 // ---------------------------------------------------------------- int8
 
 std::vector<float> q8_run(const float* X, const std::vector<int8_t>& P, const std::vector<float>& S,
@@ -373,6 +404,7 @@ int main(int argc, char** argv) {
       case 4: ok = check_q4(in, M, N, K, why); break;
       case 5: ok = check_elu(in, M, why); break;
       case 6: ok = check_gemm(in, M, N, K, why); break;
+      case 7: ok = check_gelu(in, M, why); break;
       default: in.ok = false;
     }
     if (!in.ok) break;

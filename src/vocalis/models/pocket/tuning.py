@@ -35,6 +35,12 @@ Choices, decided in this order:
     They are a noticeable share of that stage's time with ``nn.ELU``, but scored by the
     whole stage the kernels' differences (a few ms of 50) were within its noise on a busy
     machine (docs/speed-choices.md).
+``gelu`` (``default`` | ``vocalis``)
+    The GELU (tanh approximation) of every transformer layer, the FlowLM's and the Mimi
+    transformers', by PyTorch or by our float32 kernel (``vocalis``:
+    :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`, offered where it is built).
+    Score: the GELUs alone, on inputs of the shapes a prompt pass of 40 tokens, a FlowLM step
+    of 1 and ``B`` rows and a codec frame of 1 and ``B`` rows give them, on one thread.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
     How the engine splits its thread budget between the FlowLM thread and the two codec
     threads. Score: the wall time (best of two) of the engine's concurrent work for a few
@@ -60,9 +66,9 @@ Choices, decided in this order:
     the default path stays faithful. While measuring, the float32 weights are kept and put
     back exactly when float32 wins.
 
-Packed, default and our linears compute the same products, and both ELUs the same function
-(they agree to float rounding), so no measured choice changes what is said, only how fast.
-``exact`` models keep the default kernels, ``nn.ELU`` and the built-in split (bit-identical
+Packed, default and our linears compute the same products, the ELUs and the GELUs the same
+functions (they agree to float rounding), so no measured choice changes what is said, only
+how fast. ``exact`` models keep the default kernels, ``nn.ELU``, PyTorch's GELU and the built-in split (bit-identical
 to the official package); devices other than the CPU are not measured.
 """
 
@@ -89,14 +95,15 @@ from vocalis.kernels.f32 import GEMM_ROWS, F32Linear, f32_kernel_available, f32_
 from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
+from vocalis.models.pocket.layers import TransformerLayer, set_gelu
 from vocalis.models.pocket.mimi import ELU_KINDS, set_decoder_elu
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 11  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 12  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
-# the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM
+# the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -181,6 +188,29 @@ class _Probe:
                 elu(x)
         return run
 
+    def gelu_fn(self, rows: int) -> Callable[[], object]:
+        """The transformers' GELUs alone (the function the layers hold now: ``gelu``'s score),
+        on inputs of the shapes they get in a prompt pass of PROMPT_TOKENS tokens, a FlowLM
+        step of 1 and ``rows`` rows (one position each) and a codec frame of 1 and ``rows``
+        rows (16 positions each): ``[n, positions, ffn]`` per layer."""
+        flow = [m for m in self.model.flow_lm.modules() if isinstance(m, TransformerLayer)]
+        codec = [m for m in self.model.mimi.decoder_transformer.modules()
+                 if isinstance(m, TransformerLayer)]
+        stride = self.model.mimi.upsample_stride
+        g = torch.Generator().manual_seed(0)
+        dev = self.model.device
+        shapes = ([(1, PROMPT_TOKENS, m.linear1.out_features) for m in flow]
+                  + [(n, 1, m.linear1.out_features) for n in sorted({1, rows}) for m in flow]
+                  + [(n, stride, m.linear1.out_features) for n in sorted({1, rows})
+                     for m in codec])
+        inputs = [torch.randn(s, generator=g).to(dev) * 2 for s in shapes]
+        gelu = flow[0].gelu
+
+        def run() -> None:
+            for x in inputs:
+                gelu(x)
+        return run
+
     def decode_fn(self, rows: list[int]) -> Callable[[], object]:
         lat = torch.zeros(len(rows), self.latent_dim, device=self.model.device)
         first = [False] * len(rows)
@@ -232,6 +262,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     ours = ("vocalis",) if own else ()
     # our ELU kernel (the same build), for every float32 model measured on the CPU
     elu_own = cpu and not exact and f32_kernel_available("codec_elu=vocalis")
+    gelu_own = elu_own and f32_kernel_available("gelu=vocalis")
     int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
@@ -241,10 +272,11 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                   "codec_linears": kernels + int8,
                   "codec_elu": (("exp", "default") + (("vocalis",) if elu_own else ())
                                 if cpu and not exact else ("default",)),
+                  "gelu": ("default",) + (("vocalis",) if gelu_own else ()),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
-                "codec_elu": "exp" if cpu and not exact else "default",
+                "codec_elu": "exp" if cpu and not exact else "default", "gelu": "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     flow_own = functools.partial(F32Linear, gemm_rows=GEMM_ROWS)  # prompt passes by GEMM
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": flow_own}),
@@ -258,6 +290,10 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return
         if name == "codec_elu":
             set_decoder_elu(model.mimi.decoder, value)
+            return
+        if name == "gelu":
+            set_gelu(model.flow_lm, value)
+            set_gelu(model.mimi, value)
             return
         if name == "codec_dtype":  # last: the others are measured in float32
             dec = model.mimi.decoder
@@ -288,6 +324,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                        for n in sizes)
         if name == "codec_elu":
             return sum(tuning_mod.timed_ms(p.elu_fn(list(range(n))), c0) for n in sizes)
+        if name == "gelu":
+            return tuning_mod.timed_ms(p.gelu_fn(p.rows), 1)
         if name == "codec_pipeline":
             f, c = parse_split(split["threads"])
             head, tail = p.head_tail_fns([0])
@@ -312,27 +350,30 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = (("flow_linears", "codec_linears", "codec_elu", "threads", "codec_pipeline")
+    measurable = (("flow_linears", "codec_linears", "codec_elu", "gelu", "threads",
+                   "codec_pipeline")
                   + (("codec_dtype",) if quantized else ()) if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
     if exact:
         notes.update(flow_linears="an exact model keeps the default kernels",
                      codec_linears="an exact model keeps the default kernels",
                      codec_elu="an exact model keeps nn.ELU",
+                     gelu="an exact model keeps PyTorch's GELU",
                      codec_dtype="an exact model stays float32")
     elif not cpu:
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_elu="the ELU choice is measured on the CPU only",
+                     gelu="the GELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
     elif not own and not quantized:
         notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     if cpu and not exact and not elu_own:
-        notes["codec_elu"] = missing("vocalis_f32")
+        notes["codec_elu"] = notes["gelu"] = missing("vocalis_f32")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
-                                        "codec_elu": ROUNDS})
+                                        "codec_elu": ROUNDS, "gelu": ROUNDS})
     if (packable and not own and not quantized
             and result.sources["flow_linears"] in ("measured", "cache")):
         # decided without it for want of a build (never offered to int8 linears): say how
