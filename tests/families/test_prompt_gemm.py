@@ -124,3 +124,36 @@ def test_pocket_prompt_passes_run_the_gemm_and_speak_as_pytorchs_kernels(checkpo
     assert audio["vocalis"].shape == audio["default"].shape
     assert np.isfinite(audio["vocalis"]).all()
     assert cosine(audio["default"], audio["vocalis"]) >= 0.9999
+
+
+def test_pocket_codec_frames_run_the_gemm_and_speak_as_pytorchs_kernels(checkpoints):
+    """``codec_linears=vocalis``: the Mimi decoder transformer's linears (16 positions per row
+    at every codec frame) are our kernel, bfloat16-held, and every frame's products run its
+    GEMM (the per-frame graph records it; eagerly, at each layer's call); the encoder
+    transformer, which makes voice states from audio, keeps PyTorch's linears; the audio is
+    that of the same model on PyTorch's kernels (same length, cosine >= 0.9999)."""
+    d = checkpoints.get("english_2m_2026-10")
+    text = "Every codec frame has sixteen positions per row."
+    audio, calls = {}, []
+    for kernels in ("vocalis", "default"):
+        with vocalis.load(str(d), max_batch=4, tuning=f"fixed,codec_linears={kernels}") as tts:
+            mimi = tts.model.mimi
+            own = [m for m in mimi.decoder_transformer.modules() if isinstance(m, F32Linear)]
+            assert bool(own) == (kernels == "vocalis")
+            assert all(m.weight is None and m.gemm_rows == GEMM_ROWS for m in own)
+            assert not any(isinstance(m, F32Linear) for m in mimi.encoder_transformer.modules())
+            graph = tts.model.graphs.get("codec_head")
+            if graph is not None:  # the per-frame graph holds what it recorded
+                code = str(graph.graph.inlined_graph)
+                assert ("vocalis_f32::bf16_gemm" in code) == (kernels == "vocalis")
+                assert "vocalis_f32::bf16_linear" not in code
+            hooks = [m.register_forward_pre_hook(lambda m, a: calls.append(m._gemm(a[0])))
+                     for m in own]
+            voice = tts.voice(str(d / "voice.wav"))
+            audio[kernels] = tts.synthesize(text, voice, seed=5, max_frames=12).samples
+            for h in hooks:
+                h.remove()
+    assert all(calls)  # eager calls (no graph), if any: every one by the GEMM
+    assert audio["vocalis"].shape == audio["default"].shape
+    assert np.isfinite(audio["vocalis"]).all()
+    assert cosine(audio["default"], audio["vocalis"]) >= 0.9999

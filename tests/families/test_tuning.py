@@ -73,6 +73,7 @@ OWN_F32 = kernels_unbuildable() is None
 FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 ELU = ("exp", "default") + (("vocalis",) if OWN_F32 else ())  # the same build
 GELU = ("default",) + (("vocalis",) if OWN_F32 else ())
+CODEC = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 GELU_SOURCE = "measured" if OWN_F32 else "fixed"  # one candidate: taken unmeasured
 
 
@@ -135,7 +136,7 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
     # its own kernels in place; hybrid (weights held twice) is never measured
     flow = list(FLOW)
-    codec = ["packed", "packed1", "default"]
+    codec = list(CODEC)
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
                             + [("codec_elu", v) for v in ELU + ELU[::-1]]
@@ -182,7 +183,7 @@ def test_each_candidate_keeps_its_best_round(fresh, cache):
     assert t.rounds["flow_linears"]["packed1"] == [9.0, 1.0, 1.0] and not t.uncached
     assert t.timings["flow_linears"] == {"packed": 2.0, "packed1": 1.0, "default": 5.0,
                                          **({"vocalis": 5.0} if OWN_F32 else {})}
-    assert list(t.timings["codec_linears"]) == ["packed", "packed1", "default"]
+    assert list(t.timings["codec_linears"]) == list(CODEC)
     # the choice is what the model runs: the weights laid out for one row
     layouts = {(m.batch_hint, m.one_row_default) for m in model.flow_lm.modules()
                if isinstance(m, PackedLinear)}
@@ -503,8 +504,8 @@ def test_kernels_built_after_a_measurement_are_measured_at_the_next_load(fresh, 
     t = tune(model, 2, 4, False, measure=scores)
     assert t.choices["flow_linears"] == "vocalis" and t.choices["codec_elu"] == "vocalis"
     assert t.choices["gelu"] == "vocalis"
-    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_elu", "gelu"}
-    assert t.sources == {"flow_linears": "measured", "codec_linears": "cache",
+    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_linears", "codec_elu", "gelu"}
+    assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
                          "codec_elu": "measured", "gelu": "measured", "threads": "fixed",
                          "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.flow_lm) == {F32Linear} and elus(model) == {VocalisELU}
@@ -615,7 +616,7 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
                              "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", FLOW),
-                              ("codec_linears", ("packed", "packed1", "default")),
+                              ("codec_linears", CODEC),
                               ("codec_elu", ELU),
                               *([("gelu", GELU)] if OWN_F32 else []),
                               ("codec_pipeline", ("on", "off"))):
@@ -652,7 +653,8 @@ def test_every_choice_speaks_the_same(checkpoints, cache):
                  "flow_linears=packed1,codec_linears=default,codec_elu=exp",
                  "flow_linears=default,codec_linears=default,codec_elu=exp",
                  *(["flow_linears=vocalis,codec_linears=packed",
-                    "flow_linears=default,codec_elu=vocalis,gelu=vocalis"] if OWN_F32 else [])):
+                    "flow_linears=default,codec_linears=vocalis,codec_elu=vocalis,gelu=vocalis"]
+                   if OWN_F32 else [])):
         tts = vocalis.load(d, threads=2, tuning=spec)
         if spec.startswith("flow_linears=vocalis"):  # the bundle is bfloat16, as released:
             held = [m.weight is None for m in tts.model.flow_lm.modules()  # held so
@@ -1083,8 +1085,7 @@ def test_a_quantized_model_measures_int8_codec_linears_for_its_decoder_transform
     scores = Scores(model, fast8)
     t = tune(model, 2, 4, False, measure=scores)
     assert (t.choices["codec_linears"], t.sources["codec_linears"]) == ("int8", "measured")
-    assert {v for n, v in scores.calls if n == "codec_linears"} == {
-        "packed", "packed1", "default", "int8"}
+    assert {v for n, v in scores.calls if n == "codec_linears"} == {"int8", *CODEC}
     # int8 chosen: the decoder transformer holds int8 linears, the encoder its own
     assert int8_kinds(model.mimi.decoder_transformer) == {DynamicInt8Linear}
     assert int8_kinds(model.mimi.encoder_transformer) == {torch.nn.Linear}

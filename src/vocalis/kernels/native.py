@@ -4,7 +4,8 @@ The kernels (:data:`KERNELS`), each registered as ``torch.ops.<name>``:
 
 * ``vocalis_f32`` (``csrc/f32.cpp``, :class:`~vocalis.kernels.f32.F32Linear`): float32
   linears for a model's steps, a tuning candidate of both families (Qwen3-TTS
-  ``model_linears=vocalis``, Pocket TTS ``flow_linears=vocalis``), the ELU of Pocket
+  ``model_linears=vocalis``, Pocket TTS ``flow_linears=vocalis`` and
+  ``codec_linears=vocalis``), the ELU of Pocket
   TTS's codec (``codec_elu=vocalis``: :class:`~vocalis.models.pocket.mimi.VocalisELU`) and
   the GELU of its transformers (``gelu=vocalis``:
   :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`);
@@ -93,7 +94,8 @@ class Kernel:
 KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS), flow_linears=vocalis, "
-           "codec_elu=vocalis and gelu=vocalis (Pocket TTS)", (cpu.AVX2, cpu.NEON)),
+           "codec_linears=vocalis, codec_elu=vocalis and gelu=vocalis (Pocket TTS)",
+           (cpu.AVX2, cpu.NEON)),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
            (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),

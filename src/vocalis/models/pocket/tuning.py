@@ -16,9 +16,12 @@ Choices, decided in this order:
     8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
     of one row on every thread (a request's time to first audio: the kernels that step one
     row fastest can run the prompt pass twice as slow; docs/speed-choices.md).
-``codec_linears`` (``packed`` | ``packed1`` | ``default``; ``int8`` for quantized models)
+``codec_linears`` (``packed`` | ``packed1`` | ``default`` | ``vocalis``; ``int8`` for quantized models)
     The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
-    positions, never a lone row); score: one codec frame
+    positions, never a lone row; ``vocalis``, offered where our kernels are built: the
+    decoder transformer's linears as :class:`~vocalis.kernels.f32.F32Linear`, whose 16
+    positions per row run its GEMM over the bfloat16-held weights of the released bundles;
+    the encoder transformer keeps its linears); score: one codec frame
     (both stages) at 1 and at ``B`` rows, on the codec thread count of the default split.
     A quantized model (``--quantize``: its audio already differs from float32) also
     measures ``int8``: the decoder transformer's linears dynamically quantized
@@ -103,7 +106,8 @@ METHOD_VERSION = 12  # 3: the engine's thread counts hold (vocalis.engine.openmp
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
-# the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu
+# the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu,
+# codec_linears=vocalis
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -225,12 +229,24 @@ class _Probe:
                 lambda: self.batch.decode_tail(rows, x, first))
 
 
-def _codec_int8(model) -> Callable:
-    """The ``codec_linears=int8`` kernel: an int8 copy of each linear of the Mimi decoder
-    transformer; any other linear of the codec (the encoder transformer's) stays as it is."""
+def _decoder_only(model, make: Callable) -> Callable:
+    """A ``codec_linears`` kernel: ``make(linear)`` for each linear of the Mimi decoder
+    transformer; any other linear of the codec (the encoder transformer's, which makes voice
+    states from audio: voice files stay the official package's) stays as it is."""
     decoder = {id(m) for m in model.mimi.decoder_transformer.modules()
                if type(m) is torch.nn.Linear}
-    return lambda linear: int8_linear(linear) if id(linear) in decoder else linear
+    return lambda linear: make(linear) if id(linear) in decoder else linear
+
+
+def _codec_int8(model) -> Callable:
+    """The ``codec_linears=int8`` kernel: an int8 copy of each decoder transformer linear."""
+    return _decoder_only(model, int8_linear)
+
+
+def _codec_own(model) -> Callable:
+    """The ``codec_linears=vocalis`` kernel: our float32 kernel for each decoder transformer
+    linear, its GEMM for calls of 16 positions or more (every codec frame)."""
+    return _decoder_only(model, functools.partial(F32Linear, gemm_rows=GEMM_ROWS))
 
 
 def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
@@ -256,20 +272,21 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     cpu = model.device.type == "cpu"
     packable = cpu and not exact and can_pack_linears(model.device)
     kernels = ("packed", "packed1", "default") if packable else ("default",)
-    # our float32 kernel, for the FlowLM only (the codec's matmuls are many rows)
+    # our float32 kernel for the FlowLM (the codec's: codec_own below)
     quantized = bool(getattr(model, "quantized", False))
     own = cpu and not exact and not quantized and f32_kernel_available("flow_linears=vocalis")
     ours = ("vocalis",) if own else ()
     # our ELU kernel (the same build), for every float32 model measured on the CPU
     elu_own = cpu and not exact and f32_kernel_available("codec_elu=vocalis")
     gelu_own = elu_own and f32_kernel_available("gelu=vocalis")
+    codec_own = ("vocalis",) if elu_own and f32_kernel_available("codec_linears=vocalis") else ()
     int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
     # is 16 positions), and only when forced: it holds the weights twice
     candidates = {"flow_linears": (kernels[:-1] + ("hybrid", "default") if packable
                                    else kernels) + ours,
-                  "codec_linears": kernels + int8,
+                  "codec_linears": kernels + int8 + codec_own,
                   "codec_elu": (("exp", "default") + (("vocalis",) if elu_own else ())
                                 if cpu and not exact else ("default",)),
                   "gelu": ("default",) + (("vocalis",) if gelu_own else ()),
@@ -280,7 +297,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     flow_own = functools.partial(F32Linear, gemm_rows=GEMM_ROWS)  # prompt passes by GEMM
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": flow_own}),
-               "codec_linears": LinearKernels(model.mimi, {"int8": _codec_int8(model)})}
+               "codec_linears": LinearKernels(model.mimi, {"int8": _codec_int8(model),
+                                                           "vocalis": _codec_own(model)})}
     split = {"threads": defaults["threads"], "codec_pipeline": "on"}
     fp32_decoder: dict = {}  # the SEANet decoder's float32 weights while it runs bfloat16
 
