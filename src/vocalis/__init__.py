@@ -3,6 +3,7 @@
 from vocalis.errors import (
     CapacityError,
     CheckpointError,
+    EventsAlreadyRead,
     HarnessError,
     InputError,
     ModelNotFound,
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CapacityError",
     "CheckpointError",
+    "EventsAlreadyRead",
     "HarnessError",
     "InputError",
     "ModelNotFound",

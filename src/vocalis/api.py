@@ -302,13 +302,14 @@ class TextRequest:
         ending with ``Finished`` or ``Failed``; only a cancelled ``Finished`` when it was
         cancelled (or ended by an error) before it started. Read them once. ``timeout``:
         seconds to wait for the start and for each event (None = forever); raises
-        ``TimeoutError``."""
+        ``TimeoutError``. Raises EventsAlreadyRead when they were read to their end (as
+        :meth:`~vocalis.engine.types.Request.events`)."""
         if not self._started.wait(timeout):
             raise TimeoutError("the streamed text has not started a request yet")
         if self._req is None:
             yield Finished(RequestStats(request_id=-1, cancelled=True))
             return
-        yield from self._req.events(timeout)  # (once: a second pass waits for nothing)
+        yield from self._req.events(timeout)  # (once: a second pass raises EventsAlreadyRead)
 
     def cancel(self) -> None:
         """Stop: no more text is taken, and a started request frees its row within one

@@ -64,6 +64,16 @@ class GenerationError(VocalisError):
     code = "generation_failed"
 
 
+class EventsAlreadyRead(VocalisError, RuntimeError):
+    """A request's events were asked for again after they were read to their end, or while
+    another reader is reading them. Each event is handed out once (audio is not kept for a
+    second pass): keep the events as they come, or read ``req.stats`` for the figures. A
+    mistake in the calling code, not in a request: the server would answer 500."""
+
+    http_status = 500
+    code = "events_already_read"
+
+
 class HarnessError(VocalisError):
     """The reference harness failed (official package missing, fixture malformed)."""
 

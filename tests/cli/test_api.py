@@ -13,7 +13,13 @@ import yaml
 from safetensors.torch import load_file, save_file
 
 import vocalis
-from vocalis.errors import CheckpointError, InputError, ModelNotFound, VoiceError
+from vocalis.errors import (
+    CheckpointError,
+    EventsAlreadyRead,
+    InputError,
+    ModelNotFound,
+    VoiceError,
+)
 
 SMALL = "english_2m_2026-10"
 
@@ -228,3 +234,14 @@ def test_a_closed_model_takes_no_request(small, used_inside):
     started = {t.name for t in threading.enumerate()} - before
     assert not any(name.startswith("vocalis") for name in started), started
     tts.close()  # idempotent
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.5])  # the engine's request, the stretched one's
+def test_reading_a_requests_events_twice_raises_instead_of_hanging(small, speed):
+    d, tts = small
+    r = tts.submit("Hi.", voice=str(d / "voice.wav"), max_frames=2, speed=speed)
+    first = list(r.events())
+    assert type(first[-1]).__name__ == "Finished"
+    with pytest.raises(EventsAlreadyRead, match="already read.*req.stats"):
+        list(r.events(timeout=5))  # (a timeout: without the check this waited for ever)
+    assert r.stats.frames == 2  # the figures stay

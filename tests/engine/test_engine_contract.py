@@ -15,7 +15,8 @@ import torch
 import stub_family as sf
 from vocalis.engine.family import RowOut
 from vocalis.engine.scheduler import Engine, make_job
-from vocalis.engine.types import AudioChunk, Failed, Finished
+from vocalis.engine.types import AudioChunk, Failed, Finished, Request
+from vocalis.errors import EventsAlreadyRead
 
 TEXTS = ["Hello there.", "A second, longer request with more bytes in it.", "3", "done now"]
 
@@ -144,3 +145,41 @@ def test_the_contract_declares_every_hook_the_engine_calls():
     with pytest.raises(TypeError, match="abstract"):
         Incomplete()
     assert torch.is_tensor(sf.StubBatch(1).decode([0], torch.tensor([[220.0, 1.0, 65.0]]), [True]))
+
+
+def test_reading_the_events_again_after_their_end_raises_instead_of_waiting():
+    engine = Engine(Failing(), max_batch=2, threads=2)
+    try:
+        for text in ("abc", "Oh no!"):  # ended by Finished, by Failed
+            req = engine.submit(job(engine.family, text))
+            collect(req)
+            # (a timeout: without the check this waited for ever for events that never come)
+            with pytest.raises(EventsAlreadyRead, match=f"request {req.id} were already read"):
+                list(req.events(timeout=2))
+    finally:
+        engine.close()
+
+
+def test_a_second_reader_while_one_reads_is_refused_and_the_first_gets_every_event():
+    req = Request()
+    first = req.events(timeout=30)
+    req._put(AudioChunk(np.zeros(4, np.float32), 0, 0))
+    assert isinstance(next(first), AudioChunk)  # the first reader is reading
+    with pytest.raises(EventsAlreadyRead, match="another reader"):
+        next(req.events(timeout=2))  # (without the check: a stolen event, or a wait)
+    req._put(AudioChunk(np.ones(4, np.float32), 0, 1))
+    req._put(Finished(req.stats))
+    rest = list(first)
+    assert [type(e) for e in rest] == [AudioChunk, Finished] and rest[0].frame == 1
+
+
+def test_a_reader_that_stops_early_leaves_the_rest_to_the_next():
+    req = Request()
+    with pytest.raises(TimeoutError):
+        next(req.events(timeout=0.01))
+    for frame in range(3):
+        req._put(AudioChunk(np.zeros(4, np.float32), 0, frame))
+    req._put(Finished(req.stats))
+    for ev in req.events():
+        break  # read frame 0, then stop
+    assert [getattr(e, "frame", None) for e in req.events(timeout=5)] == [1, 2, None]

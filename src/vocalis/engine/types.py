@@ -9,6 +9,11 @@ A request is submitted with its text, voice and sampling parameters and returns 
 
 :meth:`Request.cancel` stops the request within one engine step and frees its row;
 its event stream then ends with ``Finished(stats.cancelled=True)``.
+
+Each event is handed out once: a second :meth:`Request.events` after the last event was
+read, or while another reader is reading, raises
+:class:`~vocalis.errors.EventsAlreadyRead` instead of waiting for events that will never
+come (``Request.stats`` keeps the figures).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
+
+from vocalis.errors import EventsAlreadyRead
 
 
 @dataclass
@@ -90,7 +97,8 @@ Event = Union[AudioChunk, Finished, Failed]
 
 
 class Request:
-    """Handle of a submitted request. Thread-safe; events are consumed once."""
+    """Handle of a submitted request. Thread-safe; its events are read once, by one reader
+    at a time (:meth:`events`)."""
 
     _ids = iter(range(1, 1 << 62))
     _ids_lock = threading.Lock()
@@ -103,6 +111,9 @@ class Request:
         self._events: queue.Queue = queue.Queue()
         self._cancel = threading.Event()
         self.done = threading.Event()
+        self._read_lock = threading.Lock()
+        self._reading = False  # a reader is iterating events()
+        self._read_all = False  # the last event (Finished or Failed) was handed out
 
     # called by the engine
     def _put(self, ev: Event) -> None:
@@ -127,13 +138,47 @@ class Request:
     def events(self, timeout: float | None = None):
         """Yield events until (and including) :class:`Finished` or :class:`Failed`.
 
-        ``timeout``: seconds to wait for each event (None = forever); raises ``TimeoutError``.
+        ``timeout``: seconds to wait for each event (None = forever); raises ``TimeoutError``
+        (a later call goes on from the next event). Each event is handed out once: a reader
+        that stops early (a ``break``, a timeout) leaves the rest to the next call.
+
+        Raises:
+            EventsAlreadyRead: the events were read to their end already (keep them as they
+            come, or read :attr:`stats`), raised at this call; or another reader is reading
+            them now (at the first event asked for): read them in one place.
         """
-        while True:
-            try:
-                ev = self._events.get(timeout=timeout)
-            except queue.Empty:
-                raise TimeoutError(f"request {self.id}: no event within {timeout} s") from None
-            yield ev
-            if isinstance(ev, (Finished, Failed)):
-                return
+        with self._read_lock:
+            if self._read_all:
+                raise self._already_read()
+        return self._read(timeout)
+
+    def _already_read(self) -> EventsAlreadyRead:
+        return EventsAlreadyRead(
+            f"the events of request {self.id} were already read to their end (each event is "
+            "handed out once): keep them as they come, or read req.stats for its figures")
+
+    def _read(self, timeout: float | None):
+        with self._read_lock:
+            if self._read_all:
+                raise self._already_read()
+            if self._reading:
+                raise EventsAlreadyRead(
+                    f"the events of request {self.id} are being read by another reader (each "
+                    "event is handed out once): read them in one place and pass them on")
+            self._reading = True
+        try:
+            while True:
+                try:
+                    ev = self._events.get(timeout=timeout)
+                except queue.Empty:
+                    raise TimeoutError(f"request {self.id}: no event within {timeout} s") from None
+                end = isinstance(ev, (Finished, Failed))
+                if end:
+                    with self._read_lock:
+                        self._read_all = True
+                yield ev
+                if end:
+                    return
+        finally:
+            with self._read_lock:
+                self._reading = False
