@@ -30,8 +30,14 @@ EPS = torch.finfo(torch.float32).eps  # 2^-23
 
 
 def gelus(model) -> set:
-    """The GELU functions held by the transformer layers of the FlowLM and of Mimi."""
-    return {m.gelu for part in (model.flow_lm, model.mimi) for m in part.modules()
+    """The GELU functions held by the transformer layers of the FlowLM and of Mimi's decoder
+    transformer (the encoder transformer's: :func:`encoder_gelus`)."""
+    return {m.gelu for part in (model.flow_lm, model.mimi.decoder_transformer)
+            for m in part.modules() if isinstance(m, TransformerLayer)}
+
+
+def encoder_gelus(model) -> set:
+    return {m.gelu for m in model.mimi.encoder_transformer.modules()
             if isinstance(m, TransformerLayer)}
 
 
@@ -74,15 +80,17 @@ def test_vocalis_gelu_is_gelu_tanh():
 
 
 def test_the_gelu_kernel_is_a_measured_choice_for_every_transformer(fresh, cache):
-    """gelu=vocalis, measured faster, is taken and held by every transformer layer (the
-    FlowLM's and Mimi's); measured slower, PyTorch's stays."""
+    """gelu=vocalis, measured faster, is taken and held by every layer of the FlowLM and of
+    Mimi's decoder transformer; the encoder transformer, which makes voice states from audio,
+    keeps PyTorch's (voice files stay the official package's); measured slower, PyTorch's
+    stays."""
     model = fresh()
     assert gelus(model) == {gelu_tanh}
     t = tune(model, threads=2, max_batch=4, exact=False,
              measure=Scores(model, {("gelu", "vocalis"): 1.0, ("gelu", "default"): 2.0}))
     assert t.choices["gelu"] == "vocalis" and t.sources["gelu"] == "measured"
     assert set(t.timings["gelu"]) == {"default", "vocalis"}
-    assert gelus(model) == {vocalis_gelu_tanh}
+    assert gelus(model) == {vocalis_gelu_tanh} and encoder_gelus(model) == {gelu_tanh}
     model = fresh()
     cache.unlink()
     t = tune(model, threads=2, max_batch=4, exact=False,

@@ -39,9 +39,10 @@ Choices, decided in this order:
     whole stage the kernels' differences (a few ms of 50) were within its noise on a busy
     machine (docs/speed-choices.md).
 ``gelu`` (``default`` | ``vocalis``)
-    The GELU (tanh approximation) of every transformer layer, the FlowLM's and the Mimi
-    transformers', by PyTorch or by our float32 kernel (``vocalis``:
-    :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`, offered where it is built).
+    The GELU (tanh approximation) of the FlowLM's and the Mimi decoder transformer's layers,
+    by PyTorch or by our float32 kernel (``vocalis``:
+    :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`, offered where it is built; the
+    encoder transformer, which makes voice states from audio, keeps PyTorch's).
     Score: the GELUs alone, on inputs of the shapes a prompt pass of 40 tokens, a FlowLM step
     of 1 and ``B`` rows and a codec frame of 1 and ``B`` rows give them, on one thread.
 ``threads`` (``"model:codec"``, e.g. ``1:1``)
@@ -311,7 +312,7 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return
         if name == "gelu":
             set_gelu(model.flow_lm, value)
-            set_gelu(model.mimi, value)
+            set_gelu(model.mimi.decoder_transformer, value)
             return
         if name == "codec_dtype":  # last: the others are measured in float32
             dec = model.mimi.decoder
