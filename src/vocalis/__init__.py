@@ -1,5 +1,7 @@
 """vocalis: fast and faithful local text-to-speech."""
 
+import os
+
 from vocalis.errors import (
     CapacityError,
     CheckpointError,
@@ -29,8 +31,8 @@ __all__ = [
 ]
 
 
-def load(model_id: str | None = None, device: str = "cpu", **kwargs):
-    """Load a model by id (see :func:`vocalis.api.load`; None: the default model)."""
+def load(model_id: str | os.PathLike | None = None, device: str = "cpu", **kwargs):
+    """Load a model by id or path (see :func:`vocalis.api.load`; None: the default model)."""
     from vocalis.api import load as _load  # torch: `import vocalis` alone does not need it
 
     return _load(model_id, device=device, **kwargs)

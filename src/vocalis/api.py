@@ -15,6 +15,7 @@ them, and against the family's rules, before any model work.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -33,8 +34,10 @@ from vocalis.family import LoadedModel, LoadSettings, ModelFamily, ModelInfo, Vo
 from vocalis.options import (
     QUANTIZE_MODES,
     OptionSchema,
+    UnknownOption,
     check_threads,
     check_unicode,
+    did_you_mean,
     new_seed,
     quantize_mode,
 )
@@ -688,23 +691,67 @@ EXACT_AND_QUANTIZE = ("exact and quantize together: exact runs the official pack
                       "arithmetic, quantize changes it; give one of them")
 
 
-def check_load(model_id: str | None = None, device: str = "cpu", threads: int | None = None,
-               max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
-               **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
+#: the keywords of :func:`load` itself (beside them it takes the family's load options): an
+#: unknown keyword is compared with them all for a "did you mean"
+LOAD_KEYWORDS = ("model_id", "device", "threads", "max_batch", "max_queue", "quantize", "exact",
+                 "tuning")
+
+
+def _model_id_text(model_id) -> str:
+    """``model_id`` of :func:`load` as a ``str`` (a path object as its path; None: the
+    default model). Raises InputError: any other type."""
+    if model_id is None:
+        return families.default_model_id()
+    if isinstance(model_id, os.PathLike):
+        model_id = os.fspath(model_id)
+    if not isinstance(model_id, str):
+        raise InputError(f"model_id must be a model id or a path (a str or os.PathLike), got "
+                         f"{type(model_id).__name__}", param="model")
+    return model_id
+
+
+def unknown_load_keyword(name: str, info: ModelInfo | None = None) -> UnknownOption:
+    """The error for a keyword of :func:`load` that neither it nor the model's family takes
+    (``info`` None: no registered family takes it). It names :func:`load`'s own keywords and
+    the families' load options, and the closest of them."""
+    fams = [info.family] if info is not None else families.all_families()
+    near = [*LOAD_KEYWORDS, *(n for f in fams for n in f.load_options.names)]
+    if info is not None:
+        where = f" with {info.family.title} model {info.name}"
+        theirs = f"{info.family.title}'s load options: {', '.join(near[len(LOAD_KEYWORDS):]) or 'none'}"
+    else:
+        where = ""
+        theirs = "a family's load options (" + "; ".join(
+            f"{f.title}: {', '.join(f.load_options.names)}" for f in fams if len(f.load_options)) + ")"
+    return UnknownOption(f"unknown keyword {name} for vocalis.load{where}"
+                         f"{did_you_mean(name, near)}; it takes {', '.join(LOAD_KEYWORDS)}, "
+                         f"and {theirs}", param=name)
+
+
+def check_load(model_id: str | os.PathLike | None = None, device: str = "cpu",
+               threads: int | None = None, max_batch: int = 16, max_queue: int = 256,
+               quantize: bool | str = False, **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
     """The checks of :func:`load` that need no weights: the model id (its family and
     config), the device, engine sizes, the quantize mode and the family's load options.
     Returns ``(info, settings, load_options)``; ``settings.exact``/``tuning`` are left at
     their defaults for :func:`load` to fill.
 
     Raises ModelNotFound or InputError (see :func:`load`)."""
+    model_id = _model_id_text(model_id)
+    for name in load_options:  # a misspelled keyword, before the model it may not concern
+        if not any(name in f.load_options for f in families.all_families()):
+            raise unknown_load_keyword(name)
     dev = check_device(device)
     mode = quantize_mode(quantize)
     for name, value, top in (("max_batch", max_batch, 1024), ("max_queue", max_queue, 1 << 20)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise InputError(f"{name} must be an integer in [1, {top}], got {value!r}", param=name)
     check_threads(threads)
-    info = families.describe(model_id if model_id is not None else families.default_model_id())
+    info = families.describe(model_id)
     family = info.family
+    for name in load_options:
+        if name not in family.load_options:
+            raise unknown_load_keyword(name, info)
     if mode is not None and mode not in family.quantize_modes:
         raise InputError(f"{info.name}: {family.title} does not quantize to {mode}; it takes "
                          f"{', '.join(family.quantize_modes) or 'none'}", param="quantize")
@@ -713,14 +760,14 @@ def check_load(model_id: str | None = None, device: str = "cpu", threads: int | 
 
 
 @frees_thread_pool
-def load(model_id: str | None = None, device: str = "cpu", threads: int | None = None,
+def load(model_id: str | os.PathLike | None = None, device: str = "cpu", threads: int | None = None,
          max_batch: int = 16, max_queue: int = 256, quantize: bool | str = False,
          exact: bool = False, tuning: str | dict | None = None, **load_options) -> TTS:
     """Load a model (config, weights, tokenizer) onto ``device``.
 
-    ``model_id``: a released id (``vocalis models list``; default: the first family's
-    default, ``pocket-tts``), a Hub repo id, or a local checkpoint (its family finds it:
-    :mod:`vocalis.families`). Weights come from the hub at pinned revisions (cached; with
+    ``model_id`` (a ``str`` or a path object; the first argument): a released id
+    (``vocalis models list``; default: the first family's default, ``pocket-tts``), a Hub
+    repo id, or a local checkpoint (its family finds it: :mod:`vocalis.families`). Weights come from the hub at pinned revisions (cached; with
     ``HF_HUB_OFFLINE=1`` only the cache) or from local files.
 
     ``quantize`` (``True`` = ``"int8"``): int8 linears where the family offers them (Pocket
@@ -738,9 +785,11 @@ def load(model_id: str | None = None, device: str = "cpu", threads: int | None =
     Raises:
         ModelNotFound: unknown id, or weights not available (offline and not cached: the
         message says how to get them). CheckpointError: weights do not match the config.
-        InputError: bad device, thread count, quantize mode (one the family does not offer, or
-        whose kernel is not built: ``vocalis kernels build``; or with ``exact``), load option,
-        or tuning.
+        InputError: a ``model_id`` that is no ``str`` or path; bad device, thread count,
+        quantize mode (one the family does not offer, or whose kernel is not built:
+        ``vocalis kernels build``; or with ``exact``), load option, or tuning;
+        UnknownOption (an InputError): a keyword neither :func:`load` nor the model's family
+        takes (with the closest of :data:`LOAD_KEYWORDS` and the load options).
     """
     info, settings, opts = check_load(model_id, device, threads, max_batch, max_queue, quantize,
                                       **load_options)
@@ -753,5 +802,5 @@ def load(model_id: str | None = None, device: str = "cpu", threads: int | None =
     return TTS(loaded, max_batch, max_queue, threads)
 
 
-__all__ = ["Audio", "ModelNotFound", "QUANTIZE_MODES", "TTS", "TextRequest", "Voice",
-           "check_device", "check_load", "load", "quantize_mode"]
+__all__ = ["LOAD_KEYWORDS", "Audio", "ModelNotFound", "QUANTIZE_MODES", "TTS", "TextRequest",
+           "Voice", "check_device", "check_load", "load", "quantize_mode"]

@@ -106,6 +106,34 @@ def test_unknown_model_lists_known_ids():
         vocalis.load("/no/such/config.yaml")
 
 
+@pytest.mark.parametrize("kwargs,match", [
+    # the documented name is model_id: model= is not blamed on the default model
+    ({"model": "DIR"}, r"unknown keyword model for vocalis.load \(did you mean model_id\?\)"),
+    ({"model_id": "DIR", "max_bach": 4},
+     r"unknown keyword max_bach for vocalis.load \(did you mean max_batch\?\); it takes "
+     r"model_id, device, .*max_queue.*Pocket TTS: dtype"),
+    # a Qwen3-TTS load option: refused for this Pocket TTS model, with what it takes
+    ({"model_id": "DIR", "full_state_decode": True},
+     r"unknown keyword full_state_decode for vocalis.load with Pocket TTS model .*Pocket TTS's "
+     r"load options: dtype"),
+])
+def test_a_misspelled_load_keyword_names_the_closest(small, kwargs, match):
+    d, _ = small
+    kwargs = {k: str(d) if v == "DIR" else v for k, v in kwargs.items()}
+    with pytest.raises(InputError, match=match) as e:
+        vocalis.load(**kwargs)
+    assert e.value.param == next(k for k in kwargs if k != "model_id")
+
+
+def test_load_takes_a_path_object_and_names_a_wrong_type(small):
+    d, _ = small
+    assert vocalis.load(d).config_name == str(d / "config.yaml")
+    assert vocalis.load(model_id=d).config_name == str(d / "config.yaml")
+    for bad, kind in ((5, "int"), ([str(d)], "list")):
+        with pytest.raises(InputError, match=f"model_id must be a model id or a path .*got {kind}$"):
+            vocalis.load(bad)
+
+
 def test_offline_without_cache_says_how_to_get_weights(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
