@@ -54,7 +54,9 @@ class Audio:
     ``ttfa_ms``: time from the call to the first decoded audio; ``wall_ms``: total time;
     ``chunks``: per text chunk, its prepared text, token ids, frames and EOS step;
     ``words``: with ``word_timestamps=True``, every word of the text with its start and end
-    in ``samples`` (:class:`vocalis.timing.Word`, seconds), else None.
+    in ``samples`` (:class:`vocalis.timing.Word`, seconds), else None; ``seed``: the seed
+    it was made with, the one drawn when none was given (the same seed gives the same audio
+    again).
     """
 
     samples: np.ndarray
@@ -63,6 +65,7 @@ class Audio:
     wall_ms: float = 0.0
     chunks: list[dict] = field(default_factory=list)
     words: list[Word] | None = None
+    seed: int | None = None
 
     @property
     def duration_s(self) -> float:
@@ -310,7 +313,7 @@ class TextRequest:
         if not self._started.wait(timeout):
             raise TimeoutError("the streamed text has not started a request yet")
         if self._req is None:
-            yield Finished(RequestStats(request_id=-1, cancelled=True))
+            yield Finished(RequestStats(request_id=-1, seed=self._seed, cancelled=True))
             return
         yield from self._req.events(timeout)  # (once: a second pass raises EventsAlreadyRead)
 
@@ -632,7 +635,7 @@ class TTS:
         st = req.stats
         samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
         return Audio(samples, self.sample_rate, st.ttfa_ms or 0.0, st.wall_ms, st.chunks,
-                     words)
+                     words, st.seed)
 
     # ---------------------------------------------------------------- text normalization
 

@@ -98,6 +98,11 @@ def test_batch_streaming_report(ckpt, tmp_path):
     assert [e["options"] for e in measured] == [{"max_frames": 6}, {"max_frames": 4, "max_tokens": 8},
                                                 {"max_frames": 5}]
     assert all(e["codes"] is None for e in measured)  # Pocket TTS reports no codes
+    # the seed each request used: its own, or the one drawn for it (31 bits), said so
+    assert [(e["seed"], e["random_seed"]) for e in measured[:2]] == [(1, False), (2, False)]
+    drawn = [e for e in rep["requests"] if e["index"] == 2]
+    assert all(e["random_seed"] and isinstance(e["seed"], int) and 0 <= e["seed"] < 2**31
+               for e in drawn)
     assert measured[1]["frames"] == 4 * measured[1]["text_chunks"]
     assert measured[1]["text_chunks"] >= 2
 

@@ -48,6 +48,23 @@ def test_seeded_synthesis_is_reproducible_and_seeds_differ(small):
     assert a.samples.dtype == np.float32 and a.ttfa_ms > 0 and a.wall_ms >= a.ttfa_ms
 
 
+def test_the_seed_drawn_for_a_request_without_one_is_reported_and_repeats_it(small):
+    d, tts = small
+    voice = tts.voice(str(d / "voice.wav"))
+    take = tts.synthesize("A good take.", voice=voice, eos_threshold=100.0)
+    assert isinstance(take.seed, int) and 0 <= take.seed < 2**31  # RANDOM_SEED_BITS
+    again = tts.synthesize("A good take.", voice=voice, seed=take.seed, eos_threshold=100.0)
+    assert again.seed == take.seed
+    np.testing.assert_array_equal(again.samples, take.samples)
+    req = tts.submit("Hi.", voice=voice, max_frames=2)
+    last = list(req.events())[-1]
+    assert last.stats is req.stats and isinstance(req.stats.seed, int)
+    assert req.stats.as_dict()["seed"] == req.stats.seed
+    given = tts.submit("Hi.", voice=voice, seed=2**40, max_frames=2, speed=1.5)  # stretched too
+    list(given.events())
+    assert given.stats.seed == 2**40 and given.stats.as_dict()["seed"] == 2**40
+
+
 def test_max_frames_fixes_length(small):
     d, tts = small
     audio = tts.synthesize("One chunk.", voice=str(d / "voice.wav"), seed=0, max_frames=7)

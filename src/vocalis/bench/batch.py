@@ -416,9 +416,11 @@ def _run(tts, model, requests, requests_file, out, in_flight, sequential, mode, 
     entries = []
     for name, outcomes in (("warmup", warm), ("measured", meas)):
         for o, r in zip(outcomes, requests):
+            # the seed used: the request's, or the one drawn for it (each pass its own)
+            used = r.seed if r.seed is not None else (o.engine or {}).get("seed")
             e = {"index": o.index, "pass": name, **{k: v for k, v in o.figures().items()
                                                      if k != "index"},
-                 "voice": r.voice, "seed": r.seed}
+                 "voice": r.voice, "seed": used, "random_seed": r.seed is None}
             if name == "measured":
                 e.update(wav=wavs[o.index], codes=codes[o.index], options=dict(r.sampling))
                 if record:

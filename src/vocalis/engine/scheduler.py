@@ -744,6 +744,7 @@ def make_job(family, voice, chunks, params, seed: int, live: bool = False) -> Jo
     rng = torch.Generator()
     rng.manual_seed(seed)
     req = Request()
+    req.stats.seed = seed
     req.n_chunks = len(chunks)
     return Job(req, voice, chunks, params, rng, family.new_state(params), live=live)
 

@@ -50,6 +50,10 @@ class RequestStats:
     """Figures of one request. Times are wall-clock milliseconds from submission."""
 
     request_id: int
+    # the seed of its random draws: the one given, or the one drawn for a request without
+    # one (submit it again with this seed for the same audio); None: not known (made outside
+    # make_job)
+    seed: int | None = None
     queued_ms: float = 0.0  # submission -> admitted into a row
     ttfa_ms: float | None = None  # submission -> first AudioChunk ready for the caller
     wall_ms: float = 0.0  # submission -> last event
@@ -69,7 +73,8 @@ class RequestStats:
 
     def as_dict(self) -> dict:
         return {
-            "request_id": self.request_id, "queued_ms": self.queued_ms, "ttfa_ms": self.ttfa_ms,
+            "request_id": self.request_id, "seed": self.seed, "queued_ms": self.queued_ms,
+            "ttfa_ms": self.ttfa_ms,
             "wall_ms": self.wall_ms, "frames": self.frames, "audio_s": self.audio_s,
             "rtf": self.rtf if self.audio_s else None,
             "x_real_time": (1 / self.rtf) if self.audio_s and self.wall_ms else None,
