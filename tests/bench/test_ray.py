@@ -14,6 +14,7 @@ import http.client
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -611,6 +612,94 @@ def test_requests_files_in_every_format_read_alike(tmp_path):
             read_rows(tmp_path / "x.json")
 
 
+def test_resume_key_follows_file_contents_not_names(tmp_path, ckpt, monkeypatch):
+    """A row's resume key depends on its voice file's bytes (and those of an option naming
+    a file, Qwen3-TTS ref_audio), not on the file's name or time; each distinct file is
+    read once however many rows use it."""
+    import shutil
+
+    from vocalis import families
+    from vocalis.ray import data
+
+    voice = tmp_path / "voice.wav"
+    shutil.copy(ckpt / "voice.wav", voice)
+    reqs = tmp_path / "r.json"
+    reqs.write_text(json.dumps([{"text": f"Row {i}.", "voice": "voice.wav"} for i in range(50)]))
+    opened = []
+    real_open = open
+    monkeypatch.setattr(data, "open", lambda f, *a, **k: opened.append(f) or real_open(f, *a, **k),
+                        raising=False)
+    first = [r.key for r in data.read_rows(reqs, model="m")]
+    assert len(set(first)) == 50 and opened == [str(voice)]  # 50 rows, one read
+    assert [r.key for r in data.read_rows(reqs, model="m")] == first and len(opened) == 1
+
+    os.utime(voice, ns=(1, 1))  # touched, same bytes: same key (read again: its time moved)
+    assert [r.key for r in data.read_rows(reqs, model="m")] == first
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.copy(voice, moved / "voice.wav")  # the same recording in another folder
+    (moved / "r.json").write_text(reqs.read_text())
+    assert [r.key for r in data.read_rows(moved / "r.json", model="m")] == first
+
+    pcm = wav_samples(voice.read_bytes())  # another recording under the same name
+    with wave.open(str(voice), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(24000)
+        w.writeframes((pcm[::-1] // 2).astype("<i2").tobytes())
+    replaced = [r.key for r in data.read_rows(reqs, model="m")]
+    assert not set(replaced) & set(first)
+
+    qwen = families.describe("qwen3-tts/0.6b-base")  # ref_audio: a file option, by content
+    item = {"text": "Hi.", "options": {"ref_audio": "voice.wav", "ref_text": "Hello.", "seed": 1}}
+    reqs.write_text(json.dumps([item]))
+    before = data.read_rows(reqs, info=qwen, model="m")[0].key
+    shutil.copy(ckpt / "voice.wav", voice)
+    assert data.read_rows(reqs, info=qwen, model="m")[0].key != before
+
+
+def test_model_identity_of_a_checkpoint_follows_its_files(tmp_path, ckpt):
+    """A local checkpoint's identity: its files (small ones by content, weights by size and
+    time) and the files its config names elsewhere, not its folder's path; a released
+    model's: its id and pinned revisions."""
+    import shutil
+
+    from vocalis import families
+    from vocalis.ray.data import model_identity
+
+    def ident(path, **kw):
+        return model_identity(families.describe(str(path)), str(path), **kw)
+
+    ext = tmp_path / "ext"  # the config names these by absolute path
+    shutil.copytree(ckpt, ext)
+    folder = tmp_path / "ck"
+    shutil.copytree(ckpt, folder)  # copy2: times kept
+    cfg = folder / "config.yaml"
+    cfg.write_text((ckpt / "config.yaml").read_text().replace(str(ckpt), str(ext)))
+    (folder / "model.safetensors").unlink()
+    first = ident(folder)
+    assert first == ident(folder)
+    (folder / "out").mkdir()
+    (folder / "out" / "0000.wav").write_bytes(b"RIFF")  # an output folder inside: skipped
+    assert ident(folder, skip=folder / "out") == first
+    assert ident(folder) != first
+    shutil.rmtree(folder / "out")
+    os.utime(cfg, ns=(1, 1))  # a small file counts by content
+    assert ident(folder) == first
+    assert ident(cfg) != first  # the config file given, not its folder
+    moved = tmp_path / "moved"
+    folder.rename(moved)
+    assert ident(moved) == first
+    weights = ext / "model.safetensors"
+    size = weights.stat().st_size
+    with open(weights, "r+b") as f:  # new weights, same size, where the config points
+        f.seek(size - 4)
+        f.write(b"\x01\x02\x03\x04")
+    assert ident(moved) != first
+
+    released = model_identity(families.describe("pocket-tts/english"), "pocket-tts/english")
+    assert "pocket-tts/english" in released and re.search(r"[0-9a-f]{40}", released)
+    assert released != model_identity(families.describe("pocket-tts/french"), "pocket-tts/french")
+
+
 GOOD = [
     {"text": "Hello there, this is the first request.", "options": {"seed": 1, "max_frames": 6}},
     {"text": "A second one. It has two sentences, so maybe two chunks.",
@@ -713,6 +802,59 @@ def test_ray_data_batch_writes_resumes_and_equals_vocalis_batch(cluster, ckpt, t
         assert np.abs(ours - theirs).max() <= 0.01 * 32767, i
         cos = ours @ theirs / (np.linalg.norm(ours) * np.linalg.norm(theirs))
         assert cos >= 0.9999, (i, cos)
+
+
+def test_ray_data_resume_runs_again_when_the_voice_file_is_replaced(cluster, ckpt, tmp_path):
+    """The trial's case: voice.wav replaced by another recording under the same name, the
+    same command again: every request is made again with the new voice (not "done by an
+    earlier run"); run once more unchanged, all are skipped. A manifest of an earlier
+    version (keys of the voice's path) is not trusted, and the log says why."""
+    import logging
+    import shutil
+
+    from vocalis.ray.data import read_rows, run_batch_ray
+
+    voice = tmp_path / "voice.wav"
+    shutil.copy(ckpt / "voice.wav", voice)
+    reqs = tmp_path / "requests.jsonl"
+    reqs.write_text("".join(json.dumps({"text": r["text"], "voice": "voice.wav",
+                                        "options": r["options"]}) + "\n" for r in GOOD[:2]))
+    out = tmp_path / "out"
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("vocalis.ray")
+    logger.addHandler(handler)
+    try:
+        def run():
+            lines.clear()
+            summary, rc = run_batch_ray(str(ckpt), reqs, out, actors=1, actor_cpus=0.5,
+                                        batch_size=2, threads=1, progress=False)
+            assert rc == 0, summary["failures"]
+            return summary["written"], summary["skipped"]
+
+        assert run() == (2, 0)
+        old = {p.name: p.read_bytes() for p in out.glob("*.wav")}
+        pcm = wav_samples(voice.read_bytes())  # another recording, the same name
+        with wave.open(str(voice), "wb") as w:
+            w.setnchannels(1), w.setsampwidth(2), w.setframerate(24000)
+            w.writeframes((pcm[::-1] // 2).astype("<i2").tobytes())
+        assert run() == (2, 0)
+        new = {p.name: p.read_bytes() for p in out.glob("*.wav")}
+        assert sorted(new) == sorted(old) and all(new[n] != old[n] for n in new)
+        assert run() == (0, 2)
+
+        # a manifest as the previous version wrote it: keys of the voice's path
+        manifest = [json.loads(ln) for ln in (out / "manifest.jsonl").read_text().splitlines()]
+        legacy = read_rows(reqs, model="x", legacy_model=str(ckpt))
+        for rec, row in zip(manifest, legacy):
+            rec["key"] = row.legacy_key
+        (out / "manifest.jsonl").write_text("".join(json.dumps(m) + "\n" for m in manifest))
+        assert run() == (2, 0)
+        assert any("2 request(s) done by an earlier vocalis version run again" in ln
+                   for ln in lines), lines
+    finally:
+        logger.removeHandler(handler)
 
 
 def test_ray_data_actor_that_cannot_load_the_model_fails_the_job_in_one_line(cluster, ckpt,

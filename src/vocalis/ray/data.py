@@ -10,8 +10,11 @@ Steps:
    ``.parquet`` (columns ``text``, ``voice``, ``options`` as a struct, a map or a JSON
    string, optional ``id``), anything else a JSON array (the ``vocalis batch`` format).
    Each row may carry an ``id`` (a string or an integer, unique; default: its index).
-2. Requests already done (in the manifest as ``ok``, with the same text, voice, options and
-   model, and their file on disk) are skipped.
+2. Requests already done (in the manifest as ``ok`` with the same key, and their file on
+   disk) are skipped. The key (:func:`_request_key`) covers the text, seed and options, the
+   voice and every option naming a file by the file's content (a voice file replaced under
+   the same name runs again), the model (:func:`model_identity`: a released id with its
+   pinned revisions, a local checkpoint by its files) and normalization.
 3. The others become a Ray Dataset (one JSON string per row, so that options of any shape
    survive Arrow) and go through ``map_batches`` on an actor pool: each actor loads the
    model once and runs each batch of rows (``batch_size``, the engine's ``max_batch``)
@@ -27,7 +30,7 @@ Steps:
 
 Manifest record: ``id``, ``index``, ``path`` (file name in the output folder, or null),
 ``seconds`` (audio), ``sample_rate``, ``status`` (``ok`` / ``failed``), ``error``, ``seed``,
-``key`` (a hash of what the audio depends on: text, voice, options, model, normalize).
+``key`` (a hash of what the audio depends on, see step 2).
 
 Everything the actors read (the model, voice files) and write (the output folder) must be
 at the same path on every node: a shared filesystem on a cluster.
@@ -39,6 +42,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +91,7 @@ class Row:
     request: dict | None = None  # {"text", "voice", "seed", "sampling"}
     error: str | None = None
     key: str | None = None
+    legacy_key: str | None = None  # the key an earlier vocalis gave it (see _legacy_key)
 
 
 # --------------------------------------------------------------------------- reading
@@ -167,7 +172,139 @@ class _BadOptions:
         self.why = why
 
 
-def _request_key(req: dict, model: str, normalize: bool) -> str:
+#: files up to this size go into a resume key by content; bigger ones (weights) by size and
+#: modification time, so that a job's start does not read gigabytes
+_SMALL_FILE_BYTES = 1 << 20
+_MODEL_MAX_FILES = 10_000
+_MODEL_MAX_DEPTH = 3
+_COMMIT = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes, computed once per distinct (path, size, modification time)
+    in this process: a job whose 10,000 rows share one voice file reads it once.
+
+    Raises OSError (missing, unreadable)."""
+    p = os.path.abspath(os.fspath(path))
+    st = os.stat(p)
+    k = (p, st.st_size, st.st_mtime_ns)
+    digest = _digests.get(k)
+    if digest is None:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+        digest = _digests[k] = h.hexdigest()
+    return digest
+
+
+def _file_ref(value):
+    """What a resume key holds for a voice or a file option: a file's content (its SHA-256
+    and extension, which decides how it is read), not its path; anything else (a voice
+    name, an ``hf://`` reference, a path that is not a file here) as given."""
+    if not isinstance(value, str) or "://" in value:
+        return value
+    try:
+        if not os.path.isfile(value):
+            return value
+        return {"sha256": file_digest(value), "suffix": Path(value).suffix.lower()}
+    except OSError:  # unreadable here: the actor reports it; the key keeps the path
+        return value
+
+
+def model_identity(info: ModelInfo, model: str, skip: Path | None = None) -> str:
+    """What a resume key holds for the model (see :func:`_request_key`).
+
+    A released model (or an ``hf://`` reference): its id and the revisions it pins (the
+    40-hex commits of its description, e.g. each weight file's ``@commit``), so that a
+    vocalis release that moves a pin runs the requests again. A local checkpoint: its
+    folder's files (up to 3 levels deep, hidden ones and ``skip``, the output folder,
+    left out), each small file (up to 1 MiB: configs, tokenizer files) by content, each
+    bigger one (weights) by size and modification time, and the file given when the model
+    is one (a ``.yaml`` config beside others), and the files outside the folder that its
+    config names by absolute path (:func:`_named_files`); not the folder's path, so a moved
+    folder still resumes, while rewritten weights (or weights copied without their times)
+    run again. Cheap: a ``stat`` per file and a read of the small ones.
+    """
+    if info.local_path is None:
+        pins = sorted(set(_COMMIT.findall(repr(info.extra))))
+        return json.dumps({"model": model, "pins": pins})
+    folder = Path(info.local_path)
+    files: list = []
+    _walk(folder, folder, skip.resolve() if skip is not None else None, 0, files)
+    given = Path(model)
+    entry = given.name if given.is_file() else None
+    return json.dumps({"files": files, "entry": entry, "named": _named_files(info, folder)},
+                      sort_keys=True)
+
+
+def _named_files(info: ModelInfo, folder: Path) -> list:
+    """The files outside ``folder`` that the model's config names by absolute path (a
+    config whose weights live elsewhere), by path and, as in the folder, content or size
+    and time."""
+    out = []
+    root = folder.resolve()
+    for text in sorted(set(re.findall(r"'([^'\n]{1,4096})'", repr(info.extra)))):
+        if os.sep not in text or "://" in text:
+            continue
+        p = Path(text).expanduser()
+        try:
+            if not p.is_absolute() or not p.is_file() or p.resolve().is_relative_to(root):
+                continue
+            st = p.stat()
+            out.append([str(p), file_digest(p)] if st.st_size <= _SMALL_FILE_BYTES
+                       else [str(p), st.st_size, st.st_mtime_ns])
+        except OSError:
+            continue
+    return out
+
+
+def _walk(root: Path, folder: Path, skip: Path | None, depth: int, out: list) -> None:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if len(out) >= _MODEL_MAX_FILES:
+            out.append("...")  # a folder of everything: the rest is not looked at
+            return
+        if e.name.startswith(".") or e.name == "__pycache__":
+            continue
+        try:
+            if e.is_dir():
+                if depth + 1 < _MODEL_MAX_DEPTH and (skip is None or Path(e.path).resolve() != skip):
+                    _walk(root, Path(e.path), skip, depth + 1, out)
+                continue
+            if not e.is_file():
+                continue
+            st = e.stat()
+            rel = Path(e.path).relative_to(root).as_posix()
+            if st.st_size <= _SMALL_FILE_BYTES:
+                out.append([rel, file_digest(e.path)])
+            else:
+                out.append([rel, st.st_size, st.st_mtime_ns])
+        except OSError:
+            continue
+
+
+def _request_key(req: dict, model: str, normalize: bool,
+                 file_options: tuple[str, ...] = ()) -> str:
+    """The resume key of a checked request: a hash of its text, voice, seed and options
+    (a voice file and each option naming a file, ``file_options``, by content: see
+    :func:`_file_ref`), ``model`` (:func:`model_identity`) and ``normalize``."""
+    sampling = {k: _file_ref(v) if k in file_options else v
+                for k, v in req["sampling"].items()}
+    blob = json.dumps({"text": req["text"], "voice": _file_ref(req["voice"]),
+                       "seed": req["seed"], "sampling": sampling, "model": model,
+                       "normalize": normalize, "key": 2}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _legacy_key(req: dict, model: str, normalize: bool) -> str:
+    """The key of earlier vocalis versions (the voice file's path, the model as given, not
+    their contents): only to say that such a manifest's requests run again, never to skip
+    one."""
     blob = json.dumps({"text": req["text"], "voice": req["voice"], "seed": req["seed"],
                        "sampling": req["sampling"], "model": model, "normalize": normalize},
                       sort_keys=True, default=str)
@@ -176,16 +313,21 @@ def _request_key(req: dict, model: str, normalize: bool) -> str:
 
 def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
               model: str = "", defaults: dict | None = None,
-              normalize: bool = False) -> list[Row]:
+              normalize: bool = False, legacy_model: str | None = None) -> list[Row]:
     """Every row of a requests file, checked one by one (see the module doc) for the model
-    ``info`` (default: the default model); ``model`` and ``normalize`` go into each row's
-    resume key; ``defaults``: request options under each row's own (``--session-options``).
+    ``info`` (default: the default model); ``model`` (the model's identity,
+    :func:`model_identity`) and ``normalize`` go into each row's resume key (with the
+    contents of its voice file and other files, :func:`_request_key`); ``legacy_model``
+    (the model as given): also each row's key as earlier versions made it
+    (``Row.legacy_key``); ``defaults``: request options under each row's own
+    (``--session-options``).
 
     Raises:
         InputError: the file as a whole cannot be read (missing, not JSON, no rows).
     """
     info = info or check_model(families.default_model_id())
     schema = info.family.options
+    file_options = tuple(k for k in schema.names if schema[k].path)
     p = Path(path).expanduser()
     items = _raw_items(p)
     base = p.resolve().parent
@@ -220,7 +362,9 @@ def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
             rows.append(Row(i, rid, error=str(e)))
             continue
         seen_ids[rid] = i
-        rows.append(Row(i, rid, request=req, key=_request_key(req, model, normalize)))
+        rows.append(Row(i, rid, request=req, key=_request_key(req, model, normalize, file_options),
+                        legacy_key=None if legacy_model is None
+                        else _legacy_key(req, legacy_model, normalize)))
     return rows
 
 
@@ -393,9 +537,9 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
     check_ray_cpus(ray_cpus)  # before the output folder is made
     if address or os.environ.get("RAY_ADDRESS"):
         check_address(address or os.environ["RAY_ADDRESS"])
-    rows = read_rows(requests_file, info=info, model=model_ref, defaults=defaults,
-                     normalize=normalize)
     out = Path(out_dir).expanduser().resolve()
+    rows = read_rows(requests_file, info=info, model=model_identity(info, model_ref, skip=out),
+                     defaults=defaults, normalize=normalize, legacy_model=model_ref)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out-dir {out} exists and is not a folder")
     try:
@@ -416,6 +560,12 @@ def run_batch_ray(model: str, requests_file: str | os.PathLike[str],
         else:
             todo.append(r)
     skipped = sum(1 for r in rows if r.error is None) - len(todo)
+    legacy = sum(1 for r in todo if r.legacy_key is not None
+                 and _done(previous.get(r.legacy_key), out, _wav_name(r.index, len(rows))))
+    if legacy:
+        log.warning("%d request(s) done by an earlier vocalis version run again: its manifest's "
+                    "keys named the voice file and the model by path only, so a file replaced "
+                    "under the same name could not be told apart", legacy)
     bad = len(rows) - skipped - len(todo)
     log.info("%d request(s): %d to run, %d done by an earlier run, %d bad", len(rows),
              len(todo), skipped, bad)
