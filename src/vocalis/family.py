@@ -22,6 +22,8 @@ subclasses :class:`ModelFamily` and :class:`LoadedModel` and registers itself
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -182,13 +184,37 @@ class Voice:
 
     def save(self, path: str | Path) -> None:
         """Write the voice as a ``.safetensors`` file in its family's format (interchangeable
-        with the official package's where it has one).
+        with the official package's where it has one); ``tts.voice(path)`` reads it back.
 
-        Raises VoiceError for a voice that has nothing to save (a built-in speaker)."""
+        Raises:
+            VoiceError: a voice that has nothing to save (a built-in speaker).
+            InputError: a name that does not end in ``.safetensors`` (``tts.voice`` would
+            take any other file for audio), a folder that does not exist, or a file that
+            cannot be written there (``param="path"``)."""
         if self.family is None:
             raise VoiceError(f"voice {self.name!r} belongs to no model family: make it with "
                              "a loaded model (tts.voice)")
-        self.family.save_voice(self, Path(path))
+        if not isinstance(path, (str, os.PathLike)):
+            raise InputError(f"the path to save voice {self.name!r} to must be a str or a path, "
+                             f"got {type(path).__name__}", param="path")
+        p = Path(path).expanduser()
+        if p.suffix.lower() != ".safetensors":
+            raise InputError(f"a voice file's name must end in .safetensors (tts.voice reads "
+                             f"any other file as audio), got {str(path)!r}: save it as "
+                             f"{str(p.with_name(p.name + '.safetensors'))!r}", param="path")
+        if not p.parent.is_dir():
+            raise InputError(f"cannot save voice {self.name!r} to {p}: the folder {p.parent} "
+                             "does not exist; create it first", param="path")
+        from safetensors import SafetensorError  # (with torch: not imported for the CLI's help)
+
+        try:
+            self.family.save_voice(self, p)
+        except (OSError, SafetensorError) as e:
+            # (safetensors names the temporary file it wrote first: not the user's path)
+            why = getattr(e, "strerror", None) or re.sub(r' at path ".*"$', "",
+                                                         " ".join(str(e).split()))
+            raise InputError(f"cannot write voice {self.name!r} to {p} ({why}): choose a "
+                             "writable path", param="path") from None
 
     def __repr__(self) -> str:
         return f"Voice({self.name!r})"

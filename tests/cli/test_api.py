@@ -210,6 +210,33 @@ def test_very_short_and_very_long_voices(small, tmp_path, caplog):
     assert v.state.length <= 30 * 12.5 + 3
 
 
+def test_voice_save_refuses_a_missing_folder_and_a_name_it_could_not_load_back(small, tmp_path,
+                                                                            monkeypatch):
+    d, tts = small
+    voice = tts.voice(str(d / "voice.wav"))
+    with pytest.raises(InputError, match=f"the folder {tmp_path / 'nowhere'} does not exist") as e:
+        voice.save(tmp_path / "nowhere" / "me.safetensors")  # was a raw SafetensorError (.tmpXXXX)
+    assert e.value.param == "path"
+    with pytest.raises(InputError, match=r"must end in \.safetensors.*save it as '.*me\.safetensors'"):
+        voice.save(str(tmp_path / "me"))  # was written, then tts.voice took it for audio
+    assert not list(tmp_path.iterdir())
+    voice.save(str(tmp_path / "me.safetensors"))  # save -> load round-trips
+    again = tts.voice(str(tmp_path / "me.safetensors"))
+    a = tts.synthesize("Hi.", voice=voice, seed=1, max_frames=2).samples
+    np.testing.assert_array_equal(tts.synthesize("Hi.", voice=again, seed=1, max_frames=2).samples, a)
+    from safetensors import SafetensorError
+
+    def unwritable(family, voice, path):
+        raise SafetensorError(f'Error while serializing: I/O error: Permission denied (os error '
+                              f'13) at path "{path.parent}/.tmpAbC123"')
+
+    monkeypatch.setattr(type(tts.family), "save_voice", unwritable)
+    with pytest.raises(InputError, match=r"cannot write voice .* \(.*Permission denied \(os error "
+                                         r"13\)\): choose a writable path$") as e:
+        voice.save(tmp_path / "ro.safetensors")
+    assert ".tmp" not in str(e.value)
+
+
 def test_voice_state_for_other_model_is_refused(small, checkpoints, tmp_path):
     d, tts = small
     other = vocalis.load(str(checkpoints.get("english_18m_2026-10")))
