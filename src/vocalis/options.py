@@ -328,6 +328,21 @@ class OptionSchema:
     def names(self) -> list[str]:
         return list(self._options)
 
+    def __repr__(self) -> str:
+        return f"OptionSchema({self.owner!r}, {self.names!r})"
+
+    def __str__(self) -> str:
+        """One line per option: its name, the values it takes, its default and its help
+        (``print(tts.family.options)``)."""
+        if not self._options:
+            return f"{self.owner or 'this schema'}: no options"
+        width = max(len(n) for n in self._options)
+        lines = [f"{self.owner} options ({len(self)}):" if self.owner else f"options ({len(self)}):"]
+        for opt in self:
+            default = f" (default {opt.default!r})" if opt.default is not None else ""
+            lines.append(f"  {opt.name:<{width}}  {opt.describe()}{default}: {opt.help}")
+        return "\n".join(lines)
+
     def subset(self, names: Iterable[str]) -> "OptionSchema":
         keep = set(names)
         return OptionSchema(self.owner, [o for o in self if o.name in keep])

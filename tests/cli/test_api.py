@@ -115,6 +115,29 @@ def test_bad_sampling_options(small, options, match):
         tts.synthesize("Hello.", voice=str(d / "voice.wav"), **options)
 
 
+def test_every_error_class_is_exported_at_the_top_level():
+    import inspect
+
+    from vocalis import errors
+
+    mine = {n for n, c in inspect.getmembers(errors, inspect.isclass)
+            if issubclass(c, errors.VocalisError) and c.__module__ == errors.__name__}
+    assert "GenerationError" in mine  # (named in docs/python-api.md)
+    assert mine <= set(vocalis.__all__)
+    assert all(getattr(vocalis, n) is getattr(errors, n) for n in mine)
+
+
+def test_printing_a_familys_options_lists_them_with_their_ranges(small):
+    _, tts = small
+    text = str(tts.family.options)
+    assert text.splitlines()[0] == f"Pocket TTS options ({len(tts.family.options)}):"
+    assert "  temperature           a number in [0.0, 1000000]: Noise variance" in text
+    assert "  max_frames            an integer in [1, 10000]: " in text
+    assert "object at 0x" not in repr(tts.family.options)
+    assert repr(tts.family.load_options) == "OptionSchema('Pocket TTS', ['dtype'])"
+    assert "dtype  one of float32 (default 'float32'): " in str(tts.family.load_options)
+
+
 def test_unknown_model_lists_known_ids():
     with pytest.raises(ModelNotFound, match="did you mean pocket-tts/english_2m_2026-10.*vocalis "
                                             "models list"):

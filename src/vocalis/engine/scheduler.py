@@ -163,7 +163,11 @@ class Engine:
             # free rows take requests at the next step: they do not count against the queue
             free = max(0, self.max_batch - len(self._active))
             if len(self._queue) >= self.max_queue + free:
-                raise CapacityError(f"queue full ({self.max_queue} requests waiting); retry later")
+                n = self.max_queue
+                raise CapacityError(
+                    f"queue full ({n} request{'s' if n != 1 else ''} waiting, max_queue={n}): "
+                    "retry later, or let more wait with vocalis.load(..., max_queue=N) "
+                    "(vocalis serve --max-queue N)")
             self._queue.append(job)
             self._cond.notify_all()
         return job.req
