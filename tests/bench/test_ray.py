@@ -587,7 +587,7 @@ def test_requests_files_in_every_format_read_alike(tmp_path):
                              "options": pa.array([[("temperature", 0.5)], None], map_type)}),
                    str(tmp_path / "map.parquet"))
     want = [(r.index, r.id, r.request, r.key) for r in read_rows(tmp_path / "r.json", model="m")]
-    assert [w[1] for w in want] == ["a", "1", "2"]
+    assert [w[1] for w in want] == ["a", "row-1", "row-2"]
     assert want[0][2] == {"text": "One.", "voice": "alba", "seed": 1, "sampling": {}}
     assert want[1][2]["sampling"] == {"temperature": 0.5, "max_frames": 3}
     for name in ("r.jsonl", "struct.parquet", "string.parquet"):
@@ -610,6 +610,62 @@ def test_requests_files_in_every_format_read_alike(tmp_path):
         (tmp_path / "x.json").write_text(bad)
         with pytest.raises(vocalis.InputError, match=why):
             read_rows(tmp_path / "x.json")
+
+
+def test_ids_are_unique_and_keep_their_type(tmp_path, ckpt):
+    """A row without an id is row-N, which no explicit id can take (7 and "7" are one id;
+    row-N only on row N); a bad line or an unusable id gets its row-N too, so the manifest
+    holds one record per id; an integer id stays an integer (JSON Lines, and Parquet when
+    every id is one)."""
+    import pyarrow.parquet as pq
+
+    from vocalis.ray.data import _write_manifest, read_rows, run_batch_ray
+
+    lines = ['{"text": "No id."}',                                   # 0: row-0
+             '{"id": 1, "text": "An integer id."}',                 # 1: 1
+             '{"id": 0, "text": "Zero, not row 0."}',               # 2: 0
+             '{"text": "cut',                                       # 3: not JSON: row-3
+             '{"id": "row-3", "text": "Takes row 3 id."}',          # 4: refused: row-4
+             '{"id": "1", "text": "The same id as request 1."}',    # 5: refused: row-5
+             '{"id": "x", "text": "   "}',                          # 6: bad text, id x taken
+             '{"id": "x", "text": "Reuses x."}',                    # 7: refused: row-7
+             '{"id": "row-8", "text": "Its own row-N."}',           # 8: row-8
+             '{"id": 2.5, "text": "A float id."}']                  # 9: refused: row-9
+    reqs = tmp_path / "r.jsonl"
+    reqs.write_text("\n".join(lines) + "\n")
+    rows = read_rows(reqs, model="m")
+    assert [r.id for r in rows] == ["row-0", 1, 0, "row-3", "row-4", "row-5", "x", "row-7",
+                                    "row-8", "row-9"]
+    assert [r.index for r in rows if r.error is None] == [0, 1, 2, 8]
+    assert "request 3: line 4: not valid JSON" in rows[3].error
+    assert "'row-3' has the form row-N" in rows[4].error
+    assert "id '1' is already used by request 1" in rows[5].error
+    assert "'text' is empty" in rows[6].error
+    assert "id 'x' is already used by request 6" in rows[7].error
+    assert "64-bit integer, got 2.5" in rows[9].error
+
+    records = [{"id": r.id, "index": r.index, "path": None, "seconds": None,
+                "sample_rate": None, "status": "failed", "error": r.error, "seed": None,
+                "key": r.key} for r in rows]
+    _write_manifest(tmp_path, records, "jsonl")
+    back = [json.loads(ln) for ln in (tmp_path / "manifest.jsonl").read_text().splitlines()]
+    assert [b["id"] for b in back] == [r.id for r in rows]  # 1 and 0 are numbers
+    _write_manifest(tmp_path, records, "parquet")  # mixed: a string column
+    assert pq.read_table(str(tmp_path / "manifest.parquet")).column("id").to_pylist() == \
+        [str(r.id) for r in rows]
+    _write_manifest(tmp_path, records[1:3], "parquet")  # every id an integer: int64
+    assert pq.read_table(str(tmp_path / "manifest.parquet")).column("id").to_pylist() == [1, 0]
+
+    # a job whose every row is bad runs no actor: its manifest, one record per id
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "cut\n{"id": "row-0", "text": "Not row 0."}\n'
+                   '{"id": "x", "text": " "}\n{"id": "x", "text": "Again x."}\n'
+                   '{"id": 7, "text": ""}\n')
+    summary, rc = run_batch_ray(str(ckpt), bad, tmp_path / "out", progress=False)
+    assert rc == 1 and (summary["written"], summary["failed"]) == (0, 5)
+    ids = [json.loads(ln)["id"] for ln in (tmp_path / "out" / "manifest.jsonl").read_text()
+           .splitlines()]
+    assert ids == ["row-0", "row-1", "x", "row-3", 7]
 
 
 def test_resume_key_follows_file_contents_not_names(tmp_path, ckpt, monkeypatch):
@@ -757,6 +813,8 @@ def test_ray_data_batch_writes_resumes_and_equals_vocalis_batch(cluster, ckpt, t
     assert errors[5].startswith("request 5: line 6: not valid JSON")
     assert errors[6].startswith("request 6: ") and "temperature" in errors[6]
     assert errors[7].startswith("request 7: ") and "already used by request 0" in errors[7]
+    assert [by_index[i]["id"] for i in range(4, 8)] == ["bad-voice", "row-5", "bad-option",
+                                                        "row-7"]  # one record per id
     assert sorted(p.name for p in out.iterdir()) == \
         ["0000.wav", "0001.wav", "0002.wav", "0003.wav", "manifest.jsonl"]
     mtimes = {p.name: p.stat().st_mtime_ns for p in out.glob("*.wav")}

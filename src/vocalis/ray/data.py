@@ -9,7 +9,10 @@ Steps:
    and the others run. Formats, by extension: ``.jsonl``/``.ndjson`` (JSON Lines),
    ``.parquet`` (columns ``text``, ``voice``, ``options`` as a struct, a map or a JSON
    string, optional ``id``), anything else a JSON array (the ``vocalis batch`` format).
-   Each row may carry an ``id`` (a string or an integer, unique; default: its index).
+   Each row may carry an ``id`` (a string or a 64-bit integer, kept as given; unique, 7 and
+   "7" being the same id; ``row-N`` only on row N). A row without one, or whose own is
+   unusable (a bad line, a reused id), gets ``row-N`` (N its index): no two records of a
+   manifest share an id.
 2. Requests already done (in the manifest as ``ok`` with the same key, and their file on
    disk) are skipped. The key (:func:`_request_key`) covers the text, seed and options, the
    voice and every option naming a file by the file's content (a voice file replaced under
@@ -28,7 +31,8 @@ Steps:
    interrupted job resumes from there) and writes the manifest, one record per request in
    file order, at the end: ``manifest.jsonl`` or ``manifest.parquet``.
 
-Manifest record: ``id``, ``index``, ``path`` (file name in the output folder, or null),
+Manifest record: ``id`` (in ``manifest.parquet`` an int64 column when every id is an
+integer, else strings), ``index``, ``path`` (file name in the output folder, or null),
 ``seconds`` (audio), ``sample_rate``, ``status`` (``ok`` / ``failed``), ``error``, ``seed``,
 ``key`` (a hash of what the audio depends on, see step 2).
 
@@ -87,7 +91,7 @@ class Row:
     """One request of the file: checked (``request`` set) or bad (``error`` set)."""
 
     index: int
-    id: str
+    id: str | int  # its own (a string or an integer, as given), else implicit_id(index)
     request: dict | None = None  # {"text", "voice", "seed", "sampling"}
     error: str | None = None
     key: str | None = None
@@ -311,6 +315,34 @@ def _legacy_key(req: dict, model: str, normalize: bool) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+_IMPLICIT_ID = re.compile(r"row-(0|[1-9][0-9]*)")
+
+
+def implicit_id(index: int) -> str:
+    """The id of a row that has none (or whose id is unusable): ``row-N``, N its index."""
+    return f"row-{index}"
+
+
+def _explicit_id(i: int, raw, seen: dict[str, int]) -> str | int:
+    """Row ``i``'s own ``id``, checked: a non-empty string or an integer (kept as given),
+    unique among the rows (compared as text), and not of the form ``row-N`` unless N is
+    ``i`` (that form is the id of rows without one, which it could collide with).
+
+    Raises InputError (the row then gets its implicit id)."""
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip() \
+            or len(str(raw)) > _MAX_ID_CHARS or (isinstance(raw, int) and not -2**63 <= raw < 2**63):
+        raise InputError(f"request {i}: 'id' must be a non-empty string (at most "
+                         f"{_MAX_ID_CHARS} characters) or a 64-bit integer, got {raw!r:.60}")
+    m = _IMPLICIT_ID.fullmatch(raw) if isinstance(raw, str) else None
+    if m is not None and int(m.group(1)) != i:
+        raise InputError(f"request {i}: id {raw!r} has the form row-N, the id of request N "
+                         "when it has none: choose another id")
+    if str(raw) in seen:
+        raise InputError(f"request {i}: id {raw!r:.60} is already used by request "
+                         f"{seen[str(raw)]}")
+    return raw
+
+
 def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
               model: str = "", defaults: dict | None = None,
               normalize: bool = False, legacy_model: str | None = None) -> list[Row]:
@@ -332,26 +364,19 @@ def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
     items = _raw_items(p)
     base = p.resolve().parent
     rows: list[Row] = []
-    seen_ids: dict[str, int] = {}
+    seen_ids: dict[str, int] = {}  # by text: 7 and "7" are one id (a Parquet column is typed)
     for i, (item, problem) in enumerate(items):
-        rid = str(i)
+        rid: str | int = implicit_id(i)
         if problem is not None:
             rows.append(Row(i, rid, error=f"request {i}: {problem}"))
             continue
         try:
             if isinstance(item, dict) and "id" in item:
                 item = dict(item)
-                raw_id = item.pop("id")
-                if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) \
-                        or not str(raw_id).strip() or len(str(raw_id)) > _MAX_ID_CHARS:
-                    raise InputError(f"request {i}: 'id' must be a non-empty string (at most "
-                                     f"{_MAX_ID_CHARS} characters) or an integer, got {raw_id!r:.60}")
-                rid = str(raw_id)
+                rid = _explicit_id(i, item.pop("id"), seen_ids)
+                seen_ids[str(rid)] = i  # taken even if the row turns out bad
             if isinstance(item, dict) and isinstance(item.get("options"), _BadOptions):
                 raise InputError(f"request {i}: {item['options'].why}")
-            if rid in seen_ids:
-                raise InputError(f"request {i}: id {rid!r:.60} is already used by request "
-                                 f"{seen_ids[rid]}")
             r = check_one(i, item, base, info, defaults)
             sampling = {k: absolute(v) if k in schema and schema[k].path else v
                         for k, v in r.sampling.items()}  # actors do not run in this folder
@@ -361,7 +386,6 @@ def read_rows(path: str | os.PathLike[str], *, info: ModelInfo | None = None,
         except (VocalisError, TypeError, ValueError) as e:
             rows.append(Row(i, rid, error=str(e)))
             continue
-        seen_ids[rid] = i
         rows.append(Row(i, rid, request=req, key=_request_key(req, model, normalize, file_options),
                         legacy_key=None if legacy_model is None
                         else _legacy_key(req, legacy_model, normalize)))
@@ -414,11 +438,16 @@ def _write_manifest(out: Path, records: list[dict], fmt: str) -> Path:
         import pyarrow as pa  # the optional Ray extra, needed for Parquet only
         import pyarrow.parquet as pq
 
-        schema = pa.schema([("id", pa.string()), ("index", pa.int64()), ("path", pa.string()),
-                            ("seconds", pa.float64()), ("sample_rate", pa.int64()),
-                            ("status", pa.string()), ("error", pa.string()),
-                            ("seed", pa.int64()), ("key", pa.string())])
+        # one type per column: integer ids stay integers when every id is one
+        ints = all(isinstance(r.get("id"), int) for r in records)
+        schema = pa.schema([("id", pa.int64() if ints else pa.string()), ("index", pa.int64()),
+                            ("path", pa.string()), ("seconds", pa.float64()),
+                            ("sample_rate", pa.int64()), ("status", pa.string()),
+                            ("error", pa.string()), ("seed", pa.int64()), ("key", pa.string())])
         rows = [{k: r.get(k) for k in schema.names} for r in records]
+        if not ints:
+            for r in rows:
+                r["id"] = str(r["id"])
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(tmp))
     else:
         with open(tmp, "w", encoding="utf-8") as f:
