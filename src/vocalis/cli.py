@@ -331,6 +331,7 @@ class _Formatter(logging.Formatter):
 
 
 _handler: logging.Handler | None = None
+_log_file: logging.Handler | None = None  # --log-file's handler: errors are written there too
 
 
 def _setup_logging(quiet: bool = False) -> None:
@@ -887,6 +888,11 @@ def _log_to_file(log_file: str | None, quiet: bool) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     logger = logging.getLogger("vocalis")
+    global _log_file
+    if _log_file is not None:  # an earlier command of this process (tests): its file closes
+        logger.removeHandler(_log_file)
+        _log_file.close()
+    _log_file = handler
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     if quiet and _handler is not None:
@@ -1618,12 +1624,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _error(message: str) -> None:
+def _error(message: str, more: list[str] | tuple[str, ...] = ()) -> None:
+    """``error: MESSAGE`` on stderr, one line, then each line of ``more`` (an error's list of
+    problems) indented on its own line; also into ``--log-file`` when one is open."""
+    lines = [_one_line(message), *map(_one_line, more)]
     try:
-        sys.stderr.write(f"error: {_one_line(message)}\n")
+        sys.stderr.write(f"error: {lines[0]}\n" + "".join(f"  {ln}\n" for ln in lines[1:]))
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+    if _log_file is not None:
+        for ln in lines:
+            _log_file.handle(logging.LogRecord("vocalis.cli", logging.ERROR, __file__, 0, "%s",
+                                               (ln,), None))
 
 
 class ReaderGone(Exception):
@@ -1676,8 +1689,12 @@ def main(argv: list[str] | None = None) -> int:
         _error(e.format_message())
         return EXIT_USER_ERROR
     except VocalisError as e:
-        _error(_with_flag(str(e) or type(e).__name__, e.param,
-                          sys.argv[1:] if argv is None else list(argv)))
+        problems = getattr(e, "problems", None)  # several, one per line (a requests file's)
+        if problems:
+            _error(str(e).split("\n", 1)[0], problems)
+        else:
+            _error(_with_flag(str(e) or type(e).__name__, e.param,
+                              sys.argv[1:] if argv is None else list(argv)))
         # a request that failed while running (GenerationError) is not an input mistake
         return EXIT_USER_ERROR if e.http_status < 500 else 1
     except KeyboardInterrupt:

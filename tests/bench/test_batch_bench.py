@@ -269,6 +269,62 @@ def test_batch_json_lines_without_ray_says_which_runner_reads_them(ckpt, tmp_pat
     assert not line.endswith("(--voice)"), line
 
 
+def test_batch_lists_every_bad_request_and_logs_it(ckpt, tmp_path):
+    """Every bad request on a line of its own (20, then how many more), exit 2, nothing
+    written; --log-file gets the error too."""
+    voice = str(ckpt / "voice.wav")
+    bad = [{"voice": voice}, {"text": ""}, {"text": "a", "colour": 1},
+           {"text": "a", "voice": voice, "options": {"seed": -1}}] * 6  # 24 bad requests
+    reqs = write_requests(tmp_path / "r.json", [{"text": "Fine.", "voice": voice}, *bad])
+    out, log_file = tmp_path / "out", tmp_path / "batch.log"
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir", str(out),
+               "--log-file", str(log_file))
+    assert proc.returncode == 2, proc.stderr.decode()
+    lines = proc.stderr.decode().strip().splitlines()
+    assert lines[0] == f"error: requests file {reqs}: 24 requests have problems (nothing was run):"
+    assert [ln.split(":")[0] for ln in lines[1:21]] == [f"  request {i}" for i in range(1, 21)]
+    assert "missing field 'text'" in lines[1] and "'text' is empty" in lines[2]
+    assert "unknown field(s) 'colour'" in lines[3] and "seed must be" in lines[4]
+    assert lines[21:] == ["  and 4 more"]
+    assert not out.exists()
+    logged = log_file.read_text().splitlines()
+    assert len(logged) == 22 and all(" ERROR vocalis.cli: " in ln for ln in logged)
+    assert logged[0].endswith("24 requests have problems (nothing was run):")
+    assert logged[1].endswith("request 1: missing field 'text'")
+
+
+def test_batch_emoji_only_requests_are_named_without_a_command_line_flag(ckpt, tmp_path):
+    """Requests the loaded model cannot speak (only emoji): each named by its index, no
+    '(--text)', which is not how a requests file gives its text."""
+    voice = str(ckpt / "voice.wav")
+    reqs = write_requests(tmp_path / "r.json", [
+        {"text": "Fine.", "voice": voice}, {"text": "\U0001f600\U0001f389", "voice": voice},
+        {"text": "Fine too.", "voice": voice}, {"text": "\U0001f44d", "voice": voice}])
+    proc = run("batch", "--model", str(ckpt), "--requests", str(reqs), "--out-dir",
+               str(tmp_path / "out"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert lines[-3] == "error: 2 requests have problems (nothing was run):", lines
+    assert lines[-2].startswith("  request 1: text has nothing the model can speak")
+    assert lines[-1].startswith("  request 3: text has nothing the model can speak")
+    assert "--text" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("ray", [False, True], ids=["batch", "batch-ray"])
+def test_batch_file_of_another_format_lists_the_accepted_ones(ckpt, tmp_path, ray):
+    if ray:
+        pytest.importorskip("ray")
+    reqs = write_requests(tmp_path / "r.csv", "text,voice\nHello,alba\n")
+    proc = run("batch", *(["--ray"] if ray else []), "--model", str(ckpt), "--requests",
+               str(reqs), "--out-dir", str(tmp_path / "out"))
+    lines = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "is not valid JSON" in lines[0] and "accepted formats" in lines[0]
+    for fmt in ("JSON array", ".jsonl", ".ndjson", ".parquet", ".csv files are not read"):
+        assert fmt in lines[0], (fmt, lines[0])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--batch-size", "0"], "batch size"),
     (["--batch-size", "100000"], "batch size"),
@@ -289,12 +345,19 @@ def test_batch_bad_arguments(ckpt, tmp_path, args, needle):
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], lines
 
 
-def test_parse_requests_reports_first_problem_and_count():
+def test_parse_requests_reports_every_problem():
     from vocalis.bench import parse_requests
     from vocalis.errors import InputError
 
-    with pytest.raises(InputError, match=r"^request 1: .*\(and 1 more problem"):
+    with pytest.raises(InputError, match=r"^2 requests have problems") as caught:
         parse_requests([{"text": "ok"}, {"text": ""}, {"txt": "x"}])
+    assert caught.value.problems == [
+        "request 1: 'text' is empty: give some words to speak",
+        "request 2: unknown field(s) 'txt'; allowed: text, voice, options"]
+    assert str(caught.value).splitlines()[1:] == caught.value.problems
+    with pytest.raises(InputError, match=r"^request 1: 'text' is empty") as caught:
+        parse_requests([{"text": "ok"}, {"text": ""}])  # one: its own message
+    assert not hasattr(caught.value, "problems")
     reqs = parse_requests([{"text": "a", "voice": "alba", "options": {"seed": 3, "temperature": 0.5}}])
     assert (reqs[0].seed, reqs[0].sampling, reqs[0].voice) == (3, {"temperature": 0.5}, "alba")
 

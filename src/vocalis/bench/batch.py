@@ -5,10 +5,10 @@ Order of work (``vocalis batch``):
 1. Check everything before loading anything heavy or running anything: the batch size,
    mode and session options, then every request of the file in full by the model's family
    (:mod:`vocalis.bench.requests`: its option schema, then
-   :meth:`vocalis.family.ModelInfo.check_request`), so a bad request N stops the run with
-   ``request N: ...`` before any model is loaded or anything is written.
+   :meth:`vocalis.family.ModelInfo.check_request`), so bad requests stop the run with one
+   ``request N: ...`` line each before any model is loaded or anything is written.
 2. Load the model; make every distinct voice once (:class:`vocalis.bench.session.VoiceCache`;
-   an unusable voice names the first request using it) and check every request against the
+   an unusable voice names each request using it) and check every request against the
    loaded model (:meth:`vocalis.family.LoadedModel.prepare`: tokens, voice), in file order.
 3. Warm-up pass over all requests (excluded from the figures and from the WAV files).
 4. Measured pass with the same grouping: at most ``batch_size`` requests in the engine at
@@ -40,7 +40,7 @@ import numpy as np
 from vocalis import families
 from vocalis.audio import float_to_int16, write_wav
 from vocalis.bench import memory, report_meta
-from vocalis.bench.requests import BatchRequest, check_options, read_requests
+from vocalis.bench.requests import BatchRequest, check_options, problems_error, read_requests
 from vocalis.bench.session import (
     Job,
     Outcome,
@@ -166,10 +166,11 @@ def prepare_jobs(tts, requests: list[BatchRequest], voices: VoiceCache) -> list[
     <vocalis.family.LoadedModel.prepare>`: the text's tokens, the voice against the model).
 
     Raises:
-        VoiceError/InputError/ModelNotFound: ``request N: ...`` for the first bad request.
+        VoiceError/InputError/ModelNotFound: ``request N: ...``, every bad request
+        (:func:`vocalis.bench.requests.problems_error`).
     """
     info, family = tts.info, tts.family
-    jobs = []
+    jobs, problems = [], []
     for r in requests:
         where = f"request {r.index}"
         try:
@@ -183,8 +184,12 @@ def prepare_jobs(tts, requests: list[BatchRequest], voices: VoiceCache) -> list[
             text, seed, _, checked = info.check_request(r.text, voice, r.seed, 1.0, opts)
             tts.loaded.prepare(text, voice, checked, seed)
         except VocalisError as e:
-            raise type(e)(f"{where}: {e}", param=e.param) from None
+            # no param: the field at fault is the request's, not a command line flag (--text)
+            problems.append(type(e)(f"{where}: {e}"))
+            continue
         jobs.append(Job(r.index, r.text, voice, r.seed, opts))
+    if problems:
+        raise problems_error(problems)
     return jobs
 
 
@@ -338,11 +343,14 @@ def run_batch(model: str, requests_file: str | Path, out_dir: str | Path, *,
         tts = load_session(info.model_id, device, threads, **load_kw)
     try:
         if normalize:  # `vocalis batch --normalize`
+            problems = []
             for r in requests:
                 try:
                     r.text = tts.normalized_text(r.text, True, r.sampling)
                 except InputError as e:
-                    raise InputError(f"request {r.index}: {e}") from None
+                    problems.append(InputError(f"request {r.index}: {e}"))
+            if problems:
+                raise problems_error(problems)
         return _run(tts, model, requests, requests_file, out, in_flight, sequential, mode,
                     threads, device, load_kw, default_options, t0)
     finally:

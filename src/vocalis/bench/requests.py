@@ -22,8 +22,8 @@ Every request is checked in full by the model's family before any model is loade
 options by its schema, then :meth:`vocalis.family.ModelInfo.check_request` (the text, the
 voice, which options go together), the same checks as every other front end's. Every
 problem raises :class:`~vocalis.errors.InputError` (or :class:`~vocalis.errors.VoiceError`)
-whose message names the request (its 0-based index in the array): the first problem found,
-and how many more there are.
+whose message names the request (its 0-based index in the array): every problem found, one
+per line (the first 20, then how many more; see :func:`problems_error`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ from vocalis.options import check_seed
 from vocalis.text.files import read_utf8
 
 FIELDS = ("text", "voice", "options")
+MAX_LISTED = 20  # problems listed one by one; the rest are counted
+FORMATS = ('accepted formats: a JSON array of request objects like [{"text": ...}] (any '
+           "other extension than those below); with --ray also JSON Lines (.jsonl, .ndjson: "
+           "one object per line) and Parquet (.parquet)")
 
 
 @dataclass
@@ -186,11 +190,30 @@ def parse_requests(data, base: Path | None = None, info: ModelInfo | None = None
         except VocalisError as e:
             problems.append(e)
     if problems:
-        first = problems[0]
-        more = (f" (and {len(problems) - 1} more problem(s) in other requests)"
-                if len(problems) > 1 else "")
-        raise type(first)(f"{first}{more}", param=first.param)
+        raise problems_error(problems)
     return out
+
+
+def problems_error(problems: list[VocalisError], where: str | None = None) -> VocalisError:
+    """One error for the ``problems`` of a requests file (each message names its request;
+    ``where``, e.g. ``requests file F``, goes in front). One problem: its own message. More:
+    ``N requests have problems (nothing was run):`` and one line per problem, the first
+    :data:`MAX_LISTED` and then ``and N more``; those lines are also the error's
+    ``problems`` attribute, which the CLI prints one per line. The type is the problems'
+    own when they share one, else :class:`~vocalis.errors.InputError`; no ``param``: the
+    fields at fault are the file's, which the messages name, not a command line flag."""
+    prefix = f"{where}: " if where else ""
+    kinds = {type(p) for p in problems}
+    cls = kinds.pop() if len(kinds) == 1 else InputError
+    if len(problems) == 1:
+        return cls(f"{prefix}{problems[0]}")
+    lines = [" ".join(str(p).split()) for p in problems[:MAX_LISTED]]
+    if len(problems) > MAX_LISTED:
+        lines.append(f"and {len(problems) - MAX_LISTED} more")
+    err = cls(f"{prefix}{len(problems)} requests have problems (nothing was run):\n"
+              + "\n".join(lines))
+    err.problems = lines
+    return err
 
 
 def read_requests(path: str | Path, info: ModelInfo | None = None,
@@ -211,12 +234,24 @@ def read_requests(path: str | Path, info: ModelInfo | None = None,
         data = json.loads(raw)
     except json.JSONDecodeError as e:
         raise InputError(f"requests file {p} is not valid JSON: {e.msg} at line {e.lineno} "
-                         f"column {e.colno}") from None
+                         f"column {e.colno}; {FORMATS}{not_read(p)}") from None
     try:
         return parse_requests(data, p.resolve().parent, info, defaults)
     except VocalisError as e:
+        if getattr(e, "problems", None):  # several: the same error, the file named first
+            e.args = (f"requests file {p}: {e}",)
+            raise e from None
         raise _where(f"requests file {p}", e) from None
 
 
-__all__ = ["FIELDS", "BatchRequest", "anchor", "check_one", "check_options", "default_info",
-           "parse_requests", "read_requests"]
+def not_read(path: Path) -> str:
+    """``; .csv files are not read: ...`` for a requests file whose extension says it is
+    another format (CSV, TSV, a spreadsheet), else nothing."""
+    suffix = path.suffix.lower()
+    if suffix in ("", ".json", ".jsonl", ".ndjson", ".parquet", ".pq", ".txt"):
+        return ""
+    return f"; {suffix} files are not read: write the requests in one of these"
+
+
+__all__ = ["FIELDS", "FORMATS", "BatchRequest", "anchor", "check_one", "check_options",
+           "default_info", "parse_requests", "problems_error", "read_requests"]

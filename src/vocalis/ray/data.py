@@ -63,7 +63,7 @@ from vocalis.bench.batch import (
     parse_session_options,
     prepare_jobs,
 )
-from vocalis.bench.requests import BatchRequest, check_one
+from vocalis.bench.requests import BatchRequest, check_one, not_read
 from vocalis.bench.session import VoiceCache, run_pass
 from vocalis.errors import InputError, VocalisError
 from vocalis.family import ModelInfo
@@ -145,7 +145,10 @@ def _raw_items(path: Path) -> list[tuple[object, str | None]]:
         data = json.loads(raw)
     except json.JSONDecodeError as e:
         raise InputError(f"requests file {path} is not valid JSON: {e.msg} at line {e.lineno} "
-                         f"column {e.colno} (JSON Lines files: name them .jsonl)") from None
+                         f"column {e.colno}; accepted formats, by extension: .jsonl or .ndjson "
+                         "(JSON Lines: one object per line), .parquet (Parquet), any other a "
+                         'JSON array of request objects like [{"text": ...}]'
+                         f"{not_read(path)}") from None
     if not isinstance(data, list):
         raise InputError(f"requests file {path}: requests must be a JSON array of objects like "
                          '[{"text": ...}] (or JSON Lines in a .jsonl file)')
