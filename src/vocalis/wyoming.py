@@ -44,9 +44,16 @@ Every connection submits its requests to the model's one engine, so concurrent c
 share its batch. A client that disconnects mid-utterance has its engine request cancelled
 (its row is freed within one engine step). Bad input (a malformed event, text over
 ``max_input_chars``, an unknown voice or language, a full queue) is answered with an
-``error`` event (``text`` one line, ``code``) and the connection stays usable; a line that
-is not JSON ends the connection (the library's reader stops there). The server never
-crashes on client input.
+``error`` event (``text`` one line, ``code``) and the connection stays usable. That
+includes events the library's reader would stop at (this server reads them itself,
+:meth:`Handler._read_event`): a header line that is not UTF-8, not JSON or not an object
+(``["synthesize"]``), or has no type, and data that is not a JSON object
+(``invalid-event``). Where the framing is lost the error is sent and then the connection
+closed: a header line over 64 KiB, a ``data_length``/``payload_length`` that is not a byte
+count or over 1 MiB (``event-too-large``), data or payload that does not follow its header
+(the client closed, or :data:`BODY_TIMEOUT_S` passed: ``incomplete-event``). A client's
+mistake, or its connection reset, is one ``info`` log line, never a traceback. The server
+never crashes on client input.
 
 Seeds: ``seed=None`` (default) draws a random seed per engine request; with ``seed=N``
 every engine request (a ``synthesize``, or one sentence of a stream) uses seed ``N``, so a
@@ -59,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -102,6 +110,8 @@ log = logging.getLogger("vocalis.wyoming")
 DEFAULT_URI = "tcp://127.0.0.1:10200"
 DEFAULT_MAX_INPUT_CHARS = 4096
 MAX_PENDING_EVENTS = 1024  # events a connection may queue while its audio is produced
+MAX_EVENT_BYTES = 1 << 20  # data + payload of one event: clients send text, never audio
+BODY_TIMEOUT_S = 10.0  # the data and payload a header announces must follow within this
 SAMPLE_WIDTH = 2  # bytes: 16-bit PCM
 CHANNELS = 1
 
@@ -119,6 +129,20 @@ class WyomingError(Exception):
         super().__init__(text)
         self.text = " ".join(str(text).split())
         self.code = code
+
+
+class _BadEvent(Exception):
+    """An event that cannot be read, but whose bytes were all consumed: answered with an
+    ``error`` event, the connection goes on."""
+
+    def __init__(self, text: str, code: str = "invalid-event"):
+        super().__init__(text)
+        self.error = WyomingError(text, code)
+
+
+class _Unframed(_BadEvent):
+    """The stream cannot be read on (where the next event starts is unknown, or the bytes
+    announced never came): answered with an ``error`` event, then the connection closes."""
 
 
 def _language_code(name: str) -> str:
@@ -404,12 +428,131 @@ class Handler(AsyncEventHandler):
         super().__init__(reader, writer)
         self.state = state
         self.rate = state.tts.sample_rate
-        self._inbox: asyncio.Queue[Event] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Event | WyomingError] = asyncio.Queue()
         self._worker: asyncio.Task | None = None
         self._stream: _Stream | None = None
         self._audio_started = False
 
-    async def handle_event(self, event: Event) -> bool:
+    async def run(self) -> None:
+        """The library's read loop (``AsyncEventHandler.run``) with our reader
+        (:meth:`_read_event`): an event that cannot be read is answered with an ``error``
+        event in its turn and the connection goes on, unless the framing is lost (then the
+        error is sent and the connection closed); a client's mistake or its connection
+        reset is one log line, never a traceback."""
+        self._is_running = True
+        peer = _peer(self.writer)
+        try:
+            while self._is_running:
+                try:
+                    event = await self._read_event()
+                except _Unframed as e:
+                    if self._is_running:  # not the server's own stop() cutting a read short
+                        log.info("wyoming: client %s: %s; closing its connection", peer,
+                                 e.error.text)
+                        await self._error(e.error)
+                    break
+                except _BadEvent as e:
+                    log.info("wyoming: client %s: %s", peer, e.error.text)
+                    if not await self.handle_event(e.error):
+                        break
+                    continue
+                except (ConnectionError, OSError) as e:
+                    log.info("wyoming: client %s left: %s", peer,
+                             e.strerror or type(e).__name__)
+                    break
+                if event is None or not await self.handle_event(event):
+                    break
+        except Exception as e:  # a bug of ours: logged once, the server goes on
+            log.error("wyoming: connection of client %s failed", peer, exc_info=e)
+        finally:
+            await self.disconnect()
+            self.writer.close()
+
+    async def _read_event(self) -> Event | None:
+        """The next event (None at the end of the stream), as the library's reader reads it
+        (a JSON header line; ``data_length`` bytes of JSON data merged into its ``data``;
+        ``payload_length`` bytes of payload), checked.
+
+        Raises:
+            _BadEvent: a line that is not UTF-8, not JSON, not an object, or has no type; data
+                that is not a JSON object (the connection goes on).
+            _Unframed: a line over the reader's limit, a length that is not a count or is
+                over :data:`MAX_EVENT_BYTES`, data or payload that does not arrive (the
+                client closed, or :data:`BODY_TIMEOUT_S` passed).
+            ConnectionError: the client reset the connection.
+        """
+        while True:
+            try:
+                line = await self.reader.readline()
+            except ValueError:  # asyncio's LimitOverrunError, as readline raises it
+                raise _Unframed("an event header line is longer than 64 KiB",
+                                "event-too-large") from None
+            if not line:
+                return None
+            if not line.endswith(b"\n"):
+                raise _Unframed("the connection ended in the middle of an event header line",
+                                "incomplete-event")
+            if line.strip():
+                break  # an empty line: nothing to answer
+        try:
+            header = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise _BadEvent("an event header line is not valid UTF-8") from None
+        except json.JSONDecodeError as e:
+            raise _BadEvent(f"an event header line is not JSON ({e.msg} at column "
+                            f"{e.colno})") from None
+        if not isinstance(header, dict):
+            raise _BadEvent('an event header must be a JSON object like {"type": "synthesize", '
+                            f'...}}, got {_json_kind(header)}')
+        sizes = []
+        for name in ("data_length", "payload_length"):
+            n = header.get(name)
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+                raise _Unframed(f"{name} must be a byte count (an integer >= 0), got "
+                                f"{_json_kind(n)}: where the next event starts is unknown")
+            sizes.append(n or 0)
+        kind = header.get("type")
+        what = f"{kind[:40]!r} event" if isinstance(kind, str) else "event"
+        if sum(sizes) > MAX_EVENT_BYTES:
+            raise _Unframed(f"the {what} announces {sum(sizes)} bytes of data and payload; this "
+                            f"server takes at most {MAX_EVENT_BYTES}", "event-too-large")
+        data_bytes = await self._read_body(sizes[0], f"data of the {what}")
+        payload = await self._read_body(sizes[1], f"payload of the {what}")
+        if not isinstance(kind, str) or not kind:
+            raise _BadEvent("an event header has no 'type' (a string such as \"synthesize\")")
+        data = header.get("data") or {}
+        if not isinstance(data, dict):
+            raise _BadEvent(f"malformed {what}: its data is {_json_kind(data)}, not an object")
+        if data_bytes:
+            try:
+                extra = json.loads(data_bytes.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise _BadEvent(f"malformed {what}: its {sizes[0]} bytes of data are not UTF-8 "
+                                "JSON") from None
+            if not isinstance(extra, dict):
+                raise _BadEvent(f"malformed {what}: its data is {_json_kind(extra)}, not an "
+                                "object")
+            data = {**data, **extra}
+        return Event(type=kind, data=data, payload=payload or None)
+
+    async def _read_body(self, size: int, what: str) -> bytes:
+        """``size`` bytes that a header announced, within :data:`BODY_TIMEOUT_S`.
+
+        Raises _Unframed when they do not come (the client closed, or took too long)."""
+        if not size:
+            return b""
+        try:
+            return await asyncio.wait_for(self.reader.readexactly(size), BODY_TIMEOUT_S)
+        except asyncio.IncompleteReadError as e:
+            raise _Unframed(f"the connection ended after {len(e.partial)} of the {size} bytes "
+                            f"of {what}", "incomplete-event") from None
+        except asyncio.TimeoutError:
+            raise _Unframed(f"the {size} bytes of {what} did not arrive within "
+                            f"{BODY_TIMEOUT_S:g} s", "incomplete-event") from None
+
+    async def handle_event(self, event: Event | WyomingError) -> bool:
+        """Queue ``event`` (or the error that answers an unreadable one) for the worker,
+        which handles them in order."""
         if self._inbox.qsize() >= MAX_PENDING_EVENTS:
             await self._error(WyomingError(f"more than {MAX_PENDING_EVENTS} events waiting: "
                                            "closing the connection", "too-many-events"))
@@ -429,6 +572,9 @@ class Handler(AsyncEventHandler):
     async def _work(self) -> None:
         while True:
             event = await self._inbox.get()
+            if isinstance(event, WyomingError):  # an event that could not be read: in turn
+                await self._error(event)
+                continue
             try:
                 await self._dispatch(event)
             except WyomingError as e:
@@ -662,6 +808,22 @@ def _pump(req, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
     except BaseException as e:  # noqa: BLE001 - report, never hang the connection
         req.cancel()
         put(("failed", type(e).__name__))
+
+
+def _peer(writer) -> str:
+    """The client's address for log lines (``host:port``, or ``unix`` for a Unix socket)."""
+    try:
+        peer = writer.get_extra_info("peername")
+    except Exception:  # noqa: BLE001 - only for a log line
+        peer = None
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return "unix" if peer is not None else "?"
+
+
+def _json_kind(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(type(value), "a value")
 
 
 def _parse(cls, event: Event):

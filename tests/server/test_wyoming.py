@@ -9,8 +9,11 @@ random-weight checkpoints."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -25,7 +28,7 @@ pytest.importorskip("wyoming")
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import (
@@ -365,15 +368,157 @@ def test_bad_input_gets_error_events_and_the_connection_stays_usable(pocket):
     assert types[-1] == "audio-stop"
     close(pcm, api(tts, TEXT, voice, max_frames=FRAMES))
 
-    async def garbage():  # a line that is not JSON: that connection ends, the server goes on
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"this is not json\n")
-        await writer.drain()
-        assert await asyncio.wait_for(reader.read(), 30) == b""
-        writer.close()
 
-    asyncio.run(garbage())
+
+@pytest.fixture
+def server_log():
+    """The records the server logs meanwhile (vocalis's, and asyncio's: an unretrieved task
+    exception), INFO and up."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    loggers = [logging.getLogger("vocalis.wyoming"), logging.getLogger("asyncio")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    yield records
+    gc.collect()  # an unretrieved task exception is logged when its task is collected
+    for lg, level in zip(loggers, levels):
+        lg.removeHandler(handler)
+        lg.setLevel(level)
+
+
+def no_traceback(records: list[logging.LogRecord]) -> None:
+    gc.collect()
+    bad = [r.getMessage() for r in records if r.exc_info or r.levelno >= logging.ERROR
+           or "never retrieved" in r.getMessage()]
+    assert not bad, bad
+
+
+async def raw(port):
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def next_event(reader) -> Event:
+    ev = await asyncio.wait_for(async_read_event(reader), 30)
+    assert ev is not None, "server closed the connection"
+    return ev
+
+
+MALFORMED = [  # (bytes sent, what the error event's text says)
+    (b"this is not json\n", "not JSON"),
+    (b'["synthesize"]\n', "must be a JSON object"),
+    (b'{"type": "synthesize", "data": {"text": "caf\xe9"}}\n', "not valid UTF-8"),
+    (b'{"data": {"text": "Hi."}}\n', "no 'type'"),
+    (b'{"type": "synthesize", "data": [1]}\n', "its data is an array"),
+    (b'{"type": "synthesize", "data_length": 4}\n[12]', "its data is an array"),
+    (b'{"type": "synthesize", "data_length": 3}\n\xff\xfe{', "not UTF-8 JSON"),
+]
+
+
+def test_malformed_lines_get_error_events_and_the_connection_stays_usable(pocket, server_log):
+    """What the library's reader stops at (and, for a JSON array, dies on with an
+    unretrieved AttributeError) is answered with an error event in its turn; the same
+    connection then speaks; the log has one line per mistake, no traceback."""
+    tts, port, voice = pocket
+
+    async def go():
+        reader, writer = await raw(port)
+        errors = []
+        for data, _ in MALFORMED:
+            writer.write(data)
+            await writer.drain()
+            ev = await next_event(reader)
+            assert Error.is_type(ev.type), ev
+            errors.append(Error.from_event(ev))
+        writer.write(b"\n")  # an empty line: nothing to answer
+        await async_write_event(Ping("still here").event(), writer)
+        pong = await next_event(reader)
+        await async_write_event(Synthesize(TEXT).event(), writer)
+        types = []
+        while not types or types[-1] != "audio-stop":
+            types.append((await next_event(reader)).type)
+        writer.close()
+        return errors, pong, types
+
+    errors, pong, types = asyncio.run(go())
+    for (sent, needle), e in zip(MALFORMED, errors):
+        assert e.code == "invalid-event" and needle in e.text, (sent, e)
+    assert pong.type == "pong" and pong.data.get("text") == "still here"
+    assert types[0] == "audio-start" and types[-1] == "audio-stop"
+    lines = [r.getMessage() for r in server_log if r.name == "vocalis.wyoming"]
+    assert sum("127.0.0.1:" in ln for ln in lines) >= len(MALFORMED)
+    no_traceback(server_log)
+
+
+def test_framing_lost_is_answered_then_closed(pocket, server_log, monkeypatch):
+    """A header whose payload never comes (the client closed its side, or waited past the
+    timeout), a length that is not a count, an absurd size, an endless line: an error event
+    first, then the connection closes; the server goes on; no traceback."""
+    import vocalis.wyoming as wy
+
+    tts, port, voice = pocket
+    monkeypatch.setattr(wy, "BODY_TIMEOUT_S", 0.5)
+
+    async def answer(data: bytes, half_close: bool) -> tuple[Error, bytes]:
+        reader, writer = await raw(port)
+        writer.write(data)
+        await writer.drain()
+        if half_close:
+            writer.write_eof()
+        ev = await next_event(reader)
+        rest = await asyncio.wait_for(reader.read(), 30)  # then the end of the stream
+        writer.close()
+        assert Error.is_type(ev.type), ev
+        return Error.from_event(ev), rest
+
+    cases = [
+        (b'{"type": "synthesize", "payload_length": 100000}\n', True, "incomplete-event",
+         "ended after 0 of the 100000 bytes of payload of the 'synthesize' event"),
+        (b'{"type": "synthesize", "payload_length": 100000}\nabc', False, "incomplete-event",
+         "100000 bytes of payload of the 'synthesize' event did not arrive within 0.5 s"),
+        (b'{"type": "synthesize", "data_length": 20}\n{"text": "Hi', True,
+         "incomplete-event", "ended after 12 of the 20 bytes of data"),
+        (b'{"type": "synthesize", "payload_length": "ten"}\n', False, "invalid-event",
+         "payload_length must be a byte count"),
+        (b'{"type": "synthesize", "data_length": -1}\n', False, "invalid-event",
+         "data_length must be a byte count"),
+        (b'{"type": "audio-chunk", "payload_length": 1000000000}\n', False,
+         "event-too-large", "announces 1000000000 bytes"),
+        (b"x" * 70000 + b"\n", False, "event-too-large", "longer than 64 KiB"),
+        (b'{"type": "synthesize", "data": {"text": "cut', True, "incomplete-event",
+         "middle of an event header line"),
+    ]
+    for data, half_close, code, needle in cases:
+        err, rest = asyncio.run(answer(data, half_close))
+        assert (err.code, rest) == (code, b""), (data[:60], err)
+        assert needle in err.text, (data[:60], err.text)
     assert asyncio.run(synthesize(port, TEXT))[0][-1] == "audio-stop"
+    closing = [r.getMessage() for r in server_log if "closing its connection" in r.getMessage()]
+    assert len(closing) == len(cases), closing
+    no_traceback(server_log)
+
+
+def test_a_client_resetting_its_connection_is_one_log_line(pocket, server_log):
+    """A client that resets its connection (RST) mid-event or mid-utterance: one info line,
+    no traceback; the server goes on."""
+    tts, port, voice = pocket
+    for data in (b'{"type": "synthesize", "payload_length": 100}\n12',
+                 b'{"type": "synthesize", "data": {"text": "%s"}}\n' % TEXT.encode()):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(data)
+            time.sleep(0.3)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # SO_LINGER 0: close() sends RST
+    assert asyncio.run(synthesize(port, TEXT))[0][-1] == "audio-stop"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sum("left" in r.getMessage() for r in server_log) < 2:
+        time.sleep(0.05)
+    left = [r for r in server_log if "left" in r.getMessage()]
+    assert len(left) == 2 and all(r.levelno == logging.INFO for r in left), \
+        [r.getMessage() for r in server_log]
+    no_traceback(server_log)
 
 
 def test_split_sentences():
