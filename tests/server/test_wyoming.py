@@ -421,7 +421,7 @@ def test_malformed_lines_get_error_events_and_the_connection_stays_usable(pocket
     """What the library's reader stops at (and, for a JSON array, dies on with an
     unretrieved AttributeError) is answered with an error event in its turn; the same
     connection then speaks; the log has one line per mistake, no traceback."""
-    tts, port, voice = pocket
+    _, port, _ = pocket
 
     async def go():
         reader, writer = await raw(port)
@@ -458,7 +458,7 @@ def test_framing_lost_is_answered_then_closed(pocket, server_log, monkeypatch):
     first, then the connection closes; the server goes on; no traceback."""
     import vocalis.wyoming as wy
 
-    tts, port, voice = pocket
+    _, port, _ = pocket
     monkeypatch.setattr(wy, "BODY_TIMEOUT_S", 0.5)
 
     async def answer(data: bytes, half_close: bool) -> tuple[Error, bytes]:
@@ -503,7 +503,7 @@ def test_framing_lost_is_answered_then_closed(pocket, server_log, monkeypatch):
 def test_a_client_resetting_its_connection_is_one_log_line(pocket, server_log):
     """A client that resets its connection (RST) mid-event or mid-utterance: one info line,
     no traceback; the server goes on."""
-    tts, port, voice = pocket
+    _, port, _ = pocket
     for data in (b'{"type": "synthesize", "payload_length": 100}\n12',
                  b'{"type": "synthesize", "data": {"text": "%s"}}\n' % TEXT.encode()):
         with socket.create_connection(("127.0.0.1", port)) as s:

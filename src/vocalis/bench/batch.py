@@ -40,7 +40,12 @@ import numpy as np
 from vocalis import families
 from vocalis.audio import float_to_int16, write_wav
 from vocalis.bench import memory, report_meta
-from vocalis.bench.requests import BatchRequest, check_options, problems_error, read_requests
+from vocalis.bench.requests import (
+    BatchRequest,
+    check_options,
+    problems_error,
+    read_requests,
+)
 from vocalis.bench.session import (
     Job,
     Outcome,
