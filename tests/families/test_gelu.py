@@ -1,44 +1,23 @@
 """Our GELU kernel (tanh approximation; ``torch.ops.vocalis_f32.gelu_tanh``, the Pocket speed
 choice ``gelu=vocalis``) against independent references: the formula in float64
 (tests/families/formulas.py, with its error bound), PyTorch's ``F.gelu(approximate="tanh")``,
-and the official package (tests/pocket/test_parity.py::test_own_float32_kernels_match_official).
+and the official package (tests/pocket/test_parity.py::test_own_float32_kernels_match_official);
+the choice itself: tests/families/test_tuning.py (test_the_gelu_kernel_...).
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-import vocalis
 from tests.families.formulas import gelu_tanh_bound
-from tests.families.test_tuning import (  # noqa: F401 - fixtures
-    CONFIG,
-    Scores,
-    _machine_load_unknown,
-    cache,
-    fresh,
-)
-from vocalis.models.pocket.layers import TransformerLayer, gelu_tanh, vocalis_gelu_tanh
-from vocalis.models.pocket.tuning import tune
+from vocalis.models.pocket.layers import gelu_tanh, vocalis_gelu_tanh
 
 pytestmark = pytest.mark.usefixtures("built_kernels")  # skips where they cannot be built
 
 EPS = torch.finfo(torch.float32).eps  # 2^-23
-
-
-def gelus(model) -> set:
-    """The GELU functions held by the transformer layers of the FlowLM and of Mimi's decoder
-    transformer (the encoder transformer's: :func:`encoder_gelus`)."""
-    return {m.gelu for part in (model.flow_lm, model.mimi.decoder_transformer)
-            for m in part.modules() if isinstance(m, TransformerLayer)}
-
-
-def encoder_gelus(model) -> set:
-    return {m.gelu for m in model.mimi.encoder_transformer.modules()
-            if isinstance(m, TransformerLayer)}
 
 
 def near_pytorch(got: torch.Tensor, x: torch.Tensor) -> bool:
@@ -77,41 +56,3 @@ def test_vocalis_gelu_is_gelu_tanh():
     b = torch.randn(2, 64, 100).bfloat16()
     assert vocalis_gelu_tanh(b).dtype == torch.bfloat16
     assert torch.equal(vocalis_gelu_tanh(b), gelu_tanh(b))
-
-
-def test_the_gelu_kernel_is_a_measured_choice_for_every_transformer(fresh, cache):
-    """gelu=vocalis, measured faster, is taken and held by every layer of the FlowLM and of
-    Mimi's decoder transformer; the encoder transformer, which makes voice states from audio,
-    keeps PyTorch's (voice files stay the official package's); measured slower, PyTorch's
-    stays."""
-    model = fresh()
-    assert gelus(model) == {gelu_tanh}
-    t = tune(model, threads=2, max_batch=4, exact=False,
-             measure=Scores(model, {("gelu", "vocalis"): 1.0, ("gelu", "default"): 2.0}))
-    assert t.choices["gelu"] == "vocalis" and t.sources["gelu"] == "measured"
-    assert set(t.timings["gelu"]) == {"default", "vocalis"}
-    assert gelus(model) == {vocalis_gelu_tanh} and encoder_gelus(model) == {gelu_tanh}
-    model = fresh()
-    cache.unlink()
-    t = tune(model, threads=2, max_batch=4, exact=False,
-             measure=Scores(model, {("gelu", "vocalis"): 2.0, ("gelu", "default"): 1.0}))
-    assert t.choices["gelu"] == "default" and gelus(model) == {gelu_tanh}
-
-
-def test_the_gelu_choice_speaks_as_the_exact_model(checkpoints, cache):
-    """A seeded request with gelu=vocalis equals the exact model's (PyTorch's GELU, the
-    official arithmetic) to float rounding: same length, cosine > 0.99999 (the exact model
-    holds PyTorch's GELU)."""
-    d = str(checkpoints.get(CONFIG))
-    voice = d + "/voice.wav"
-    text = "The kernel changes speed only, not what is said."
-    with vocalis.load(d, threads=2, exact=True) as ref:
-        assert gelus(ref.model) == {gelu_tanh}
-        want = ref.synthesize(text, voice=voice, seed=5, max_frames=16).samples
-    with vocalis.load(d, threads=2, tuning="fixed,gelu=vocalis") as tts:
-        assert gelus(tts.model) == {vocalis_gelu_tanh}
-        got = tts.synthesize(text, voice=voice, seed=5, max_frames=16).samples
-    assert got.shape == want.shape
-    a, b = got.astype(np.float64), want.astype(np.float64)
-    assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.99999
-    assert not np.array_equal(got, want)  # the two GELUs do differ: ours ran

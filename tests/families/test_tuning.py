@@ -25,6 +25,7 @@ from vocalis.errors import InputError
 from tests.conftest import kernels_unbuildable
 from vocalis.kernels.f32 import F32Linear
 from vocalis.models.packed import PackedLinear
+from vocalis.models.pocket.layers import TransformerLayer, gelu_tanh, vocalis_gelu_tanh
 from vocalis.models.pocket.mimi import ExpELU, VocalisELU
 from vocalis.models.pocket.tuning import split_candidates, tune
 
@@ -464,6 +465,58 @@ def test_the_elu_kernel_is_a_codec_elu_choice_and_decodes_as_nn_elu(fresh, cache
                                                 [i == 0] * 2) for i in range(4)], dim=-1)
     assert elus(model) == {torch.nn.ELU}
     torch.testing.assert_close(pcm["vocalis"], pcm["default"], rtol=0, atol=1e-5)
+
+
+def gelus(model) -> set:
+    """The GELU functions held by the transformer layers of the FlowLM and of Mimi's decoder
+    transformer (the encoder transformer's: :func:`encoder_gelus`)."""
+    return {m.gelu for part in (model.flow_lm, model.mimi.decoder_transformer)
+            for m in part.modules() if isinstance(m, TransformerLayer)}
+
+
+def encoder_gelus(model) -> set:
+    return {m.gelu for m in model.mimi.encoder_transformer.modules()
+            if isinstance(m, TransformerLayer)}
+
+
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_the_gelu_kernel_is_a_measured_choice_for_every_transformer(fresh, cache):
+    """gelu=vocalis, measured faster, is taken and held by every layer of the FlowLM and of
+    Mimi's decoder transformer; the encoder transformer, which makes voice states from audio,
+    keeps PyTorch's (voice files stay the official package's); measured slower, PyTorch's
+    stays."""
+    model = fresh()
+    assert gelus(model) == {gelu_tanh}
+    t = tune(model, threads=2, max_batch=4, exact=False,
+             measure=Scores(model, {("gelu", "vocalis"): 1.0, ("gelu", "default"): 2.0}))
+    assert t.choices["gelu"] == "vocalis" and t.sources["gelu"] == "measured"
+    assert set(t.timings["gelu"]) == {"default", "vocalis"}
+    assert gelus(model) == {vocalis_gelu_tanh} and encoder_gelus(model) == {gelu_tanh}
+    model = fresh()
+    cache.unlink()
+    t = tune(model, threads=2, max_batch=4, exact=False,
+             measure=Scores(model, {("gelu", "vocalis"): 2.0, ("gelu", "default"): 1.0}))
+    assert t.choices["gelu"] == "default" and gelus(model) == {gelu_tanh}
+
+
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_the_gelu_choice_speaks_as_the_exact_model(checkpoints, cache):
+    """A seeded request with gelu=vocalis equals the exact model's (PyTorch's GELU, the
+    official arithmetic) to float rounding: same length, cosine > 0.99999 (the exact model
+    holds PyTorch's GELU)."""
+    d = str(checkpoints.get(CONFIG))
+    voice = d + "/voice.wav"
+    text = "The kernel changes speed only, not what is said."
+    with vocalis.load(d, threads=2, exact=True) as ref:
+        assert gelus(ref.model) == {gelu_tanh}
+        want = ref.synthesize(text, voice=voice, seed=5, max_frames=16).samples
+    with vocalis.load(d, threads=2, tuning="fixed,gelu=vocalis") as tts:
+        assert gelus(tts.model) == {vocalis_gelu_tanh}
+        got = tts.synthesize(text, voice=voice, seed=5, max_frames=16).samples
+    assert got.shape == want.shape
+    a, b = got.astype(np.float64), want.astype(np.float64)
+    assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.99999
+    assert not np.array_equal(got, want)  # the two GELUs do differ: ours ran
 
 
 def never(name, value):
