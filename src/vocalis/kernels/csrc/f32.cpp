@@ -107,32 +107,25 @@ torch::Tensor bf16_gemm(torch::Tensor x, torch::Tensor tiles, torch::Tensor tail
                       f32_core::bf16_gemm);
 }
 
-// x float32 (any shape) -> elu(x) (alpha 1), a new contiguous tensor: f32_core::elu, in blocks
-// over the calling thread's intra-op threads.
-torch::Tensor elu(torch::Tensor x) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "elu: x must be float32");
+// x float32 (any shape) -> f(x) value by value, a new contiguous tensor, in blocks of at least
+// `grain` values over the calling thread's intra-op threads.
+torch::Tensor pointwise(const char* name, torch::Tensor x, int64_t grain,
+                        void (*f)(const float*, float*, int64_t)) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, name, ": x must be float32");
   auto xs = x.contiguous();
   auto y = torch::empty_like(xs, at::MemoryFormat::Contiguous);
   const float* X = xs.data_ptr<float>();
   float* Y = y.data_ptr<float>();
-  at::parallel_for(0, xs.numel(), 32768, [&](int64_t b, int64_t e) {
-    f32_core::elu(X + b, Y + b, e - b);
-  });
+  at::parallel_for(0, xs.numel(), grain, [&](int64_t b, int64_t e) { f(X + b, Y + b, e - b); });
   return y;
 }
 
-// x float32 (any shape) -> gelu(x) with the tanh approximation, a new contiguous tensor:
-// f32_core::gelu_tanh, in blocks over the calling thread's intra-op threads.
+// elu(x) (alpha 1): f32_core::elu.
+torch::Tensor elu(torch::Tensor x) { return pointwise("elu", x, 32768, f32_core::elu); }
+
+// gelu(x), tanh approximation: f32_core::gelu_tanh.
 torch::Tensor gelu_tanh(torch::Tensor x) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "gelu_tanh: x must be float32");
-  auto xs = x.contiguous();
-  auto y = torch::empty_like(xs, at::MemoryFormat::Contiguous);
-  const float* X = xs.data_ptr<float>();
-  float* Y = y.data_ptr<float>();
-  at::parallel_for(0, xs.numel(), 16384, [&](int64_t b, int64_t e) {
-    f32_core::gelu_tanh(X + b, Y + b, e - b);
-  });
-  return y;
+  return pointwise("gelu_tanh", x, 16384, f32_core::gelu_tanh);
 }
 
 TORCH_LIBRARY(vocalis_f32, m) {

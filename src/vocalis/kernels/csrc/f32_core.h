@@ -327,18 +327,47 @@ constexpr float LN2_LO = 1.42860682030941723212e-6f;
 constexpr float LOW = -87.0f;                         // 2^n stays a normal float32
 constexpr float C[7] = {1.f / 2, 1.f / 6, 1.f / 24, 1.f / 120, 1.f / 720, 1.f / 5040, 1.f / 40320};
 
-inline float one(float x) {
-  if (!(x <= 0.f)) return x;  // x > 0 or NaN
-  const float t = std::max(x, LOW);
+// t in [-87, 88] -> 2^n (scale) and expm1(r) (pm1), t = n ln2 + r: exp(t) = 2^n (1 + pm1).
+inline void exp_parts(float t, float& scale, float& pm1) {
   const float n = std::nearbyint(t * LOG2E);
   float r = std::fma(n, -LN2_HI, t);
   r = std::fma(n, -LN2_LO, r);
   float p = C[6];
   for (int i = 5; i >= 0; --i) p = std::fma(p, r, C[i]);
-  const float pm1 = std::fma(r * r, p, r);
+  pm1 = std::fma(r * r, p, r);
   const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
-  float scale;
   std::memcpy(&scale, &bits, 4);
+}
+
+#if defined(VOCALIS_X86)
+inline void exp_parts(__m256 t, __m256& scale, __m256& pm1) {
+  const __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_HI), t);
+  r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_LO), r);
+  __m256 p = _mm256_set1_ps(C[6]);
+  for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
+  pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
+  scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23));
+}
+#elif defined(VOCALIS_NEON)
+inline void exp_parts(float32x4_t t, float32x4_t& scale, float32x4_t& pm1) {
+  const float32x4_t nn = vrndnq_f32(vmulq_f32(t, vdupq_n_f32(LOG2E)));
+  float32x4_t r = vfmaq_f32(t, nn, vdupq_n_f32(-LN2_HI));
+  r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));
+  float32x4_t p = vdupq_n_f32(C[6]);
+  for (int c = 5; c >= 0; --c) p = vfmaq_f32(vdupq_n_f32(C[c]), p, r);
+  pm1 = vfmaq_f32(r, vmulq_f32(r, r), p);
+  scale = vreinterpretq_f32_s32(
+      vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nn), vdupq_n_s32(127)), 23));
+}
+#endif
+
+inline float one(float x) {
+  if (!(x <= 0.f)) return x;  // x > 0 or NaN
+  float scale, pm1;
+  exp_parts(std::max(x, LOW), scale, pm1);
   return std::fma(scale, pm1, scale - 1.f);
 }
 }  // namespace elu_detail
@@ -351,17 +380,8 @@ inline void elu(const float* x, float* y, int64_t n) {
   const __m256 zero = _mm256_setzero_ps(), low = _mm256_set1_ps(LOW);
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 t = _mm256_max_ps(v, low);  // NaN lanes: taken from v below
-    const __m256 nn = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(LOG2E)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_HI), t);
-    r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_LO), r);
-    __m256 p = _mm256_set1_ps(C[6]);
-    for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
-    const __m256 pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-    const __m256 scale = _mm256_castsi256_ps(e);
+    __m256 scale, pm1;
+    exp_parts(_mm256_max_ps(v, low), scale, pm1);  // NaN lanes: taken from v below
     const __m256 em1 = _mm256_fmadd_ps(scale, pm1, _mm256_sub_ps(scale, _mm256_set1_ps(1.f)));
     const __m256 pos = _mm256_cmp_ps(v, zero, _CMP_NLE_UQ);  // x > 0 or NaN
     _mm256_storeu_ps(y + i, _mm256_blendv_ps(em1, v, pos));
@@ -371,15 +391,8 @@ inline void elu(const float* x, float* y, int64_t n) {
   for (; i + 4 <= n; i += 4) {
     const float32x4_t v = vld1q_f32(x + i);
     // lanes above 0 or NaN: t = 0, their result is x below
-    const float32x4_t t = vbslq_f32(vcleq_f32(v, zero), vmaxq_f32(v, low), zero);
-    const float32x4_t nn = vrndnq_f32(vmulq_f32(t, vdupq_n_f32(LOG2E)));
-    float32x4_t r = vfmaq_f32(t, nn, vdupq_n_f32(-LN2_HI));
-    r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));
-    float32x4_t p = vdupq_n_f32(C[6]);
-    for (int c = 5; c >= 0; --c) p = vfmaq_f32(vdupq_n_f32(C[c]), p, r);
-    const float32x4_t pm1 = vfmaq_f32(r, vmulq_f32(r, r), p);
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nn), vdupq_n_s32(127)), 23);
-    const float32x4_t scale = vreinterpretq_f32_s32(e);
+    float32x4_t scale, pm1;
+    exp_parts(vbslq_f32(vcleq_f32(v, zero), vmaxq_f32(v, low), zero), scale, pm1);
     const float32x4_t em1 = vfmaq_f32(vsubq_f32(scale, vdupq_n_f32(1.f)), scale, pm1);
     vst1q_f32(y + i, vbslq_f32(vcleq_f32(v, zero), em1, v));  // x <= 0: em1; else (NaN too) x
   }
@@ -412,16 +425,8 @@ inline float one(float x) {
   const float s = std::fma(A, x * x, B);
   const float zr = x * s;
   if (zr > HIGH) return -0.f;
-  const float z = std::max(zr, LOW);
-  const float n = std::nearbyint(z * LOG2E);
-  float r = std::fma(n, -LN2_HI, z);
-  r = std::fma(n, -LN2_LO, r);
-  float p = C[6];
-  for (int i = 5; i >= 0; --i) p = std::fma(p, r, C[i]);
-  const float pm1 = std::fma(r * r, p, r);
-  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
+  float scale, pm1;
+  exp_parts(std::max(zr, LOW), scale, pm1);
   return x / (1.f + std::fma(scale, pm1, scale));
 }
 }  // namespace gelu_detail
@@ -440,17 +445,8 @@ inline void gelu_tanh(const float* x, float* y, int64_t n) {
     const __m256 s = _mm256_fmadd_ps(_mm256_set1_ps(A), _mm256_mul_ps(v, v), _mm256_set1_ps(B));
     // NaN lanes become a clamp bound here, their result is x below; lanes above HIGH: -0
     const __m256 zr = _mm256_mul_ps(v, s);
-    const __m256 z = _mm256_min_ps(_mm256_max_ps(zr, low), high);
-    const __m256 nn = _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(LOG2E)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_HI), z);
-    r = _mm256_fmadd_ps(nn, _mm256_set1_ps(-LN2_LO), r);
-    __m256 p = _mm256_set1_ps(C[6]);
-    for (int c = 5; c >= 0; --c) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(C[c]));
-    const __m256 pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-    const __m256 scale = _mm256_castsi256_ps(e);
+    __m256 scale, pm1;
+    exp_parts(_mm256_min_ps(_mm256_max_ps(zr, low), high), scale, pm1);
     __m256 g = _mm256_div_ps(v, _mm256_add_ps(one, _mm256_fmadd_ps(scale, pm1, scale)));
     g = _mm256_blendv_ps(g, _mm256_set1_ps(-0.f), _mm256_cmp_ps(zr, high, _CMP_GT_OQ));
     _mm256_storeu_ps(y + i, _mm256_blendv_ps(g, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
@@ -464,15 +460,8 @@ inline void gelu_tanh(const float* x, float* y, int64_t n) {
     const float32x4_t w = vbslq_f32(num, v, vdupq_n_f32(0.f));  // NaN lanes: x below
     const float32x4_t s = vfmaq_f32(vdupq_n_f32(B), vdupq_n_f32(A), vmulq_f32(w, w));
     const float32x4_t zr = vmulq_f32(w, s);
-    const float32x4_t z = vminq_f32(vmaxq_f32(zr, low), high);
-    const float32x4_t nn = vrndnq_f32(vmulq_f32(z, vdupq_n_f32(LOG2E)));
-    float32x4_t r = vfmaq_f32(z, nn, vdupq_n_f32(-LN2_HI));
-    r = vfmaq_f32(r, nn, vdupq_n_f32(-LN2_LO));
-    float32x4_t p = vdupq_n_f32(C[6]);
-    for (int c = 5; c >= 0; --c) p = vfmaq_f32(vdupq_n_f32(C[c]), p, r);
-    const float32x4_t pm1 = vfmaq_f32(r, vmulq_f32(r, r), p);
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(nn), vdupq_n_s32(127)), 23);
-    const float32x4_t scale = vreinterpretq_f32_s32(e);
+    float32x4_t scale, pm1;
+    exp_parts(vminq_f32(vmaxq_f32(zr, low), high), scale, pm1);
     float32x4_t g = vdivq_f32(w, vaddq_f32(one, vfmaq_f32(scale, scale, pm1)));
     g = vbslq_f32(vcgtq_f32(zr, high), vdupq_n_f32(-0.f), g);
     vst1q_f32(y + i, vbslq_f32(num, g, v));

@@ -15,9 +15,9 @@
 // order on every instruction set: simd.h) and stay within the float32 dot-product error bound
 // of the float64 product; on the same build, every row alone equals it in the batch, the
 // bfloat16-held weights give their float32 values' results, and a product split into blocks of
-// tiles (as threads split it) equals it in one block. ELU (check_elu): the vector lanes equal the
-// scalar code, within 2 float32 roundings of float64 expm1, and the reference bit for bit; GELU
-// (check_gelu) the same, within its bound of the float64 formula.
+// tiles (as threads split it) equals it in one block. ELU and GELU (check_activation): the
+// vector lanes equal the scalar code, within their bounds of the float64 formulas (ELU: 2
+// float32 roundings of expm1), and the reference bit for bit.
 // The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
@@ -202,59 +202,31 @@ bool check_gemm(Reader& in, int64_t M, int64_t N, int64_t K, std::string& why) {
   return same(y, ref, "the reference's outputs", why);
 }
 
-// ---------------------------------------------------------------- ELU
+// ---------------------------------------------------------------- ELU and GELU
 
-// M values x: f32_core::elu (in two blocks, as threads split it) equals its scalar form value by
-// value (the vector lanes against the portable code of this build), stays within the bound of
-// float64 expm1 (NaN stays NaN), and equals the reference's outputs bit for bit.
-bool check_elu(Reader& in, int64_t M, std::string& why) {
+// M values x: the activation `f` (in two blocks, as threads split it) equals its scalar form
+// `one` value by value (the vector lanes against the portable code of this build), stays within
+// the bound of the float64 formula (NaN stays NaN), and equals the reference's outputs bit for
+// bit. ELU: f32_core::elu (2 float32 roundings of expm1); GELU: f32_core::gelu_tanh.
+bool check_activation(Reader& in, int64_t M, std::string& why, const char* name,
+                      void (*f)(const float*, float*, int64_t), float (*one_of)(float)) {
   auto x = in.read<float>(M);
   auto ref = in.read<float>(M);
   auto exact = in.read<double>(M);
   auto bound = in.read<double>(M);
   if (!in.ok) return false;
   std::vector<float> y(M), one(M);
-  f32_core::elu(x.data(), y.data(), M / 2);
-  f32_core::elu(x.data() + M / 2, y.data() + M / 2, M - M / 2);
-  for (int64_t i = 0; i < M; ++i) one[i] = f32_core::elu_detail::one(x[i]);
+  f(x.data(), y.data(), M / 2);
+  f(x.data() + M / 2, y.data() + M / 2, M - M / 2);
+  for (int64_t i = 0; i < M; ++i) one[i] = one_of(x[i]);
   if (!same(y, one, "the vector lanes vs the scalar code", why)) return false;
   for (int64_t i = 0; i < M; ++i) {
     const bool nan = std::isnan(exact[i]);
     const bool close = double(y[i]) == exact[i] || std::fabs(double(y[i]) - exact[i]) <= bound[i];
     if (nan ? !std::isnan(y[i]) : !close) {  // == for the infinities
       char buf[200];
-      std::snprintf(buf, sizeof buf, "value %lld: elu(%.9g) = %.9g, float64 %.9g, bound %.3g",
-                    (long long)i, double(x[i]), double(y[i]), exact[i], bound[i]);
-      why = buf;
-      return false;
-    }
-  }
-  return same(y, ref, "the reference's outputs", why);
-}
-
-// ---------------------------------------------------------------- GELU (tanh approximation)
-
-// M values x: f32_core::gelu_tanh (in two blocks) equals its scalar form value by value, stays
-// within the given bound of the float64 formula (NaN stays NaN), and equals the reference's
-// outputs bit for bit.
-bool check_gelu(Reader& in, int64_t M, std::string& why) {
-  auto x = in.read<float>(M);
-  auto ref = in.read<float>(M);
-  auto exact = in.read<double>(M);
-  auto bound = in.read<double>(M);
-  if (!in.ok) return false;
-  std::vector<float> y(M), one(M);
-  f32_core::gelu_tanh(x.data(), y.data(), M / 2);
-  f32_core::gelu_tanh(x.data() + M / 2, y.data() + M / 2, M - M / 2);
-  for (int64_t i = 0; i < M; ++i) one[i] = f32_core::gelu_detail::one(x[i]);
-  if (!same(y, one, "the vector lanes vs the scalar code", why)) return false;
-  for (int64_t i = 0; i < M; ++i) {
-    const bool nan = std::isnan(exact[i]);
-    const bool close = double(y[i]) == exact[i] || std::fabs(double(y[i]) - exact[i]) <= bound[i];
-    if (nan ? !std::isnan(y[i]) : !close) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, "value %lld: gelu(%.9g) = %.9g, float64 %.9g, bound %.3g",
-                    (long long)i, double(x[i]), double(y[i]), exact[i], bound[i]);
+      std::snprintf(buf, sizeof buf, "value %lld: %s(%.9g) = %.9g, float64 %.9g, bound %.3g",
+                    (long long)i, name, double(x[i]), double(y[i]), exact[i], bound[i]);
       why = buf;
       return false;
     }
@@ -402,9 +374,11 @@ int main(int argc, char** argv) {
       case 2: ok = check_float(int(kind), in, M, N, K, why); break;
       case 3: ok = check_q8(in, M, N, K, why); break;
       case 4: ok = check_q4(in, M, N, K, why); break;
-      case 5: ok = check_elu(in, M, why); break;
+      case 5: ok = check_activation(in, M, why, "elu", f32_core::elu, f32_core::elu_detail::one); break;
       case 6: ok = check_gemm(in, M, N, K, why); break;
-      case 7: ok = check_gelu(in, M, why); break;
+      case 7:
+        ok = check_activation(in, M, why, "gelu", f32_core::gelu_tanh, f32_core::gelu_detail::one);
+        break;
       default: in.ok = false;
     }
     if (!in.ok) break;
