@@ -721,11 +721,13 @@ def unknown_load_keyword(name: str, info: ModelInfo | None = None) -> UnknownOpt
     near = [*LOAD_KEYWORDS, *(n for f in fams for n in f.load_options.names)]
     if info is not None:
         where = f" with {info.family.title} model {info.name}"
-        theirs = f"{info.family.title}'s load options: {', '.join(near[len(LOAD_KEYWORDS):]) or 'none'}"
+        own = ", ".join(near[len(LOAD_KEYWORDS):]) or "none"
+        theirs = f"{info.family.title}'s load options: {own}"
     else:
         where = ""
         theirs = "a family's load options (" + "; ".join(
-            f"{f.title}: {', '.join(f.load_options.names)}" for f in fams if len(f.load_options)) + ")"
+            f"{f.title}: {', '.join(f.load_options.names)}"
+            for f in fams if len(f.load_options)) + ")"
     return UnknownOption(f"unknown keyword {name} for vocalis.load{where}"
                          f"{did_you_mean(name, near)}; it takes {', '.join(LOAD_KEYWORDS)}, "
                          f"and {theirs}", param=name)
@@ -733,7 +735,8 @@ def unknown_load_keyword(name: str, info: ModelInfo | None = None) -> UnknownOpt
 
 def check_load(model_id: str | os.PathLike | None = None, device: str = "cpu",
                threads: int | None = None, max_batch: int = 16, max_queue: int = 256,
-               quantize: bool | str = False, **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
+               quantize: bool | str = False,
+               **load_options) -> tuple[ModelInfo, LoadSettings, dict]:
     """The checks of :func:`load` that need no weights: the model id (its family and
     config), the device, engine sizes, the quantize mode and the family's load options.
     Returns ``(info, settings, load_options)``; ``settings.exact``/``tuning`` are left at
@@ -770,8 +773,9 @@ def load(model_id: str | os.PathLike | None = None, device: str = "cpu", threads
 
     ``model_id`` (a ``str`` or a path object; the first argument): a released id
     (``vocalis models list``; default: the first family's default, ``pocket-tts``), a Hub
-    repo id, or a local checkpoint (its family finds it: :mod:`vocalis.families`). Weights come from the hub at pinned revisions (cached; with
-    ``HF_HUB_OFFLINE=1`` only the cache) or from local files.
+    repo id, or a local checkpoint (its family finds it: :mod:`vocalis.families`). Weights
+    come from the hub at pinned revisions (cached; with ``HF_HUB_OFFLINE=1`` only the cache)
+    or from local files.
 
     ``quantize`` (``True`` = ``"int8"``): int8 linears where the family offers them (Pocket
     TTS FlowLM, Qwen3-TTS talker and code predictor; CPU, float32; faster, not

@@ -337,7 +337,8 @@ class OptionSchema:
         if not self._options:
             return f"{self.owner or 'this schema'}: no options"
         width = max(len(n) for n in self._options)
-        lines = [f"{self.owner} options ({len(self)}):" if self.owner else f"options ({len(self)}):"]
+        head = f"{self.owner} options" if self.owner else "options"
+        lines = [f"{head} ({len(self)}):"]
         for opt in self:
             default = f" (default {opt.default!r})" if opt.default is not None else ""
             lines.append(f"  {opt.name:<{width}}  {opt.describe()}{default}: {opt.help}")

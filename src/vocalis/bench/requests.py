@@ -84,10 +84,13 @@ def anchor(path: str, base: Path | None) -> str:
 
 
 def _where(where: str, e: VocalisError) -> VocalisError:
-    """``e`` with ``where: `` in front of its message, same type, no ``param``: the field at
-    fault is one of the requests file's, which the message names (not a command line flag,
-    which a CLI would add)."""
-    return type(e)(f"{where}: {e}")
+    """``e`` with ``where: `` in front of its message, same type (and the same ``problems``
+    lines, :func:`problems_error`), no ``param``: the field at fault is one of the requests
+    file's, which the message names (not a command line flag, which a CLI would add)."""
+    out = type(e)(f"{where}: {e}")
+    if getattr(e, "problems", None):  # several (problems_error): the lines go along
+        out.problems = e.problems
+    return out
 
 
 def check_options(options: dict, info: ModelInfo, where: str,
@@ -238,9 +241,6 @@ def read_requests(path: str | Path, info: ModelInfo | None = None,
     try:
         return parse_requests(data, p.resolve().parent, info, defaults)
     except VocalisError as e:
-        if getattr(e, "problems", None):  # several: the same error, the file named first
-            e.args = (f"requests file {p}: {e}",)
-            raise e from None
         raise _where(f"requests file {p}", e) from None
 
 

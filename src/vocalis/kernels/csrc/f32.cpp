@@ -1,6 +1,7 @@
 // vocalis: float32 linear as torch.ops.vocalis_f32 (Qwen3-TTS model_linears="vocalis", Pocket
-// TTS flow_linears="vocalis", whose prompt passes run bf16_gemm), ELU (Pocket TTS
-// codec_elu="vocalis") and GELU (Pocket TTS gelu="vocalis"): the PyTorch side (shapes, checks, outputs, threads) of the arithmetic
+// TTS flow_linears="vocalis", whose prompt passes run bf16_gemm, and codec_linears="vocalis"),
+// ELU (Pocket TTS codec_elu="vocalis") and GELU (Pocket TTS gelu="vocalis"): the PyTorch side
+// (shapes, checks, outputs, threads) of the arithmetic
 // in f32_core.h, which says how it sums (one order on every instruction set).
 // The point of the kernel is lend.h: while the engine's codec thread waits, its core takes
 // blocks of the output channels (two cores read memory faster than one; figures in

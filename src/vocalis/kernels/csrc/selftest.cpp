@@ -21,7 +21,8 @@
 // The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
-// weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM, 7 GELU), u32 name length, the name, i64 M, N, K, f32 x [M, K], the weights
+// weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM, 7 GELU), u32 name length, the name, i64 M, N,
+// K, f32 x [M, K], the weights
 // [N, K] (f32; for kind 2 u16 bfloat16 bits), for kind 3 the expected pack (i8 tiles
 // [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
 // [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N]. Kind 5
@@ -374,7 +375,9 @@ int main(int argc, char** argv) {
       case 2: ok = check_float(int(kind), in, M, N, K, why); break;
       case 3: ok = check_q8(in, M, N, K, why); break;
       case 4: ok = check_q4(in, M, N, K, why); break;
-      case 5: ok = check_activation(in, M, why, "elu", f32_core::elu, f32_core::elu_detail::one); break;
+      case 5:
+        ok = check_activation(in, M, why, "elu", f32_core::elu, f32_core::elu_detail::one);
+        break;
       case 6: ok = check_gemm(in, M, N, K, why); break;
       case 7:
         ok = check_activation(in, M, why, "gelu", f32_core::gelu_tanh, f32_core::gelu_detail::one);

@@ -16,7 +16,8 @@ Choices, decided in this order:
     8)`` rows, on the model thread count of the default split, plus a 40-token prompt pass
     of one row on every thread (a request's time to first audio: the kernels that step one
     row fastest can run the prompt pass twice as slow; docs/speed-choices.md).
-``codec_linears`` (``packed`` | ``packed1`` | ``default`` | ``vocalis``; ``int8`` for quantized models)
+``codec_linears`` (``packed`` | ``packed1`` | ``default`` | ``vocalis``; ``int8`` for quantized
+models)
     The same for the Mimi decoder's transformer linears (no ``hybrid``: a codec frame is 16
     positions, never a lone row; ``vocalis``, offered where our kernels are built: the
     decoder transformer's linears as :class:`~vocalis.kernels.f32.F32Linear`, whose 16
@@ -72,8 +73,9 @@ Choices, decided in this order:
 
 Packed, default and our linears compute the same products, the ELUs and the GELUs the same
 functions (they agree to float rounding), so no measured choice changes what is said, only
-how fast. ``exact`` models keep the default kernels, ``nn.ELU``, PyTorch's GELU and the built-in split (bit-identical
-to the official package); devices other than the CPU are not measured.
+how fast. ``exact`` models keep the default kernels, ``nn.ELU``, PyTorch's GELU and the
+built-in split (bit-identical to the official package); devices other than the CPU are not
+measured.
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class _Probe:
         self.batch = PocketBatch(model, rows)
         self.batch.ensure(rows, 64 + PROMPT_TOKENS)
         self._elu_inputs: dict[int, list[torch.Tensor]] = {}  # row count -> ELU inputs
+        self._gelu_inputs: dict[int, list[torch.Tensor]] = {}  # row count -> GELU inputs
 
     def prompt_fn(self, tokens: int) -> Callable[[], object]:
         """A prompt pass of ``tokens`` positions for one row after a 32-position voice."""
@@ -199,16 +202,18 @@ class _Probe:
         step of 1 and ``rows`` rows (one position each) and a codec frame of 1 and ``rows``
         rows (16 positions each): ``[n, positions, ffn]`` per layer."""
         flow = [m for m in self.model.flow_lm.modules() if isinstance(m, TransformerLayer)]
-        codec = [m for m in self.model.mimi.decoder_transformer.modules()
-                 if isinstance(m, TransformerLayer)]
-        stride = self.model.mimi.upsample_stride
-        g = torch.Generator().manual_seed(0)
-        dev = self.model.device
-        shapes = ([(1, PROMPT_TOKENS, m.linear1.out_features) for m in flow]
-                  + [(n, 1, m.linear1.out_features) for n in sorted({1, rows}) for m in flow]
-                  + [(n, stride, m.linear1.out_features) for n in sorted({1, rows})
-                     for m in codec])
-        inputs = [torch.randn(s, generator=g).to(dev) * 2 for s in shapes]
+        if rows not in self._gelu_inputs:  # made once, timed for every candidate and round
+            codec = [m for m in self.model.mimi.decoder_transformer.modules()
+                     if isinstance(m, TransformerLayer)]
+            stride = self.model.mimi.upsample_stride
+            g = torch.Generator().manual_seed(0)
+            shapes = ([(1, PROMPT_TOKENS, m.linear1.out_features) for m in flow]
+                      + [(n, 1, m.linear1.out_features) for n in sorted({1, rows}) for m in flow]
+                      + [(n, stride, m.linear1.out_features) for n in sorted({1, rows})
+                         for m in codec])
+            self._gelu_inputs[rows] = [torch.randn(s, generator=g).to(self.model.device) * 2
+                                       for s in shapes]
+        inputs = self._gelu_inputs[rows]
         gelu = flow[0].gelu
 
         def run() -> None:
