@@ -407,6 +407,7 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
     (audio, events), (_, cancelled) = asyncio.run(session())
     assert [e["type"] for e in events] == ["audio.start", "audio.done", "session.done"], events
     assert events[1]["text_end"] == len(text) and events[2]["samples"] == len(audio) // 2
+    assert events[0]["seed"] == opts["seed"]  # the session.config's seed, echoed
     status, _, want = cv.request("POST", "/v1/audio/speech", {
         "model": "qwen3-tts", "input": text, "voice": "ryan", "response_format": "pcm",
         "non_streaming_mode": False, **opts})
@@ -422,6 +423,49 @@ def test_websocket_token_granularity_speaks_the_whole_texts_audio(served):
 
     assert asyncio.run(refused({"normalize": True}))["param"] == "normalize"
     assert asyncio.run(refused({"non_streaming_mode": True}))["param"] == "non_streaming_mode"
+
+
+def test_websocket_token_mode_reports_the_seed_it_drew(served):
+    """split_granularity "token" without a seed: the utterance's one request draws one, and
+    its audio.start says which; given back as the seed (WebSocket or HTTP), it makes the
+    very same audio. Old code: no seed in audio.start."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from vocalis.server import stream
+
+    tts, cv = served["0.6b-customvoice"]
+    url = cv.url.replace("http://", "ws://") + stream.PATH
+    text = "Hello from the Qwen server, token by token."
+    config = {"type": "session.config", "response_format": "pcm", "stream_audio": True,
+              "voice": "ryan", "split_granularity": "token", "max_new_tokens": 12}
+
+    async def utterance(ws, seed=None):
+        await ws.send(json.dumps(config if seed is None else {**config, "seed": seed}))
+        for i in range(0, len(text), 6):
+            await ws.send(json.dumps({"type": "input.text", "text": text[i:i + 6]}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        return await _recv_until(ws, ("session.done", "error"))
+
+    async def session():
+        async with connect(url) as ws:
+            audio, events = await utterance(ws)
+            seed = events[0]["seed"]
+            again, events2 = await utterance(ws, seed)
+            return audio, events, again, events2
+
+    audio, events, again, events2 = asyncio.run(session())
+    assert [e["type"] for e in events] == ["audio.start", "audio.done", "session.done"], events
+    seed = events[0]["seed"]
+    assert type(seed) is int and 0 <= seed < 2**63, events[0]
+    assert events2[0]["type"] == "audio.start" and events2[0]["seed"] == seed
+    assert len(audio) > 0 and again == audio
+    status, headers, want = cv.request("POST", "/v1/audio/speech", {
+        "model": "qwen3-tts", "input": text, "voice": "ryan", "response_format": "pcm",
+        "non_streaming_mode": False, "max_new_tokens": 12, "seed": seed})
+    assert status == 200 and headers["x-vocalis-seed"] == str(seed) and want == audio
+    assert tts.engine.status()["active_rows"] == 0
 
 
 def test_websocket_token_mode_refuses_an_utterance_as_http_refuses_its_text(served):

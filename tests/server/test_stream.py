@@ -109,6 +109,7 @@ def test_sentences_stream_as_they_complete_and_equal_http(server, tts, monkeypat
         assert whole[e["text_start"]:e["text_end"]] == e["sentence_text"]
         assert e["format"] == "pcm" and e["sample_rate"] == 24000 and e["channels"] == 1
         assert e["utterance_index"] == 0
+        assert e["seed"] == 7  # the session.config's seed, echoed
     for e in dones:
         assert e["error"] is False and e["cancelled"] is False
         assert e["total_bytes"] == len(per[e["sentence_index"]]) == 2 * e["samples"]
@@ -125,6 +126,44 @@ def test_sentences_stream_as_they_complete_and_equal_http(server, tts, monkeypat
         else:
             assert len(got) == len(data)
             assert cosine(pcm_of(got), pcm_of(data)) >= 0.9999
+    assert rows_free(tts)
+
+
+def test_each_audio_start_reports_the_seed_its_sentence_used(server, tts, monkeypatch):
+    """Without a seed in the session.config, each sentence draws its own; its audio.start
+    says which (vocalis extension, as x-vocalis-seed over HTTP): given back as the seed,
+    over the WebSocket or POST /v1/audio/speech, it makes the very same audio again, and
+    the given seed is the one reported. Old code: no seed, the audio could not be remade."""
+    monkeypatch.setattr(stream, "AHEAD", 1)  # each sentence alone: the very same bytes
+    unseeded = {k: v for k, v in CONFIG.items() if k != "seed"}
+    texts = ["Hello there.", "How are you today?"]
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(unseeded))
+            await ws.send(json.dumps({"type": "input.text", "text": " ".join(texts)}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            drawn = await _sentences_until_done(ws)
+            again = []
+            for e in [e for e in drawn[0] if e["type"] == "audio.start"]:
+                await ws.send(json.dumps({**unseeded, "seed": e["seed"]}))
+                await ws.send(json.dumps({"type": "input.text", "text": e["sentence_text"]}))
+                await ws.send(json.dumps({"type": "input.done"}))
+                again.append(await _sentences_until_done(ws))
+            return drawn, again
+
+    (events, per), again = run(go())
+    starts = [e for e in events if e["type"] == "audio.start"]
+    assert [e["sentence_text"] for e in starts] == texts
+    seeds = [e["seed"] for e in starts]
+    assert all(type(s) is int and 0 <= s < 2**63 for s in seeds), seeds
+    for e, (events2, per2) in zip(starts, again):
+        start2 = [x for x in events2 if x["type"] == "audio.start"]
+        assert [x["seed"] for x in start2] == [e["seed"]]  # the given seed, echoed
+        got = bytes(per[e["sentence_index"]])
+        assert len(got) > 0 and bytes(per2[0]) == got
+        status, headers, data = speech(server, input=e["sentence_text"], seed=e["seed"])
+        assert status == 200 and headers["x-vocalis-seed"] == str(e["seed"]) and data == got
     assert rows_free(tts)
 
 
@@ -526,6 +565,8 @@ def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(ser
     assert full["param"] == "text" and "not spoken (send it again)" in full["message"]
     dones = [e for e in events if e["type"] == "audio.done"]
     assert [d["error"] for d in dones] == [False, True, True, False]
+    # a refused sentence made no request: no seed (null); the others used the config's
+    assert [e["seed"] for e in events if e["type"] == "audio.start"] == [7, None, None, 7]
     assert events[-1]["total_sentences"] == 4 and events[-1]["cancelled"] is False
     assert rows_free(tts)
 

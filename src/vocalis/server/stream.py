@@ -16,7 +16,7 @@ Client -> server (JSON text messages)::
 Server -> client, for every sentence (one engine request) in order::
 
     {"type": "audio.start", "utterance_index", "sentence_index", "sentence_text", "format",
-     "sample_rate", "channels", "text_start", "text_end"}
+     "sample_rate", "channels", "seed", "text_start", "text_end"}
     binary frames: the audio (``stream_audio`` true: 16-bit PCM chunks as they are decoded;
                    false: one frame holding the sentence's whole file in ``format``)
     {"type": "audio.words", "utterance_index", "sentence_index", "words"}   with
@@ -38,8 +38,12 @@ and once per utterance, after its last sentence::
                                                       "text", before its session.done)
 
 The fields in the first two lines of each message are vLLM-Omni's; the others are vocalis
-extensions (clients that do not know them ignore them): ``sample_rate`` (Hz) and
-``channels`` on every ``audio.start``; ``samples`` (audio samples sent, at ``sample_rate``);
+extensions (clients that do not know them ignore them): ``sample_rate`` (Hz),
+``channels`` and ``seed`` on every ``audio.start`` (``seed``: the seed of the sentence's
+engine request, the ``session.config``'s or, without one, one drawn for each sentence:
+that sentence's text with that seed gives the same audio again, as ``x-vocalis-seed`` on
+``POST /v1/audio/speech``; null for a sentence refused at submission, which made no
+request); ``samples`` (audio samples sent, at ``sample_rate``);
 ``text_start``/``text_end`` (the sentence's place in the utterance's text: character
 offsets into the concatenation of its ``input.text`` pieces, end exclusive);
 ``cancelled``; on ``session.done``, ``text_spoken_end`` (the text whose audio was sent
@@ -62,7 +66,8 @@ the first word, the model waits for text it has not got, and the audio is that o
 utterance given at once with the same seed (not normalized: numbers may arrive in pieces);
 ``input.done`` ends its text. Its
 ``audio.start`` comes with the first text (``sentence_text`` empty, ``text_start`` and
-``text_end`` 0); its ``audio.done`` carries the whole utterance's text span.
+``text_end`` 0; ``seed`` the utterance's); its ``audio.done`` carries the whole
+utterance's text span.
 
 Interruption (vocalis extension): ``input.cancel`` stops every utterance not yet finished:
 the sentence being sent stops within one engine step (its ``audio.done`` says
@@ -193,6 +198,7 @@ class _Item:
     sure: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: bool = False
     guess: bool = False
+    seed: int | None = None            # its engine request's (given or drawn): audio.start's
 
     def __post_init__(self) -> None:
         if not self.guess:
@@ -500,7 +506,7 @@ class StreamConnection:
             self.state.admitted.add(req)  # settled like a sentence's request
             encoder = make_encoder(cfg.msg.response_format, cfg.rate,
                                    whole=not cfg.msg.stream_audio)
-            item = _Item(utt, Sentence("", 0, 0))
+            item = _Item(utt, Sentence("", 0, 0), seed=seed)
             item.job = SpeechJob(req, encoder, asyncio.get_running_loop()).start()
             item.submitted.set()
             utt.fed = item
@@ -687,6 +693,7 @@ class StreamConnection:
         cfg = item.utt.config
         req = await speech.submit_text(self.state, cfg.plan, item.sentence.text,
                                        lambda: item.cancelled)
+        item.seed = req.stats.seed  # the plan's, or the one drawn for this sentence
         whole = not cfg.msg.stream_audio
         encoder = make_encoder(cfg.msg.response_format, cfg.rate, whole=whole)
         return SpeechJob(req, encoder, asyncio.get_running_loop(),
@@ -759,7 +766,7 @@ class StreamConnection:
         span = {"text_start": s.start, "text_end": s.end}
         await self.send_json({"type": "audio.start", **base, "sentence_text": s.text,
                               "format": cfg.msg.response_format, "sample_rate": cfg.rate,
-                              "channels": 1, **span})
+                              "channels": 1, "seed": item.seed, **span})
         total_bytes = samples = 0  # sent to the client
         made = 0                   # samples of a whole file not yet sent
         failed = cancelled = False
