@@ -61,6 +61,18 @@ def audio_of(msgs) -> bytes:
     return b"".join(base64.b64decode(m["audio"]) for m in msgs if m.get("audio"))
 
 
+def by_sentence(msgs) -> list[tuple[int, bytes]]:
+    """(seed, audio) of each sentence: the first message of each carries its ``seed``."""
+    out: list[tuple[int, bytearray]] = []
+    for m in msgs:
+        if "seed" in m:
+            out.append((m["seed"], bytearray()))
+        if m.get("audio"):
+            assert out, f"audio before any seed: {m}"
+            out[-1][1].extend(base64.b64decode(m["audio"]))
+    return [(seed, bytes(audio)) for seed, audio in out]
+
+
 def check_alignment(msgs, text_parts: list[str], rate=24000) -> None:
     """Characters spell the text; times, made absolute with each message's audio offset,
     never go back."""
@@ -117,7 +129,35 @@ def test_stream_input_equals_http_with_alignment(server, tts, monkeypatch):
     assert msgs[-1] == {"isFinal": True}
     assert all(m["isFinal"] is None for m in msgs[:-1])
     assert audio_of(msgs) == http_pcm(server, S1) + http_pcm(server, S2)
+    # the first message of each sentence echoes the seed it was made with
+    assert by_sentence(msgs) == [(7, http_pcm(server, S1)), (7, http_pcm(server, S2))]
     check_alignment(msgs, [S1, S2])
+
+
+def test_each_sentence_reports_the_seed_it_drew_and_it_remakes_the_audio(server, tts,
+                                                                          monkeypatch):
+    """Without a seed each sentence draws one; its first audio message says which (vocalis
+    extension ``seed``): that sentence sent again with that seed, here or to
+    POST /v1/audio/speech, gives the very same audio, and the given seed is echoed. Old
+    code: no seed in any message."""
+    monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # each sentence alone: the very same bytes
+
+    async def once(text, seed=None):
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps({"text": " "} | ({} if seed is None else {"seed": seed})))
+            await ws.send(json.dumps({"text": text}))
+            await ws.send(json.dumps({"text": ""}))
+            return await collect(ws)
+
+    msgs = asyncio.run(once(f"{S1} {S2}"))
+    drawn = by_sentence(msgs)
+    assert len(drawn) == 2 and sum(len(a) for _, a in drawn) == len(audio_of(msgs))
+    for text, (seed, audio) in zip([S1, S2], drawn):
+        assert type(seed) is int and 0 <= seed < 2**63 and len(audio) > 0, seed
+        assert by_sentence(asyncio.run(once(text, seed))) == [(seed, audio)]
+        st, headers, data = speech(server, input=text, seed=seed)
+        assert st == 200 and headers["x-vocalis-seed"] == str(seed) and data == audio
+    assert rows_free(tts)
     assert rows_free(tts)
 
 

@@ -43,7 +43,11 @@ Client messages (JSON text frames):
 Server messages: ``{"audio": base64, "isFinal": null, "alignment": {...},
 "normalizedAlignment": {...}}`` (multi-stream-input adds ``contextId``) for every piece of
 audio as it is generated, then ``{"isFinal": true}`` (with ``contextId``) when a stream is
-over. ``alignment`` lists ``chars``, ``charStartTimesMs`` and ``charDurationsMs``; times are
+over. Each sentence (the text up to a sentence end or a flush) is one engine request; the
+first audio message of each carries the vocalis extension ``seed`` (an integer, ignored by
+ElevenLabs' clients): the seed that request used, the connection's ``seed`` or, without
+one, the one drawn for that sentence, so that its text with that seed (here, or as
+``seed`` on ``POST /v1/audio/speech``) gives the same audio again. ``alignment`` lists ``chars``, ``charStartTimesMs`` and ``charDurationsMs``; times are
 relative to the start of that message's audio, as ElevenLabs gives them, and come from the
 engine's word timestamps: each word's time is spread evenly over its characters, the text
 between two words over the gap between them. A word's time is known once it has been
@@ -590,6 +594,7 @@ class Connection:
         outcome = "cancelled"
         sent = 0  # model-rate samples of this sentence so far
         aligner = Aligner(item.text) if self.plan.word_timestamps else None
+        seed = job.request.stats.seed  # rides on the sentence's first message, then None
         try:
             while True:
                 piece = await job.next()
@@ -598,14 +603,15 @@ class Connection:
                     sent += piece.samples
                     al = aligner.take(piece.words, t0) if aligner else None
                     if (piece.data or al) and not item.cancelled:
-                        await self._send_audio(ctx, piece.data, al)
+                        await self._send_audio(ctx, piece.data, al, seed)
+                        seed = None
                 elif piece.kind == "done":
                     cancelled = piece.stats is not None and piece.stats.cancelled
                     outcome = "cancelled" if cancelled else "completed"
                     al = aligner.take(piece.words, sent / self.rate, final=True) \
                         if aligner and not cancelled else None
                     if al and not item.cancelled:
-                        await self._send_audio(ctx, b"", al)
+                        await self._send_audio(ctx, b"", al, seed)
                     break
                 else:
                     outcome = "failed"
@@ -615,9 +621,13 @@ class Connection:
         finally:
             speech.settle(self.state, job.request, outcome)
 
-    async def _send_audio(self, ctx: _Context, data: bytes, alignment: dict | None) -> None:
+    async def _send_audio(self, ctx: _Context, data: bytes, alignment: dict | None,
+                          seed: int | None = None) -> None:
+        """One audio message; ``seed`` (the sentence's first message): its request's."""
         msg = {"audio": base64.b64encode(data).decode("ascii"), "isFinal": None,
                "normalizedAlignment": alignment, "alignment": alignment}
+        if seed is not None:
+            msg["seed"] = seed
         if self.multi:
             msg["contextId"] = ctx.id
         await self.send_json(msg)
