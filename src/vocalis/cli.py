@@ -632,6 +632,8 @@ def generate(
         source, clone_s = cloned
         first += (f"; before that, the voice was cloned from {source} in {clone_s:.2f} s "
                   "(`vocalis voices export` saves it for reuse)")
+    if seed is None:  # drawn for this run: said, so that the audio can be made again
+        first += f"; seed {req.stats.seed} (--seed {req.stats.seed} makes the same audio)"
     log.info("%s: %.2f s of audio in %.2f s (%.1fx real time), %s", where, duration_s, wall_s,
              x_rt, first)
 

@@ -190,6 +190,27 @@ def test_generate_reports_voice_cloning_apart_from_first_audio(ckpt, reference_w
     assert "TTFA" in summary and "voice was cloned" not in summary, summary
 
 
+def test_generate_without_a_seed_says_the_one_it_drew_and_it_remakes_the_file(ckpt, tmp_path):
+    """No ``--seed``: the summary line ends with the seed drawn and how to use it; that
+    ``--seed`` makes the very same file, and a given seed is not repeated there (the user
+    has it). Old code: the drawn seed was never shown, the audio could not be made again."""
+    import re
+
+    drawn = tmp_path / "drawn.wav"
+    proc = run(*gen_args(ckpt, "--text", TEXT, "-o", str(drawn)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    summary = stderr_lines(proc)[-1]
+    said = re.search(r"\(\d+\.\dx real time\), TTFA \d+ ms(?:; .*)?; seed (\d+) \(--seed (\d+) "
+                     r"makes the same audio\)$", summary)  # (between: the voice cloning)
+    assert said and said.group(1) == said.group(2), summary
+    again = tmp_path / "again.wav"
+    proc = run(*gen_args(ckpt, "--text", TEXT, "--seed", said.group(1), "-o", str(again)))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert again.read_bytes() == drawn.read_bytes()
+    summary = stderr_lines(proc)[-1]
+    assert "TTFA" in summary and not re.search(r"; seed \d", summary), summary
+
+
 BAD_INPUTS = {
     "empty text": ["--text", "  \n "],
     "unknown model": ["--model", "pocket-tts/no-such-model", "--text", TEXT],
