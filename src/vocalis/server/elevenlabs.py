@@ -47,12 +47,13 @@ over. Each sentence (the text up to a sentence end or a flush) is one engine req
 first audio message of each carries the vocalis extension ``seed`` (an integer, ignored by
 ElevenLabs' clients): the seed that request used, the connection's ``seed`` or, without
 one, the one drawn for that sentence, so that its text with that seed (here, or as
-``seed`` on ``POST /v1/audio/speech``) gives the same audio again. ``alignment`` lists ``chars``, ``charStartTimesMs`` and ``charDurationsMs``; times are
-relative to the start of that message's audio, as ElevenLabs gives them, and come from the
-engine's word timestamps: each word's time is spread evenly over its characters, the text
-between two words over the gap between them. A word's time is known once it has been
-spoken, so it rides on the message whose audio ends it: a word that began in an earlier
-message has a negative start. ``normalizedAlignment`` repeats ``alignment``. Problems are
+``seed`` on ``POST /v1/audio/speech``) gives the same audio again. ``alignment`` lists
+``chars``, ``charStartTimesMs`` and ``charDurationsMs``; times are relative to the start of
+that message's audio, as ElevenLabs gives them, and come from the engine's word
+timestamps: each word's time is spread evenly over its characters, the text between two
+words over the gap between them. A word's time is known once it has been spoken, so it
+rides on the message whose audio ends it: a word that began in an earlier message has a
+negative start. ``normalizedAlignment`` repeats ``alignment``. Problems are
 ``{"message": ..., "error": code}`` as ElevenLabs words them (with ``contextId`` where one
 is concerned); a problem with the connection itself (auth, voice, format) adds ``"code":
 1008`` and closes it with that code and the message as the close reason. Text flushed with
