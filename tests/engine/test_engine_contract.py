@@ -183,3 +183,52 @@ def test_a_reader_that_stops_early_leaves_the_rest_to_the_next():
     for ev in req.events():
         break  # read frame 0, then stop
     assert [getattr(e, "frame", None) for e in req.events(timeout=5)] == [1, 2, None]
+
+
+class Recorded(sf.StubBatch):
+    """Records the thread and torch thread count of every codec call, and its first flags."""
+
+    def __init__(self, rows):
+        super().__init__(rows)
+        self.calls = []
+
+    def decode(self, rows, frames, first):
+        self.calls.append((threading.current_thread().name, torch.get_num_threads(), list(first)))
+        return super().decode(rows, frames, first)
+
+
+class Recording(sf.StubEngine):
+    codec_pipeline = False
+
+    def new_batch(self, max_rows):
+        return Recorded(max_rows)
+
+
+class RecordingPipelined(Recording):
+    codec_pipeline = True  # later frames: first stage on the codec thread, second on its helper
+
+
+@pytest.mark.parametrize("family", [Recording, RecordingPipelined])
+def test_a_lone_first_frame_is_decoded_by_the_waiting_model_thread_on_every_thread(family):
+    """The model thread waits for a lone request's first frame (time to first audio): it
+    decodes that frame itself on every thread, where its thread pool is warm from the
+    prompt pass, while the codec threads (which decode the other frames on their share)
+    wait; the audio is the formula's, in order. Requests follow each other at once, as a
+    caller that submits the next as soon as the last one's audio is out: the codec's last
+    frames of one are not still being decoded beside the next one's first."""
+    engine = Engine(family(), max_batch=2, threads=2)
+    codec = {"vocalis-decoder", "vocalis-decoder-2"} if family.codec_pipeline \
+        else {"vocalis-decoder"}
+    try:
+        for text in ("Hello there.", "abc", "A third one", "4", "and a fifth request"):
+            engine.batch.calls.clear()
+            pcm, last = collect(engine.submit(job(engine.family, text)))
+            assert isinstance(last, Finished)
+            np.testing.assert_array_equal(pcm, sf.expected(text))
+            calls = engine.batch.calls
+            assert calls[0] == ("vocalis-engine", 2, [True])
+            assert all(name in codec and first == [False] for name, _, first in calls[1:])
+            if len(calls) > 2:  # (the last frames, the engine idle: every thread)
+                assert calls[1][1] == 1
+    finally:
+        engine.close()

@@ -79,6 +79,16 @@ class Job:
     passed_over: int = 0  # admissions that took a later arrival (a shorter prompt) first
 
 
+class _Turn:
+    """The codec thread's state lent to the model thread (:meth:`Engine._decode_here`):
+    ``granted`` once the codec thread has handed out every frame queued before, ``back``
+    once the model thread is done with it."""
+
+    def __init__(self) -> None:
+        self.granted = threading.Event()
+        self.back = threading.Event()
+
+
 class Expectation:
     """A submission on its way to an engine (:meth:`Engine.expect`). :meth:`done` once it
     is submitted or given up (idempotent; also on leaving a ``with`` block)."""
@@ -239,8 +249,16 @@ class Engine:
                 finishes: list = []
                 # Requests arriving at an idle engine get every thread for their prompt pass
                 # and first step (time to first audio): the codec has nothing to do meanwhile.
-                burst = bool(admitted) and len(admitted) == len(self._active) \
-                    and not self._decoding
+                # A codec still on its last frames of requests that have ended (a caller
+                # that submits the next request as soon as the last one's audio is out
+                # comes before the codec thread has looked at its queue) is waited for: a
+                # frame, while the prompt pass beside it would share the cores.
+                burst = bool(admitted) and len(admitted) == len(self._active)
+                if burst and self._decoding:
+                    if self._decode_q.empty() and not self._held:
+                        self._drain_codec()
+                    else:
+                        burst = False
                 if burst:
                     self.threads.use("all")
                 for job in admitted:
@@ -273,7 +291,7 @@ class Engine:
                         stepped = True
                     except Exception as e:  # a failure of the whole step: fail its rows
                         self._fail_active(e, finishes)
-                done = None
+                here = False
                 if decode_items or finishes:
                     self._decoding = True
                     # requests still queued behind those admitted now (a burst admitted
@@ -281,17 +299,13 @@ class Engine:
                     # pass competes with their decoding
                     backlog = only is not None or (bool(admitted) and bool(self._queue)
                                                    and self.admit_group > 0)
-                    done = threading.Event() if (burst and len(admitted) == 1) or backlog \
-                        else None
-                    if done is not None:  # a lone first frame: the codec thread decodes it
-                        # on every thread while this one waits; this thread's pool goes
-                        # first, so that only one pool lives (vocalis.engine.openmp)
-                        release_thread_pool()
-                    self._decode_q.put((decode_items, finishes, done))
-                    if done is not None:
-                        done.wait()
+                    here = (burst and len(admitted) == 1) or backlog
+                    if here:  # a lone first frame, or a group's: this thread decodes them
+                        self._decode_here(decode_items, finishes, burst)
+                    else:
+                        self._decode_q.put((decode_items, finishes, None))
                 if stepped:
-                    if burst and done is None and decode_items:  # the codec decodes beside it
+                    if burst and not here and decode_items:  # the codec decodes beside it
                         self.threads.use("model")
                     if not burst:
                         self.threads.model_step(len(self._active))
@@ -299,6 +313,37 @@ class Engine:
                 if burst:
                     self.threads.use("model")
         self._decode_q.put(None)
+
+    def _drain_codec(self) -> None:
+        """Wait until the codec thread has handed out every frame queued (see :class:`_Turn`)."""
+        turn = _Turn()
+        self._decode_q.put(([], [], turn))
+        turn.granted.wait()
+        turn.back.set()
+
+    def _decode_here(self, items: list, finishes: list, burst: bool) -> None:
+        """Decode frames this thread would otherwise wait for (a lone request's first frame:
+        time to first audio; a burst group's first frames) here, on every thread, once the
+        codec thread has decoded every frame queued before them (their order holds); the
+        codec thread waits meanwhile (:class:`_Turn`).
+
+        Here rather than on the codec thread: this thread's OpenMP pool is warm from the
+        prompt pass, its worker on the other core. The codec thread had to build a pool of
+        every thread for it after this thread freed its own, and the new worker starts on
+        its creator's core while the other core may not be free yet: until the kernel's
+        load balancer moves it, the two share a core, each barrier spinning through the
+        other's time slice (on a 2-core AMD EPYC Zen 4, a first frame's first codec stage
+        took 6-25 ms instead of 3, time to first audio 50-100 ms instead of 50)."""
+        turn = _Turn()
+        self._decode_q.put(([], [], turn))
+        turn.granted.wait()
+        try:
+            self.threads.use("all")
+            self._decode_group([(items, finishes, None)])
+        finally:
+            if not burst:  # (a burst's admission gives this thread its share at its end)
+                self.threads.use("model")
+            turn.back.set()
 
     def _finish_step(self) -> None:
         """The family's work that follows a step without its frames needing it (its
@@ -540,7 +585,8 @@ class Engine:
     # pipeline (codec_pipeline False) run the whole codec on the decoder thread, gathering
     # up to codec_frames steps per call (_gather); many rows are still split by rows. A
     # lone request's first frame at an idle engine (the model thread waits for it: time to
-    # first audio) runs through both stages here on every thread.
+    # first audio) and a burst group's first frames are decoded by the model thread itself,
+    # on every thread, while this thread waits (_decode_here, _Turn).
 
     @staticmethod
     def _args(items: list) -> tuple[list[int], torch.Tensor, list]:
@@ -616,7 +662,7 @@ class Engine:
                     except Exception as e:  # re-raised by the decoder thread
                         self._helper_out.put(e)
                     continue
-                items, x, finishes, done, error = payload
+                items, x, finishes, error = payload
                 pcm = None
                 if error is None and items:
                     rows, _, first = self._args(items)
@@ -624,9 +670,9 @@ class Engine:
                         pcm = self.batch.decode_tail(rows, x, first).float().cpu().numpy()
                     except Exception as e:
                         error = e
-                self._emit(items, pcm, error, finishes, done)
+                self._emit(items, pcm, error, finishes)
 
-    def _emit(self, items: list, pcm, error, finishes: list, done) -> None:
+    def _emit(self, items: list, pcm, error, finishes: list) -> None:
         """Hand decoded frames, then finished requests, to their callers (in order)."""
         sr = self.family.sample_rate
         if error is not None:
@@ -660,8 +706,6 @@ class Engine:
             else:
                 job.failed = True
                 job.req._put(Failed(err, st))
-        if done is not None:
-            done.set()
 
     def _decode_split(self, steps: list[list]) -> np.ndarray:
         """:meth:`_decode_frames` of many rows, split by rows: the first half on this thread,
@@ -680,6 +724,24 @@ class Engine:
             raise error
         return np.concatenate([first, second])
 
+    def _decode_group(self, group: list[tuple]) -> None:
+        """Both codec stages of the steps of ``group`` (see :meth:`_gather`) in one call,
+        split by rows with the helper thread for 4 rows or more, then their audio handed
+        out in order."""
+        steps = [m[0] for m in group]
+        items = steps[0]
+        pcm, error = None, None
+        if items:
+            try:
+                pcm = self._decode_split(steps) if len(items) >= 4 \
+                    else self._decode_frames(steps)
+            except Exception as e:
+                error = e
+        fs = self.family.frame_samples
+        for k, (items_k, finishes_k, _) in enumerate(group):
+            part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
+            self._emit(items_k, part, error, finishes_k)
+
     def _wait_for_helper(self) -> None:
         """Block until the helper thread has finished every job queued before this call."""
         synced = threading.Event()
@@ -693,34 +755,31 @@ class Engine:
             self.threads.codec_lends(True)
             while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
-                # both stages on this thread: many rows, no pipeline, or a lone first frame
-                if len(items) >= 4 or not self.pipeline or done is not None:
+                if isinstance(done, _Turn):  # the model thread decodes: every frame before
+                    if tails_queued:         # its frames is out; wait until it is done
+                        self._wait_for_helper()
+                        tails_queued = False
+                    self.threads.codec_lends(False)
+                    done.granted.set()
+                    done.back.wait()
+                    self.threads.codec_lends(True)
+                # both stages on this thread: many rows or no pipeline
+                elif len(items) >= 4 or not self.pipeline:
                     if tails_queued:
                         self._wait_for_helper()
                         tails_queued = False
                     group = self._gather(msg)
                     self.threads.codec_lends(False)  # the codec's threads are busy from here
-                    steps = [m[0] for m in group]
-                    pcm, error = None, None
-                    # every thread for a lone first frame (the model thread waiting), and
-                    # for the last frames of the engine's last request (it has no work left)
-                    alone = done is not None or (bool(group[-1][1]) and self._idle())
+                    # every thread for the last frames of the engine's last request (the
+                    # model thread has no work left)
+                    alone = bool(group[-1][1]) and self._idle()
                     if alone:
                         self.threads.use("all")
-                    if items:
-                        try:
-                            pcm = self._decode_split(steps) if len(items) >= 4 \
-                                else self._decode_frames(steps)
-                        except Exception as e:
-                            error = e
+                    self._decode_group(group)
                     if alone:  # back to this thread's share, without a pool beside the
                         self.threads.use("codec")  # model thread's
                         release_thread_pool()
                     self.threads.codec_lends(True)
-                    fs = self.family.frame_samples
-                    for k, (items_k, finishes_k, done_k) in enumerate(group):
-                        part = None if pcm is None else pcm[:, k * fs:(k + 1) * fs]
-                        self._emit(items_k, part, error, finishes_k, done_k)
                 else:  # pipeline: first stage here, second stage on the helper
                     x, error = None, None
                     if items:
@@ -728,7 +787,7 @@ class Engine:
                             x = self.batch.decode_head(*self._args(items))
                         except Exception as e:
                             error = e
-                    self._helper_in.put(("tail", (items, x, finishes, done, error)))
+                    self._helper_in.put(("tail", (items, x, finishes, error)))
                     tails_queued = True
                 if self._decode_q.empty() and not self._held:
                     self._decoding = False
