@@ -203,3 +203,30 @@ print(json.dumps(out))
     assert set(off[1:]) == {1}
     assert set(on[1:]) <= {1, 2}
     assert r["on"]["codes"] == r["off"]["codes"]
+
+
+@linux
+def test_release_thread_pool_frees_torchs_pool_beside_another_libgomp():
+    """sentencepiece's wheel bundles a libgomp of its own (a Pocket TTS tokenizer model, or
+    the official package, loads it beside PyTorch's): the pool freed is still PyTorch's."""
+    r = run_alone("""
+import sentencepiece  # noqa: F401 - its libgomp is loaded first
+""" + PRELUDE + """
+maps = open("/proc/self/maps").read()
+gomps = sorted({line.split()[-1] for line in maps.splitlines() if "libgomp" in line})
+
+def run():
+    set_threads(2)
+    release_thread_pool()
+    before = os_threads()
+    work()
+    with_pool = os_threads()
+    released = release_thread_pool()
+    return dict(before=before, with_pool=with_pool, released=released, after=os_threads())
+print(json.dumps(dict(gomps=gomps, **in_thread(run))))
+""")
+    assert len(r["gomps"]) >= 2  # the case under test: two libgomp copies in the process
+    workers = set(r["with_pool"]) - set(r["before"])
+    assert len(workers) == 1
+    assert r["released"] is True
+    assert not workers & set(r["after"])

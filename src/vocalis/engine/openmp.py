@@ -32,8 +32,13 @@ intra-op thread count (``Engine._set_threads``). Two properties of PyTorch's CPU
    alone, ``gomp_pause_host`` in ``team.c``). The thread's next parallel region builds a
    new pool (a ``pthread_create`` per worker, tens of microseconds).
 
-Where no libgomp is loaded (another OpenMP runtime: macOS, Windows, some conda builds),
-:func:`release_thread_pool` does nothing; :func:`set_threads` works everywhere.
+The libgomp paused is PyTorch's own, the one ``libtorch_cpu`` calls: other wheels bring
+their own copy (sentencepiece's, loaded whenever a Pocket TTS tokenizer model is read, and
+by the official package), and pausing that one freed nothing, so PyTorch's pools were
+never freed (on a 2-core AMD EPYC Zen 4, a lone request's first audio 59-62 ms instead of
+50-53, its prompt pass and first frame slower). Where PyTorch runs on another OpenMP
+runtime (macOS, Windows, some conda builds), :func:`release_thread_pool` does nothing;
+:func:`set_threads` works everywhere.
 """
 
 from __future__ import annotations
@@ -68,17 +73,74 @@ def _loaded(prefix: str) -> ctypes.CDLL | None:
     return None
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _file_of(fn) -> str | None:
+    """The shared library file that holds the function ``fn`` (a ctypes function), by
+    ``dladdr``; None where it cannot be told."""
+    for libc in (None, "libdl.so.2"):
+        try:
+            dladdr = ctypes.CDLL(libc).dladdr
+        except (OSError, AttributeError):
+            continue
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        dladdr.restype = ctypes.c_int
+        info = _DlInfo()
+        if dladdr(ctypes.cast(fn, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+    return None
+
+
+def _torch_runtime() -> ctypes.CDLL | bool | None:
+    """The OpenMP runtime PyTorch's own parallel regions run on: the library that gives
+    ``libtorch_cpu`` its ``omp_pause_resource_all`` (``dlsym`` on its handle searches it and
+    its dependencies), opened by that library's file; False when that is not a libgomp,
+    None when it cannot be told. Other packages may load a libgomp of their own beside it
+    (sentencepiece's wheel bundles one, loaded whenever a Pocket TTS tokenizer model is
+    read): pausing that one frees nothing of PyTorch's."""
+    import torch
+
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    for name in sorted(os.listdir(lib)) if os.path.isdir(lib) else ():
+        if not name.startswith("libtorch_cpu."):
+            continue
+        try:
+            handle = ctypes.CDLL(os.path.join(lib, name),
+                                 mode=getattr(os, "RTLD_NOLOAD", 0) | os.RTLD_LAZY)
+            path = _file_of(handle.omp_pause_resource_all)
+        except (OSError, AttributeError):
+            continue
+        if path is None:
+            continue
+        if not os.path.basename(path).startswith("libgomp"):
+            return False
+        try:
+            return ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | os.RTLD_LAZY)
+        except OSError:
+            return None
+    return None
+
+
 def _runtime() -> ctypes.CDLL | None:
-    """The loaded libgomp (never a second copy: ``RTLD_NOLOAD``), once PyTorch is imported;
-    None when none is loaded or it lacks ``omp_pause_resource_all``. (Not
-    ``torch.__config__.parallel_info()``: it starts PyTorch's inter-op threads.)"""
+    """PyTorch's libgomp (never a second copy: ``RTLD_NOLOAD``), once PyTorch is imported
+    (:func:`_torch_runtime`; where that cannot be told, the first libgomp loaded in the
+    process, by path); None when PyTorch runs on another OpenMP runtime, none is loaded or
+    it lacks ``omp_pause_resource_all``. (Not ``torch.__config__.parallel_info()``: it starts
+    PyTorch's inter-op threads.)"""
     global _lib, _looked
     with _lock:
         if _looked:
             return _lib
         import torch  # noqa: F401 - loads the OpenMP runtime PyTorch was built with
 
-        lib = _loaded("libgomp")
+        lib = _torch_runtime()
+        if lib is None:
+            lib = _loaded("libgomp")
+        elif lib is False:
+            lib = None
         if lib is not None and not hasattr(lib, "omp_pause_resource_all"):
             lib = None
         if lib is not None:
