@@ -33,8 +33,8 @@ intra-op thread count (``Engine._set_threads``). Two properties of PyTorch's CPU
    new pool (a ``pthread_create`` per worker, tens of microseconds).
 
 The libgomp paused is PyTorch's own, the one ``libtorch_cpu`` calls: other wheels bring
-their own copy (sentencepiece's, loaded whenever a Pocket TTS tokenizer model is read, and
-by the official package), and pausing that one freed nothing, so PyTorch's pools were
+their own copy (sentencepiece's, loaded by the SentencePiece tokenizers of the small Pocket
+TTS configs, and by the official package), and pausing that one freed nothing, so PyTorch's pools were
 never freed (on a 2-core AMD EPYC Zen 4, a lone request's first audio 59-62 ms instead of
 50-53, its prompt pass and first frame slower). Where PyTorch runs on another OpenMP
 runtime (macOS, Windows, some conda builds), :func:`release_thread_pool` does nothing;
@@ -99,8 +99,8 @@ def _torch_runtime() -> ctypes.CDLL | bool | None:
     ``libtorch_cpu`` its ``omp_pause_resource_all`` (``dlsym`` on its handle searches it and
     its dependencies), opened by that library's file; False when that is not a libgomp,
     None when it cannot be told. Other packages may load a libgomp of their own beside it
-    (sentencepiece's wheel bundles one, loaded whenever a Pocket TTS tokenizer model is
-    read): pausing that one frees nothing of PyTorch's."""
+    (sentencepiece's wheel bundles one, loaded by the SentencePiece tokenizers of the small
+    Pocket TTS configs): pausing that one frees nothing of PyTorch's."""
     import torch
 
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
