@@ -208,7 +208,8 @@ print(json.dumps(out))
 @linux
 def test_release_thread_pool_frees_torchs_pool_beside_another_libgomp():
     """sentencepiece's wheel bundles a libgomp of its own (the small Pocket TTS configs'
-    tokenizers, or the official package, load it beside PyTorch's): the pool freed is still PyTorch's."""
+    tokenizers, or the official package, load it beside PyTorch's): the pool freed is still
+    PyTorch's."""
     r = run_alone("""
 import sentencepiece  # noqa: F401 - its libgomp is loaded first
 """ + PRELUDE + """
