@@ -120,10 +120,11 @@ print(json.dumps(in_thread(run)))
 @linux
 def test_engine_threads_keep_their_counts_and_callers_keep_no_pool(tmp_path):
     """In the engine, the codec thread decodes on its share of the split (one of two
-    threads) even though the model thread takes both for each prompt pass; it takes both
-    for a lone request's first frame (the model thread waiting for it) and for the last
-    frames of the engine's last request (the model thread idle); and a caller that
-    computed on two threads before ``submit`` is left without an OpenMP pool."""
+    threads) even though the model thread takes both for each prompt pass; a lone
+    request's first frame is decoded on both (by the model thread, which waits for it:
+    tests/engine/test_engine_contract.py), and so are the last frames of the engine's last
+    request (the model thread idle); and a caller that computed on two threads before
+    ``submit`` is left without an OpenMP pool."""
     d = write_random_checkpoint("qwen3-tts/0.6b-customvoice", tmp_path / "cv", seed=2, tiny=True)
     r = run_alone(PRELUDE + f"""
 import vocalis
