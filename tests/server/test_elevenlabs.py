@@ -380,3 +380,32 @@ def test_api_key(ckpt, tts, tmp_path):
         assert audio
     finally:
         s.stop()
+
+
+def test_a_bad_first_message_is_refused_as_http_refuses_it_and_closes(server):
+    """The first message's seed and voice_settings.speed follow POST /v1/audio/speech's
+    rules and words (a fractional seed is not cut to an integer), and a first message
+    whose text is not a string closes the socket, as the docs say of the first message."""
+    async def first(msg):
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps(msg))
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    err, code = asyncio.run(first({"text": " ", "seed": 1.5}))
+    assert code == 1008 and err["code"] == 1008 and err["error"] == "int_from_float"
+    assert err["message"] == ("seed: Input should be a valid integer, got a number with a "
+                              "fractional part (got 1.5)")
+    st, _, body = speech(server, seed=1.5)
+    assert st == 400 and json.loads(body)["error"]["message"] == err["message"]
+    err, code = asyncio.run(first({"text": " ", "voice_settings": {"speed": 10}}))
+    assert code == 1008 and err["message"] == (
+        "voice_settings.speed: Input should be less than or equal to 4 (got 10)")
+    err, code = asyncio.run(first({"text": " ", "voice_settings": {"speed": "fast"}}))
+    assert code == 1008 and err["message"].startswith("voice_settings.speed: Input should be "
+                                                      "a valid number")
+    err, code = asyncio.run(first({"text": 5}))
+    assert code == 1008 and err["error"] == "invalid_input_message"
+    assert err["message"] == '"text" must be a string'

@@ -48,7 +48,8 @@ from vocalis.hub import vocalis_cache_dir
 
 log = logging.getLogger("vocalis.tuning")
 #: said (INFO) before the first speed choice of a load is measured
-MEASURING = "measuring speed choices for this CPU (once; cached): up to a minute..."
+MEASURING = ("measuring speed choices for this CPU (once; cached): up to a minute, longer "
+             "while other work loads the machine...")
 
 #: ISA features that decide which kernels are fast (x86 and ARM names from /proc/cpuinfo)
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",

@@ -76,6 +76,8 @@ from urllib.parse import parse_qs
 
 import numpy as np
 from fastapi import WebSocket
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import Encoder, make_encoder
@@ -378,7 +380,8 @@ class Connection:
                           'close_context / close_socket on multi-stream-input)',
                           "invalid_input_message", context=cid)
         if text is not None and not isinstance(text, str):
-            raise ELError('"text" must be a string', "invalid_input_message", context=cid)
+            raise ELError('"text" must be a string', "invalid_input_message",
+                          None if not first else CLOSE_POLICY, context=cid)
         text = text or ""
         if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text):
             raise ELError("text holds characters that are not text (NUL or a lone "
@@ -435,25 +438,22 @@ class Connection:
             self.plan = await asyncio.to_thread(self._plan, seed, speed)
         except APIError as e:
             raise ELError(e.message, e.code or "invalid_request", CLOSE_POLICY) from None
-        except ValueError as e:  # a field out of its range (pydantic)
-            raise ELError(f"invalid first message: {e}".splitlines()[0] + " " +
-                          " ".join(str(e).splitlines()[1:3]), "invalid_value",
-                          CLOSE_POLICY) from None
 
     def _plan(self, seed, speed):
+        """The speech plan of the connection; ``seed`` and ``speed`` are checked by the
+        rules of ``POST /v1/audio/speech`` (its schema) and named as this protocol names
+        them. Raises APIError."""
         try:
-            if isinstance(seed, bool):  # (int() reads true as 1)
-                raise TypeError
-            seed = int(seed) if seed is not None else None
-        except (TypeError, ValueError):
-            raise APIError(400, f"seed must be an integer, got {json.dumps(seed)[:40]}",
-                           param="seed", code="invalid_value") from None
-        if isinstance(speed, bool):  # (float() reads true as 1.0)
-            raise APIError(400, "voice_settings.speed must be a number, got "
-                                f"{json.dumps(speed)}", param="speed", code="invalid_value")
-        body = SpeechRequest(model=self.hosted.model_id, input=".", voice=self.voice_id,
-                             response_format="pcm", seed=seed, word_timestamps=True,
-                             speed=float(speed) if speed is not None else 1.0)
+            body = SpeechRequest(model=self.hosted.model_id, input=".", voice=self.voice_id,
+                                 response_format="pcm", seed=seed, word_timestamps=True,
+                                 speed=1.0 if speed is None else speed)
+        except ValidationError as e:
+            err = errors._validation_error(
+                RequestValidationError(e.errors(), body={"seed": seed, "speed": speed}), "")
+            message = err.message
+            if err.param == "speed":  # voice_settings.speed here
+                message = "voice_settings." + message
+            raise APIError(400, message, param=err.param, code=err.code) from None
         plan = speech.plan_speech(self.state, self.hosted, body)
         try:
             speech.check_plan(plan)
