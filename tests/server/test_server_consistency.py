@@ -251,9 +251,11 @@ def test_booleans_are_refused_on_the_websockets_too(server):
                 await asyncio.wait_for(ws.recv(), 10)
             return msg
 
-    for first in ({"voice_settings": {"speed": True}}, {"seed": True}):
+    for field, first in (("speed", {"voice_settings": {"speed": True}}), ("seed", {"seed": True})):
         msg = asyncio.run(eleven(first))
-        assert msg["error"] == "invalid_value" and "true" in msg["message"], msg
+        r = _post(server, {"model": "tts-1", "input": "Hi.", "voice": "alloy", field: True})
+        err = assert_envelope(r.status_code, r.content, 400, field)
+        assert msg["error"] == err["code"] and "true" in msg["message"], (msg, err)
 
 
 # --------------------------------------------------------------------------- item 5
