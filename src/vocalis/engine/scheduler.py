@@ -256,7 +256,7 @@ class Engine:
                 burst = bool(admitted) and len(admitted) == len(self._active)
                 if burst and self._decoding:
                     if self._decode_q.empty() and not self._held:
-                        self._drain_codec()
+                        self._take_turn().back.set()  # its frames are out: go on
                     else:
                         burst = False
                 if burst:
@@ -314,12 +314,13 @@ class Engine:
                     self.threads.use("model")
         self._decode_q.put(None)
 
-    def _drain_codec(self) -> None:
-        """Wait until the codec thread has handed out every frame queued (see :class:`_Turn`)."""
+    def _take_turn(self) -> _Turn:
+        """The codec thread's state, once it has handed out every frame queued before (see
+        :class:`_Turn`); the caller gives it back with ``turn.back.set()``."""
         turn = _Turn()
         self._decode_q.put(([], [], turn))
         turn.granted.wait()
-        turn.back.set()
+        return turn
 
     def _decode_here(self, items: list, finishes: list, burst: bool) -> None:
         """Decode frames this thread would otherwise wait for (a lone request's first frame:
@@ -334,9 +335,7 @@ class Engine:
         load balancer moves it, the two share a core, each barrier spinning through the
         other's time slice (on a 2-core AMD EPYC Zen 4, a first frame's first codec stage
         took 6-25 ms instead of 3, time to first audio 50-100 ms instead of 50)."""
-        turn = _Turn()
-        self._decode_q.put(([], [], turn))
-        turn.granted.wait()
+        turn = self._take_turn()
         try:
             self.threads.use("all")
             self._decode_group([(items, finishes, None)])
