@@ -36,9 +36,9 @@ The libgomp paused is PyTorch's own, the one ``libtorch_cpu`` calls: other wheel
 their own copy (sentencepiece's, loaded by the SentencePiece tokenizers of the small Pocket
 TTS configs, and by the official package), and pausing that one freed nothing, so
 PyTorch's pools were never freed (on a 2-core AMD EPYC Zen 4, a lone request's first audio
-59-62 ms instead of 50-53, its prompt pass and first frame slower). Where PyTorch runs on another OpenMP
-runtime (macOS, Windows, some conda builds), :func:`release_thread_pool` does nothing;
-:func:`set_threads` works everywhere.
+59-62 ms instead of 50-53, its prompt pass and first frame slower). Where PyTorch runs on
+another OpenMP runtime (macOS, Windows, some conda builds), :func:`release_thread_pool`
+does nothing; :func:`set_threads` works everywhere.
 """
 
 from __future__ import annotations
