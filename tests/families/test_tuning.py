@@ -49,7 +49,8 @@ def fresh(checkpoints):
     def make():
         tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
                            tuning="flow_linears=default,codec_linears=default,threads=1:1,"
-                                  "codec_pipeline=on,codec_elu=default,gelu=default")
+                                  "codec_pipeline=on,codec_elu=default,gelu=default,"
+                                  "codec_out_conv=default")
         loaded.append(tts)  # every choice forced: nothing measured, nothing cached
         return tts.model
     yield make
@@ -74,6 +75,7 @@ OWN_F32 = kernels_unbuildable() is None
 FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 ELU = ("exp", "default") + (("vocalis",) if OWN_F32 else ())  # the same build
 GELU = ("default",) + (("vocalis",) if OWN_F32 else ())
+OUT_CONV = ("default", "matmul")
 CODEC = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 GELU_SOURCE = "measured" if OWN_F32 else "fixed"  # one candidate: taken unmeasured
 
@@ -117,7 +119,7 @@ class Scores:
 
 FAST_DEFAULT_FLOW = {("flow_linears", "default"): 1.0, ("flow_linears", "packed"): 2.0,
                      ("codec_linears", "packed"): 1.0, ("codec_linears", "default"): 2.0,
-                     ("codec_elu", "exp"): 1.0,
+                     ("codec_elu", "exp"): 1.0, ("codec_out_conv", "matmul"): 1.0,
                      ("threads", "2:2"): 1.0, ("codec_pipeline", "off"): 1.0}
 # at 2 threads the only split of the budget, 1:1, is taken without measuring; at 4 threads
 # the splits 3:1, 2:2 and 1:3 are measured (2:2 wins above)
@@ -128,11 +130,11 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
     assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "codec_elu": "exp",
-                         "gelu": "default", "threads": "1:1", "codec_pipeline": "off",
-                         "codec_dtype": "float32"}
+                         "codec_out_conv": "matmul", "gelu": "default", "threads": "1:1",
+                         "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "codec_elu": "measured", "gelu": GELU_SOURCE, "threads": "fixed",
-                         "codec_pipeline": "measured",
+                         "codec_elu": "measured", "codec_out_conv": "measured",
+                         "gelu": GELU_SOURCE, "threads": "fixed", "codec_pipeline": "measured",
                          "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
     # its own kernels in place; hybrid (weights held twice) is never measured
@@ -141,8 +143,10 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     assert scores.calls == ([("flow_linears", v) for v in flow + flow[::-1]]
                             + [("codec_linears", v) for v in codec + codec[::-1]]
                             + [("codec_elu", v) for v in ELU + ELU[::-1]]
+                            + [("codec_out_conv", v) for v in OUT_CONV + OUT_CONV[::-1]]
                             + [("gelu", v) for v in (GELU + GELU[::-1] if OWN_F32 else ())]
                             + [("codec_pipeline", v) for v in ["on", "off"]])
+    assert model.mimi.decoder.model[-1].by_matmul  # the measured choice is in place
     assert scores.seen[("flow_linears", "packed")][0] == {PackedLinear}
     assert scores.seen[("flow_linears", "default")][0] == {torch.nn.Linear}
     if OWN_F32:
@@ -467,6 +471,73 @@ def test_the_elu_kernel_is_a_codec_elu_choice_and_decodes_as_nn_elu(fresh, cache
     torch.testing.assert_close(pcm["vocalis"], pcm["default"], rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("c_out,kernel,dilation,pad_mode", [(1, 3, 1, "constant"),
+                                                          (3, 3, 2, "replicate"),
+                                                          (4, 7, 1, "constant"),
+                                                          (2, 1, 1, "constant")])
+def test_a_streamed_convolution_by_matmul_is_pytorchs_convolution(c_out, kernel, dilation,
+                                                                  pad_mode):
+    """StreamingConv1d.by_matmul (one matrix product of the taps, then a shifted sum), fed
+    in pieces of different lengths, equals torch.nn.functional.conv1d of the whole signal
+    with the left context the streaming convolution starts from (zeros, or the first sample
+    repeated), to float rounding; its state after the pieces is the last input samples."""
+    from vocalis.models.pocket.layers import StreamingConv1d
+
+    g = torch.Generator().manual_seed(3)
+    conv = StreamingConv1d(16, c_out, kernel, dilation=dilation, pad_mode=pad_mode)
+    conv.by_matmul = True
+    with torch.no_grad():
+        conv.conv.weight.copy_(torch.randn(conv.conv.weight.shape, generator=g))
+        conv.conv.bias.copy_(torch.randn(c_out, generator=g))
+    x = torch.randn(3, 16, 50, generator=g)
+    state = conv.new_state(3)
+    with torch.inference_mode():
+        got = torch.cat([conv(x[..., a:b], state) for a, b in ((0, 7), (7, 8), (8, 50))], -1)
+    ctx = (kernel - 1) * dilation
+    left = (x[..., :1].expand(-1, -1, ctx) if pad_mode == "replicate"
+            else torch.zeros(3, 16, ctx))
+    want = torch.nn.functional.conv1d(torch.cat([left, x], -1), conv.conv.weight,
+                                      conv.conv.bias, dilation=dilation)
+    assert got.shape == want.shape == (3, c_out, 50)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if ctx:
+        assert torch.equal(state[0], x[..., -ctx:])
+    strided = StreamingConv1d(16, 2, 4, stride=2)
+    with pytest.raises(ValueError, match="stride 1 and one group"):
+        strided.matmul_conv(x)
+
+
+def test_the_output_conv_choice_decodes_as_nn_conv1d(fresh, cache):
+    """codec_out_conv=matmul, measured fastest, is taken: the SEANet decoder's last
+    convolution runs by matrix product, and frames decoded with it equal nn.Conv1d's to float
+    rounding; exact models keep nn.Conv1d."""
+    from vocalis.models.pocket.batch import PocketBatch
+    from vocalis.models.pocket.mimi import set_output_conv
+
+    model = fresh()
+    t = tune(model, threads=2, max_batch=4, exact=False,
+             measure=Scores(model, {("codec_out_conv", "matmul"): 1.0}))
+    assert t.choices["codec_out_conv"] == "matmul" and t.sources["codec_out_conv"] == "measured"
+    last = model.mimi.decoder.model[-1]
+    assert last.by_matmul and last.conv.out_channels == 1
+    pcm = {}
+    for kind in ("matmul", "default"):
+        set_output_conv(model.mimi.decoder, kind)
+        batch = PocketBatch(model, 2)
+        batch.ensure(2, 16)
+        g = torch.Generator().manual_seed(1)
+        with torch.inference_mode():
+            pcm[kind] = torch.cat([batch.decode([0, 1], torch.randn(2, 32, generator=g),
+                                                [i == 0] * 2) for i in range(4)], dim=-1)
+    assert not last.by_matmul
+    assert pcm["matmul"].abs().max() > 1e-3  # not silence
+    torch.testing.assert_close(pcm["matmul"], pcm["default"], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="unknown output convolution kind 'fast'"):
+        set_output_conv(model.mimi.decoder, "fast")
+    with pytest.raises(InputError, match=re.escape("codec_out_conv='matmul' is not allowed")):
+        tune(fresh(), 2, 4, True, spec="codec_out_conv=matmul", measure=never)
+
+
 def gelus(model) -> set:
     """The GELU functions held by the transformer layers of the FlowLM and of Mimi's decoder
     transformer (the encoder transformer's: :func:`encoder_gelus`)."""
@@ -530,7 +601,8 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     again = tune(model, 2, 4, False, measure=never)
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
-                             "codec_elu": "cache", "gelu": "cache" if OWN_F32 else "fixed",
+                             "codec_elu": "cache", "codec_out_conv": "cache",
+                             "gelu": "cache" if OWN_F32 else "fixed",
                              "threads": "fixed", "codec_pipeline": "cache",
                              "codec_dtype": "fixed"}
     assert again.calibration_ms == 0
@@ -559,7 +631,8 @@ def test_kernels_built_after_a_measurement_are_measured_at_the_next_load(fresh, 
     assert t.choices["gelu"] == "vocalis"
     assert {n for n, _ in scores.calls} == {"flow_linears", "codec_linears", "codec_elu", "gelu"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                         "codec_elu": "measured", "gelu": "measured", "threads": "fixed",
+                         "codec_elu": "measured", "codec_out_conv": "cache",
+                         "gelu": "measured", "threads": "fixed",
                          "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.flow_lm) == {F32Linear} and elus(model) == {VocalisELU}
     model = fresh()  # and the next load keeps them
@@ -594,11 +667,11 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2,codec_elu=default",
              measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "gelu": "default", "threads": "1:2",
-                         "codec_pipeline": "off", "codec_dtype": "float32"}
+                         "codec_elu": "default", "codec_out_conv": "matmul", "gelu": "default",
+                         "threads": "1:2", "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "codec_elu": "forced",
-                         "gelu": "cache" if OWN_F32 else "fixed", "threads": "forced",
-                         "codec_pipeline": "cache", "codec_dtype": "fixed"}
+                         "codec_out_conv": "cache", "gelu": "cache" if OWN_F32 else "fixed",
+                         "threads": "forced", "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.mimi) == {torch.nn.Linear} and elus(model) == {torch.nn.ELU}
     # the environment variable forces the same way; "fixed" measures nothing
     monkeypatch.setenv("VOCALIS_TUNING", "flow_linears=packed")
@@ -611,17 +684,18 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
     assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "codec_elu": "exp",
-                         "gelu": "default", "threads": "1:1", "codec_pipeline": "on",
-                         "codec_dtype": "float32"}
+                         "codec_out_conv": "default", "gelu": "default", "threads": "1:1",
+                         "codec_pipeline": "on", "codec_dtype": "float32"}
 
 
 def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "gelu": "default", "threads": "1:1",
-                         "codec_pipeline": "on", "codec_dtype": "float32"}
+                         "codec_elu": "default", "codec_out_conv": "default", "gelu": "default",
+                         "threads": "1:1", "codec_pipeline": "on", "codec_dtype": "float32"}
     assert elus(model) == {torch.nn.ELU}
+    assert not model.mimi.decoder.model[-1].by_matmul
     with pytest.raises(InputError, match=re.escape("gelu='vocalis' is not allowed here "
                                                    "(an exact model keeps PyTorch's GELU)")):
         tune(fresh(), 2, 4, True, spec="gelu=vocalis", measure=never)
@@ -665,12 +739,14 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
     try:
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
-                             "codec_elu": "measured", "gelu": GELU_SOURCE, "threads": "fixed",
+                             "codec_elu": "measured", "codec_out_conv": "measured",
+                             "gelu": GELU_SOURCE, "threads": "fixed",
                              "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", FLOW),
                               ("codec_linears", CODEC),
                               ("codec_elu", ELU),
+                              ("codec_out_conv", OUT_CONV),
                               *([("gelu", GELU)] if OWN_F32 else []),
                               ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)

@@ -241,14 +241,15 @@ def test_own_float32_kernels_match_official(checkpoints, voice_files, request):
     """Our float32 kernels, as tuning may choose them on the default path: the FlowLM's
     linears (``flow_linears=vocalis``: bfloat16-held weights, the prompt passes by the GEMM,
     the steps by the dot-product kernel), the codec transformer's linears (its GEMM:
-    ``codec_linears=vocalis``), the codec's ELUs (``codec_elu=vocalis``) and every
-    transformer's GELU (``gelu=vocalis``), on the real-size ``english`` (products of 1024 and
-    4096 values, past the GEMM's blocks of 512): the same audio as the official package (same
-    length, cosine > 0.99999)."""
+    ``codec_linears=vocalis``), the codec's ELUs (``codec_elu=vocalis``), its last
+    convolution by matrix product (``codec_out_conv=matmul``) and every transformer's GELU
+    (``gelu=vocalis``), on the real-size ``english`` (products of 1024 and 4096 values, past
+    the GEMM's blocks of 512): the same audio as the official package (same length, cosine >
+    0.99999)."""
     request.getfixturevalue("built_kernels")  # skips where they cannot be built
     yaml = str(checkpoints.get("english") / "config.yaml")
     tts = vocalis.load(yaml, tuning="fixed,flow_linears=vocalis,codec_linears=vocalis,"
-                                    "codec_elu=vocalis,gelu=vocalis")
+                                    "codec_elu=vocalis,codec_out_conv=matmul,gelu=vocalis")
     off = TTSModel.load_model(config=yaml)
     try:
         assert len(tts.model.chunk_text(HARD_TEXT)[0][1]) >= 16  # a prompt pass by the GEMM

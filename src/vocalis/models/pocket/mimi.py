@@ -101,6 +101,26 @@ def set_decoder_elu(decoder: nn.Module, kind: str) -> None:
                 group[i] = make()
 
 
+#: how the SEANet decoder's last convolution (to the waveform's channels) is computed: by
+#: ``nn.Conv1d``, or as one matrix product and a shifted sum
+#: (:meth:`~vocalis.models.pocket.layers.StreamingConv1d.matmul_conv`)
+OUT_CONV_KINDS = ("default", "matmul")
+
+
+def set_output_conv(decoder: "SEANetDecoder", kind: str) -> None:
+    """Compute the last convolution of ``decoder`` (the SEANet decoder's, 64 channels -> the
+    waveform) by ``nn.Conv1d`` (``kind="default"``) or as a matrix product
+    (``"matmul"``): the same function to float rounding, the same weights.
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in OUT_CONV_KINDS:
+        raise ValueError(f"unknown output convolution kind {kind!r}: use one of "
+                         f"{', '.join(OUT_CONV_KINDS)}")
+    decoder.model[-1].by_matmul = kind == "matmul"
+
+
 def _stateful(module: nn.Module) -> bool:
     return isinstance(module, (StreamingConv1d, StreamingConvTranspose1d))
 

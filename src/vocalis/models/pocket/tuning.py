@@ -39,6 +39,13 @@ models)
     They are a noticeable share of that stage's time with ``nn.ELU``, but scored by the
     whole stage the kernels' differences (a few ms of 50) were within its noise on a busy
     machine (docs/speed-choices.md).
+``codec_out_conv`` (``default`` | ``matmul``)
+    The SEANet decoder's last convolution (64 channels to the waveform, kernel 3) by
+    ``nn.Conv1d``, or as one matrix product of its three taps and a shifted sum
+    (:meth:`~vocalis.models.pocket.layers.StreamingConv1d.matmul_conv`): with one output
+    channel PyTorch's CPU convolution takes a slow generic path. Score: that convolution
+    alone, on inputs of the shape it gets when the decoder decodes 1 and ``B`` rows, on the
+    codec thread count of the default split.
 ``gelu`` (``default`` | ``vocalis``)
     The GELU (tanh approximation) of the FlowLM's and the Mimi decoder transformer's layers,
     by PyTorch or by our float32 kernel (``vocalis``:
@@ -102,15 +109,15 @@ from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.layers import TransformerLayer, set_gelu
-from vocalis.models.pocket.mimi import ELU_KINDS, set_decoder_elu
+from vocalis.models.pocket.mimi import ELU_KINDS, OUT_CONV_KINDS, set_decoder_elu, set_output_conv
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 12  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 13  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
 # the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu,
-# codec_linears=vocalis
+# codec_linears=vocalis; 13: codec_out_conv
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -195,6 +202,20 @@ class _Probe:
             for x in inputs:
                 elu(x)
         return run
+
+    def out_conv_fn(self, rows: list[int]) -> Callable[[], object]:
+        """The SEANet decoder's last convolution alone (with its left context), on the input
+        it gets when the decoder decodes ``rows``: ``[n, C, frame_samples]``, through the way
+        it is computed now (``codec_out_conv``'s score). Random values, not zeros: a fresh
+        tensor of zeros can be pages the kernel maps to one shared page of zeros, which read
+        faster than memory."""
+        conv = self.model.mimi.decoder.model[-1]
+        w = conv.conv.weight
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(len(rows), conv.conv.in_channels, self.model.mimi.frame_samples,
+                        generator=g).to(device=w.device, dtype=w.dtype)
+        state = conv.new_state(len(rows))
+        return lambda: conv(x, state)
 
     def gelu_fn(self, rows: int) -> Callable[[], object]:
         """The transformers' GELUs alone (the function the layers hold now: ``gelu``'s score),
@@ -295,11 +316,13 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                   "codec_linears": kernels + int8 + codec_own,
                   "codec_elu": (("exp", "default") + (("vocalis",) if elu_own else ())
                                 if cpu and not exact else ("default",)),
+                  "codec_out_conv": OUT_CONV_KINDS if cpu and not exact else ("default",),
                   "gelu": ("default",) + (("vocalis",) if gelu_own else ()),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
-                "codec_elu": "exp" if cpu and not exact else "default", "gelu": "default",
+                "codec_elu": "exp" if cpu and not exact else "default",
+                "codec_out_conv": "default", "gelu": "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     flow_own = functools.partial(F32Linear, gemm_rows=GEMM_ROWS)  # prompt passes by GEMM
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": flow_own}),
@@ -314,6 +337,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return
         if name == "codec_elu":
             set_decoder_elu(model.mimi.decoder, value)
+            return
+        if name == "codec_out_conv":
+            set_output_conv(model.mimi.decoder, value)
             return
         if name == "gelu":
             set_gelu(model.flow_lm, value)
@@ -348,6 +374,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                        for n in sizes)
         if name == "codec_elu":
             return sum(tuning_mod.timed_ms(p.elu_fn(list(range(n))), c0) for n in sizes)
+        if name == "codec_out_conv":
+            return sum(tuning_mod.timed_ms(p.out_conv_fn(list(range(n))), c0) for n in sizes)
         if name == "gelu":
             return tuning_mod.timed_ms(p.gelu_fn(p.rows), 1)
         if name == "codec_pipeline":
@@ -374,19 +402,21 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = (("flow_linears", "codec_linears", "codec_elu", "gelu", "threads",
-                   "codec_pipeline")
+    measurable = (("flow_linears", "codec_linears", "codec_elu", "codec_out_conv", "gelu",
+                   "threads", "codec_pipeline")
                   + (("codec_dtype",) if quantized else ()) if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
     if exact:
         notes.update(flow_linears="an exact model keeps the default kernels",
                      codec_linears="an exact model keeps the default kernels",
                      codec_elu="an exact model keeps nn.ELU",
+                     codec_out_conv="an exact model keeps PyTorch's convolution",
                      gelu="an exact model keeps PyTorch's GELU",
                      codec_dtype="an exact model stays float32")
     elif not cpu:
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_elu="the ELU choice is measured on the CPU only",
+                     codec_out_conv="the output convolution is measured on the CPU only",
                      gelu="the GELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
     elif not own and not quantized:
@@ -397,7 +427,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
-                                        "codec_elu": ROUNDS, "gelu": ROUNDS})
+                                        "codec_elu": ROUNDS, "codec_out_conv": ROUNDS,
+                                        "gelu": ROUNDS})
     if (packable and not own and not quantized
             and result.sources["flow_linears"] in ("measured", "cache")):
         # decided without it for want of a build (never offered to int8 linears): say how
