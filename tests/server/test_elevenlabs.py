@@ -395,9 +395,9 @@ def test_a_bad_first_message_is_refused_as_http_refuses_it_and_closes(server):
             return err, ws.close_code
 
     err, code = asyncio.run(first({"text": " ", "seed": 1.5}))
-    assert code == 1008 and err["code"] == 1008 and err["error"] == "int_from_float"
-    assert err["message"] == ("seed: Input should be a valid integer, got a number with a "
-                              "fractional part (got 1.5)")
+    assert code == 1008 and err["code"] == 1008 and err["error"] == "int_type"
+    assert err["message"] == ("seed must be an integer, not a number with a fraction or an "
+                              "exponent; leave it out for a random one (got 1.5)")
     st, _, body = speech(server, seed=1.5)
     assert st == 400 and json.loads(body)["error"]["message"] == err["message"]
     err, code = asyncio.run(first({"text": " ", "voice_settings": {"speed": 10}}))

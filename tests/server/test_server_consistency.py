@@ -258,6 +258,48 @@ def test_booleans_are_refused_on_the_websockets_too(server):
         assert msg["error"] == err["code"] and "true" in msg["message"], (msg, err)
 
 
+@pytest.mark.parametrize("raw", ['"7"', "7.0", "1e3"])
+def test_a_seed_is_a_json_integer_on_every_front_end(server, tts, raw):
+    """A new user's finding: the Python API refused ``seed="7"`` while HTTP and the vLLM
+    WebSocket took ``"7"``, ``7.0`` and ``1e3`` as 7 and 1000 (pydantic's lax reading). Now
+    each front end refuses them (sent here as raw JSON text), with the same words and code
+    on HTTP and on both WebSockets."""
+    body = '{"model": "tts-1", "input": "Hi.", "voice": "alloy", "seed": %s}' % raw
+    r = httpx.post(server.url + "/v1/audio/speech", content=body, timeout=60,
+                   headers={"Content-Type": "application/json"})
+    err = assert_envelope(r.status_code, r.content, 400, "seed", "int_type")
+    assert err["message"].startswith("seed must be an integer, not "), err
+
+    async def vllm():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send('{"type": "session.config", "voice": "alloy", "seed": %s}' % raw)
+            return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+    async def eleven():
+        url = _ws(server, elevenlabs.STREAM_PATH.format(voice_id="alloy")) \
+            + "?output_format=pcm_24000"
+        async with connect(url) as ws:
+            await ws.send('{"text": " ", "seed": %s}' % raw)
+            msg = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return msg
+
+    event = asyncio.run(vllm())
+    assert event["type"] == "error" and event["param"] == "seed", event
+    assert event["code"] == err["code"], event  # the message names the message refused
+    assert event["message"] == "invalid session.config: " + err["message"], event
+    msg = asyncio.run(eleven())
+    assert (msg["error"], msg["message"]) == (err["code"], err["message"]), msg
+    with pytest.raises(vocalis.InputError, match="seed must be an integer"):
+        tts.submit("Hi.", seed=json.loads(raw))
+    # a JSON integer is still a seed: the same request with 7 is spoken
+    ok = httpx.post(server.url + "/v1/audio/speech", timeout=60, json={
+        "model": "tts-1", "input": "Hi.", "voice": "alloy", "seed": 7, "max_frames": FRAMES,
+        "response_format": "pcm"})
+    assert ok.status_code == 200 and ok.content and ok.headers["x-vocalis-seed"] == "7"
+
+
 # --------------------------------------------------------------------------- item 5
 
 

@@ -34,9 +34,23 @@ def _no_bool(integer: bool):
 
 _not_bool_int = _no_bool(integer=True)
 _not_bool_float = _no_bool(integer=False)
-#: ``seed`` of every request body (the range is checked once for every front end:
-#: vocalis.options.check_seed)
-Seed = Annotated[int | None, BeforeValidator(_not_bool_int)]
+
+
+def _seed_integer(value, info: ValidationInfo):
+    """A JSON integer only, as the Python API takes (``vocalis.options.check_seed``): not
+    ``true``/``false``, not a string of digits (``"7"``), not a number with a fraction or an
+    exponent (``7.0``, ``1e3``), which pydantic would otherwise turn into ints."""
+    _not_bool_int(value, info)
+    if isinstance(value, str | float):
+        got = "a string" if isinstance(value, str) else "a number with a fraction or an exponent"
+        raise PydanticCustomError("int_type", f"{info.field_name} must be an integer, not "
+                                              f"{got}; leave it out for a random one")
+    return value
+
+
+#: ``seed`` of every request body: JSON integers only (the range is checked once for every
+#: front end: vocalis.options.check_seed)
+Seed = Annotated[int | None, BeforeValidator(_seed_integer)]
 
 
 def _finite_speed(value, info: ValidationInfo):
