@@ -373,6 +373,9 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
         assert "Traceback" not in ev["message"] and len(ev["message"]) > 20
     assert out["text_type"]["type"] == "error" and out["text_type"]["param"] == "text"
     assert "temperatur" in out["option"]["message"]
+    # /openapi.json describes no WebSocket message: the refusal names what this one takes
+    assert out["field"]["message"] == "unknown parameter 'x': input.text takes 'text' besides " \
+                                      "'type'" and "openapi" not in out["field"]["message"]
     assert out["done"]["total_sentences"] == 1 and out["done"]["cancelled"] is False
     assert rows_free(tts)
 

@@ -89,10 +89,13 @@ _PYDANTIC_CODES = {
 }
 
 
-def _validation_error(exc: RequestValidationError, content_type: str | None = "") -> APIError:
+def _validation_error(exc: RequestValidationError, content_type: str | None = "",
+                      takes: str | None = None) -> APIError:
     """The 400 for a request the schema refused. ``content_type``: the request's
     Content-Type header (None: none; ``""``: not an HTTP request body, e.g. a WebSocket
-    message): a body FastAPI did not read as JSON because of it is named so."""
+    message): a body FastAPI did not read as JSON because of it is named so. ``takes``:
+    what the message takes, named in the refusal of an unknown field (a WebSocket message,
+    which ``/openapi.json`` does not describe); None: the HTTP schema there."""
     errors = exc.errors()
     if not errors:
         return APIError(400, "invalid request", code="invalid_request")
@@ -117,7 +120,8 @@ def _validation_error(exc: RequestValidationError, content_type: str | None = ""
     # A union (voice: str | {"id": ...}) reports one error per branch: name the field once.
     param = ".".join(p for p in loc if p not in _UNION_TAGS and "[" not in p) or None
     if kind == "extra_forbidden":
-        msg = f"unknown parameter {param!r}: see the request schema at /openapi.json"
+        msg = (f"unknown parameter {param!r}: see the request schema at /openapi.json"
+               if takes is None else f"unknown parameter {param!r}: {takes}")
     elif kind == "missing" and param is None:
         return APIError(400, "request body is missing: send a JSON object with Content-Type: "
                              'application/json, e.g. {"model": "tts-1", "input": "Hello.", '

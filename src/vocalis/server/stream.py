@@ -219,8 +219,17 @@ class _Config:
         self.rate = hosted.tts.sample_rate
 
 
-def _validation_message(e: ValidationError, body) -> APIError:
-    return errors._validation_error(RequestValidationError(e.errors(), body=body))
+def _validation_message(e: ValidationError, body, model=None) -> APIError:
+    """The refusal of a message the schema ``model`` refused (an unknown field names the
+    fields the message takes: ``/openapi.json`` describes no WebSocket message)."""
+    takes = None
+    if model is not None:
+        kind = model.model_fields["type"].annotation.__args__[0]
+        fields = [f for f in model.model_fields if f != "type"]
+        takes = (f"{kind} takes {', '.join(map(repr, fields))} besides 'type'" if fields
+                 else f"{kind} takes only 'type'")
+    return errors._validation_error(RequestValidationError(e.errors(), body=body),
+                                    takes=takes)
 
 
 class StreamConnection:
@@ -368,7 +377,7 @@ class StreamConnection:
         try:
             parsed = model.model_validate(msg)
         except ValidationError as e:
-            raise _validation_message(e, msg) from None
+            raise _validation_message(e, msg, model) from None
         if isinstance(parsed, InputText):
             await self._text(parsed.text)
         elif isinstance(parsed, InputDone):
