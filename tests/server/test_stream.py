@@ -348,6 +348,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
                               ("surrogate", '{"type": "input.text", "text": "a\\ud800"}'),
                               ("model", json.dumps({**CONFIG, "model": "\ud800"})),
                               ("option", json.dumps({**CONFIG, "temperatur": 0.5})),
+                              ("config_field", json.dumps({**CONFIG,
+                                                           "split_granulaity": "sentence"})),
                               ("format", json.dumps({**CONFIG, "response_format": "wav"})),
                               ("clause", json.dumps({**CONFIG, "split_granularity": "clause"})),
                               ("voice", json.dumps({**CONFIG, "voice": "nobody"})),
@@ -363,7 +365,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
     want = {"binary": "binary_not_supported", "json": "invalid_json", "array": "invalid_message",
             "type": "unknown_message_type", "type_object": "unknown_message_type",
             "field": "unknown_parameter",
-            "option": "unknown_parameter", "format": "invalid_value",
+            "option": "unknown_parameter", "config_field": "unknown_parameter",
+            "format": "invalid_value",
             "clause": "unsupported_value", "voice": "voice_not_found",
             "timestamps": "bool_type", "surrogate": "invalid_text",
             "model": "string_unicode"}
@@ -373,6 +376,10 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
         assert "Traceback" not in ev["message"] and len(ev["message"]) > 20
     assert out["text_type"]["type"] == "error" and out["text_type"]["param"] == "text"
     assert "temperatur" in out["option"]["message"]
+    # a misspelled field of session.config's own is named, not listed among model options
+    assert out["config_field"]["message"] == ("unknown parameter 'split_granulaity' in "
+                                              "session.config: did you mean "
+                                              "'split_granularity'?"), out["config_field"]
     # /openapi.json describes no WebSocket message: the refusal names what this one takes
     assert out["field"]["message"] == "unknown parameter 'x': input.text takes 'text' besides " \
                                       "'type'" and "openapi" not in out["field"]["message"]
