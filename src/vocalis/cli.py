@@ -468,7 +468,9 @@ def generate(
         "--format", metavar="FORMAT", rich_help_panel=OUTPUT_PANEL, show_default=False,
         help="wav, mp3, opus (ogg), flac, aac or pcm. Default: from the -o extension.")] = None,
     quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", rich_help_panel=OUTPUT_PANEL, help=QUIET_HELP)] = False,
+        "--quiet", "-q", rich_help_panel=OUTPUT_PANEL,
+        help=QUIET_HELP[:-1] + " (the summary names the seed drawn when --seed is not "
+             "given: with -q, give --seed to be able to make the same audio again).")] = False,
     words_file: Annotated[str | None, typer.Option(
         "--words", metavar="FILE", rich_help_panel=OUTPUT_PANEL, show_default=False,
         help="Also write every word's start and end (seconds) as JSON to this file (word "
