@@ -134,6 +134,11 @@ def test_the_variant_follows_the_cpu_features():
     assert q8 == (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)  # best first
     assert cpu.choose(q8, "x86_64", vnni) is cpu.AVX512_VNNI
     assert cpu.choose(q8, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX2  # no VNNI
+    f32 = native.KERNELS["vocalis_f32"].variants
+    assert f32 == (cpu.AVX512, cpu.AVX2, cpu.NEON)
+    assert cpu.choose(f32, "x86_64", vnni) is cpu.AVX512
+    assert cpu.choose(f32, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX512
+    assert cpu.choose(f32, "x86_64", avx2 | {"avx512f"}) is cpu.AVX2  # no VL
     assert cpu.choose((cpu.AVX2,), "x86_64", avx2) is cpu.AVX2
     assert cpu.choose((cpu.AVX2,), "x86_64", frozenset({"avx2"})) is None  # no FMA
     assert cpu.choose(q8, "aarch64", vnni | {"asimd"}) is cpu.NEON  # x86 names mean nothing

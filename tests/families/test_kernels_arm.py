@@ -71,7 +71,9 @@ class Target:
 
 TARGETS = (
     Target("x86-avx2", cpu.AVX2, None, "isa float32=avx2 int8=avx2 int4=avx2"),
-    Target("x86-avx512vnni", cpu.AVX512_VNNI, None, "isa float32=avx2 int8=avx512vnni int4=avx2"),
+    Target("x86-avx512", cpu.AVX512, None, "isa float32=avx512 int8=avx2 int4=avx2"),
+    Target("x86-avx512vnni", cpu.AVX512_VNNI, None,
+           "isa float32=avx512 int8=avx512vnni int4=avx2"),
     Target("arm-neon-dotprod", cpu.NEON_DOTPROD, "max",
            "isa float32=neon int8=neon-dotprod int4=neon-dotprod"),
     Target("arm-neon", cpu.NEON, NO_DOTPROD_CPU, "isa float32=neon int8=neon int4=neon"),

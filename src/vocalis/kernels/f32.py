@@ -19,8 +19,8 @@ GEMM_ROWS = 16
 
 
 class F32Linear(nn.Module):
-    """A float32 ``nn.Linear`` computed by our kernel ``torch.ops.vocalis_f32`` (x86 AVX2,
-    ARM NEON: ``csrc/f32.cpp`` over ``csrc/f32_core.h``; tuning choices Qwen3 ``model_linears=vocalis`` and Pocket
+    """A float32 ``nn.Linear`` computed by our kernel ``torch.ops.vocalis_f32`` (x86 AVX2 or
+    AVX-512, ARM NEON: ``csrc/f32.cpp`` over ``csrc/f32_core.h``; tuning choices Qwen3 ``model_linears=vocalis`` and Pocket
     ``flow_linears=vocalis``, offered where the kernel is built: :func:`f32_kernel_available`).
     The kernel sums each row in a fixed order, so a row's result does not depend on the other
     rows of the call or on the thread count.

@@ -95,7 +95,7 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS), flow_linears=vocalis, "
            "codec_linears=vocalis, codec_elu=vocalis and gelu=vocalis (Pocket TTS)",
-           (cpu.AVX2, cpu.NEON)),
+           (cpu.AVX512, cpu.AVX2, cpu.NEON)),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",
            (cpu.AVX512_VNNI, cpu.AVX2, cpu.NEON_DOTPROD, cpu.NEON)),

@@ -5,7 +5,9 @@
 // selftest.cpp alike.
 //
 //   VOCALIS_X86      x86-64 with AVX2 and FMA (-mavx2 -mfma); the int8 core also uses
-//                    AVX-512 VNNI where the build has it (-mavx512vl -mavx512vnni)
+//                    AVX-512 VNNI where the build has it (-mavx512vl -mavx512vnni), and the
+//                    float32 core 512-bit registers where it has AVX-512 F and VL
+//                    (VOCALIS_AVX512, below)
 //   VOCALIS_NEON     AArch64 (NEON is part of every AArch64 CPU); the int8 and int4 cores
 //                    use the dot-product instructions where the build has them
 //                    (-march=armv8.2-a+dotprod: __ARM_FEATURE_DOTPROD)
@@ -23,6 +25,9 @@
 #if !defined(VOCALIS_FORCE_SCALAR) && defined(__AVX2__) && defined(__FMA__)
 #define VOCALIS_X86 1
 #include <immintrin.h>
+#if defined(__AVX512F__) && defined(__AVX512VL__)
+#define VOCALIS_AVX512 1
+#endif
 #elif !defined(VOCALIS_FORCE_SCALAR) && defined(__aarch64__) && defined(__ARM_NEON)
 #define VOCALIS_NEON 1
 #include <arm_neon.h>
