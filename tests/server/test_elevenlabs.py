@@ -161,6 +161,43 @@ def test_each_sentence_reports_the_seed_it_drew_and_it_remakes_the_audio(server,
     assert rows_free(tts)
 
 
+
+def test_a_seed_in_the_query_is_the_integer_it_spells(server, tts, monkeypatch):
+    """``?seed=7`` (the docs: the seed "in the first message or the query") is seed 7: the
+    same audio as POST /v1/audio/speech with seed 7, and echoed as 7; a first message's
+    seed wins over the query's. A query seed that is no integer (``7.0``, ``abc``) or out
+    of range (``-1``) closes the socket with a message naming it. A new user's finding:
+    the query's string was refused as "not a string" whatever it spelled."""
+    monkeypatch.setattr(elevenlabs, "AHEAD", 1)
+
+    async def once(first=None, **query):
+        async with connect(url(server, **query)) as ws:
+            await ws.send(json.dumps({"text": " "} | (first or {})))
+            await ws.send(json.dumps({"text": S1}))
+            await ws.send(json.dumps({"text": ""}))
+            return await collect(ws)
+
+    st, _, want = speech(server, input=S1, seed=7)
+    assert st == 200
+    assert by_sentence(asyncio.run(once(seed=7))) == [(7, want)]
+    assert by_sentence(asyncio.run(once({"seed": 7}, seed=8))) == [(7, want)]
+
+    async def refused(value):
+        async with connect(url(server, seed=value)) as ws:
+            await ws.send(json.dumps({"text": " "}))
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    for value in ("7.0", "abc", "1e3"):
+        err, code = asyncio.run(refused(value))
+        assert code == 1008 and err["message"] == (
+            f"the query's seed must be an integer such as 7, got {value!r}; leave it out for "
+            "a random one"), err
+    err, code = asyncio.run(refused("-1"))
+    assert code == 1008 and "seed" in err["message"] and "leave seed out" in err["message"], err
+    assert rows_free(tts)
 @pytest.mark.parametrize("fmt", ["pcm_16000", "mp3_44100_128"])
 def test_output_formats(server, fmt):
     async def go():

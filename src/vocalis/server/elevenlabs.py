@@ -202,6 +202,19 @@ class Aligner:
         return {"chars": chars, "charStartTimesMs": starts, "charDurationsMs": durs}
 
 
+
+def _query_seed(value: str | None) -> int | None:
+    """The query's ``seed`` (a string, as every query value is) as the integer it spells:
+    digits, with a sign (a negative one is refused by the range check, in its words).
+
+    Raises ELError (close 1008) for anything else (``7.0``, ``1e3``, ``abc``)."""
+    if value is None:
+        return None
+    if re.fullmatch(r"[+-]?[0-9]{1,40}", value.strip()):
+        return int(value)
+    raise ELError(f"the query's seed must be an integer such as 7, got {value!r}; leave it "
+                  "out for a random one", "int_type", CLOSE_POLICY)
+
 @dataclass
 class _Item:
     text: str
@@ -431,7 +444,7 @@ class Connection:
                               "Authorization: Bearer KEY), or xi_api_key in the first message",
                               "invalid_api_key", CLOSE_POLICY)
             self.key_ok = True
-        seed = msg.get("seed", self.query.get("seed"))
+        seed = msg["seed"] if "seed" in msg else _query_seed(self.query.get("seed"))
         settings = msg.get("voice_settings") or {}
         speed = settings.get("speed") if isinstance(settings, dict) else None
         try:

@@ -226,8 +226,9 @@ def _validation_message(e: ValidationError, body, model=None) -> APIError:
     if model is not None:
         kind = model.model_fields["type"].annotation.__args__[0]
         fields = [f for f in model.model_fields if f != "type"]
-        takes = (f"{kind} takes {', '.join(map(repr, fields))} besides 'type'" if fields
-                 else f"{kind} takes only 'type'")
+        takes = ((f"{kind} takes {', '.join(map(repr, fields))} besides 'type'" if fields
+                  else f"{kind} takes only 'type'")
+                 + "; the message was dropped: send it again without that field")
     return errors._validation_error(RequestValidationError(e.errors(), body=body),
                                     takes=takes)
 
