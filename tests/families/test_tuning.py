@@ -446,11 +446,23 @@ def test_vocalis_elu_is_elu():
     torch.testing.assert_close(VocalisELU()(b), torch.nn.functional.elu(b))
 
 
+def decoded_frames(model) -> torch.Tensor:
+    """Four frames of two rows decoded by the model's codec as it stands (fresh state, the
+    same random latents each call): PCM ``[2, 4 * 1920]``."""
+    from vocalis.models.pocket.batch import PocketBatch
+
+    batch = PocketBatch(model, 2)
+    batch.ensure(2, 16)
+    g = torch.Generator().manual_seed(1)
+    with torch.inference_mode():
+        return torch.cat([batch.decode([0, 1], torch.randn(2, 32, generator=g), [i == 0] * 2)
+                          for i in range(4)], dim=-1)
+
+
 @pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
 def test_the_elu_kernel_is_a_codec_elu_choice_and_decodes_as_nn_elu(fresh, cache):
     """codec_elu=vocalis, measured fastest, is taken and runs in the SEANet decoder, whose
     frames then equal nn.ELU's to float rounding."""
-    from vocalis.models.pocket.batch import PocketBatch
     from vocalis.models.pocket.mimi import set_decoder_elu
 
     model = fresh()
@@ -461,12 +473,7 @@ def test_the_elu_kernel_is_a_codec_elu_choice_and_decodes_as_nn_elu(fresh, cache
     pcm = {}
     for kind in ("vocalis", "default"):
         set_decoder_elu(model.mimi.decoder, kind)
-        batch = PocketBatch(model, 2)
-        batch.ensure(2, 16)
-        g = torch.Generator().manual_seed(1)
-        with torch.inference_mode():
-            pcm[kind] = torch.cat([batch.decode([0, 1], torch.randn(2, 32, generator=g),
-                                                [i == 0] * 2) for i in range(4)], dim=-1)
+        pcm[kind] = decoded_frames(model)
     assert elus(model) == {torch.nn.ELU}
     torch.testing.assert_close(pcm["vocalis"], pcm["default"], rtol=0, atol=1e-5)
 
@@ -511,7 +518,6 @@ def test_the_output_conv_choice_decodes_as_nn_conv1d(fresh, cache):
     """codec_out_conv=matmul, measured fastest, is taken: the SEANet decoder's last
     convolution runs by matrix product, and frames decoded with it equal nn.Conv1d's to float
     rounding; exact models keep nn.Conv1d."""
-    from vocalis.models.pocket.batch import PocketBatch
     from vocalis.models.pocket.mimi import set_output_conv
 
     model = fresh()
@@ -523,12 +529,7 @@ def test_the_output_conv_choice_decodes_as_nn_conv1d(fresh, cache):
     pcm = {}
     for kind in ("matmul", "default"):
         set_output_conv(model.mimi.decoder, kind)
-        batch = PocketBatch(model, 2)
-        batch.ensure(2, 16)
-        g = torch.Generator().manual_seed(1)
-        with torch.inference_mode():
-            pcm[kind] = torch.cat([batch.decode([0, 1], torch.randn(2, 32, generator=g),
-                                                [i == 0] * 2) for i in range(4)], dim=-1)
+        pcm[kind] = decoded_frames(model)
     assert not last.by_matmul
     assert pcm["matmul"].abs().max() > 1e-3  # not silence
     torch.testing.assert_close(pcm["matmul"], pcm["default"], rtol=0, atol=1e-5)
