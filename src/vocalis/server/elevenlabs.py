@@ -202,7 +202,6 @@ class Aligner:
         return {"chars": chars, "charStartTimesMs": starts, "charDurationsMs": durs}
 
 
-
 def _query_seed(value: str | None) -> int | None:
     """The query's ``seed`` (a string, as every query value is) as the integer it spells:
     digits, with a sign (a negative one is refused by the range check, in its words).
@@ -214,6 +213,7 @@ def _query_seed(value: str | None) -> int | None:
         return int(value)
     raise ELError(f"the query's seed must be an integer such as 7, got {value!r}; leave it "
                   "out for a random one", "int_type", CLOSE_POLICY)
+
 
 @dataclass
 class _Item:
