@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -150,6 +151,19 @@ DeviceFlag = Annotated[str, typer.Option(
 ThreadsFlag = Annotated[int | None, typer.Option(
     "--threads", callback=_threads_flag, metavar="N", rich_help_panel=MODEL_PANEL, show_default=False,
     help=THREADS_HELP)]
+
+
+def _seed_value(value: str) -> int:
+    """A ``--seed`` as the integer it spells: decimal digits with an optional sign (a
+    negative one is refused later by the range check, in its words); not ``7.0``, ``1e3``
+    or ``4_2``, which HTTP and the Python API refuse too.
+
+    Raises typer.BadParameter (one line, exit 2)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,40}", value.strip()):
+        return int(value)
+    raise typer.BadParameter(f"{value!r} is not an integer: give digits, such as 42")
 
 
 def _flag_of(name: str) -> str:
@@ -458,7 +472,7 @@ def generate(
         metavar="X", rich_help_panel=TEXT_PANEL,
         help="0.25-4.0: faster (>1) or slower (<1), pitch kept.")] = 1.0,
     seed: Annotated[int | None, typer.Option(
-        metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
+        parser=_seed_value, metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
         help="Same seed, same audio. Default: random.")] = None,
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
@@ -840,8 +854,9 @@ def models_random(
     out: Annotated[str, typer.Option(metavar="DIR", show_default=False,
                                      help="Folder to write the checkpoint into: new or empty "
                                           "(see --force).")],
-    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the random weights and "
-                                                        "tokenizer (0 to 4294967295).")] = 0,
+    seed: Annotated[int, typer.Option(parser=_seed_value, metavar="N",
+                                      help="Seed of the random weights and tokenizer "
+                                           "(0 to 4294967295).")] = 0,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace the checkpoint already in --out (and everything in that "
                         "folder); other non-empty folders are always refused.")] = False,
@@ -1064,7 +1079,7 @@ def bench(
         help="Frames per text chunk, end of speech ignored (random-weight checkpoints).")]
     = None,
     seed: Annotated[int, typer.Option(
-        metavar="N", rich_help_panel=BENCH_PANEL,
+        parser=_seed_value, metavar="N", rich_help_panel=BENCH_PANEL,
         help="Seed of request 0 (request i gets SEED+i).")] = 0,
     json_out: Annotated[str | None, typer.Option(
         "--json", metavar="FILE", rich_help_panel=BENCH_PANEL, show_default=False,
@@ -1372,7 +1387,7 @@ def wyoming(
         metavar="N", rich_help_panel=SERVER_PANEL,
         help="Longest text per synthesize or synthesize-chunk event.")] = 4096,
     seed: Annotated[int | None, typer.Option(
-        metavar="N", rich_help_panel=SERVER_PANEL, show_default=False,
+        parser=_seed_value, metavar="N", rich_help_panel=SERVER_PANEL, show_default=False,
         help="Seed of every request (reproducible audio). Default: random.")] = None,
     no_normalize: Annotated[bool, typer.Option(
         "--no-normalize", rich_help_panel=SERVER_PANEL,
@@ -1419,7 +1434,8 @@ def say(
         "--model", "-m", metavar="MODEL", rich_help_panel=TEXT_PANEL, show_default=False,
         help="A model the server serves. Default: its first.")] = None,
     seed: Annotated[int | None, typer.Option(
-        "--seed", metavar="N", rich_help_panel=TEXT_PANEL, show_default=False,
+        "--seed", parser=_seed_value, metavar="N", rich_help_panel=TEXT_PANEL,
+        show_default=False,
         help="Seed of every sentence (reproducible audio). Default: random.")] = None,
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="FILE", rich_help_panel=OUTPUT_PANEL,

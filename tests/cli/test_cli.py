@@ -218,6 +218,10 @@ BAD_INPUTS = {
     "unknown voice name": ["--voice", "no_such_voice", "--text", TEXT],
     "non-audio voice file": ["--voice", "{ckpt}/config.yaml", "--text", TEXT],
     "non-integer seed": ["--text", TEXT, "--seed", "abc"],
+    # "7.0" was read as 7, "4_2" as 42, where HTTP and the Python API refuse them
+    "fractional seed": ["--text", TEXT, "--seed", "7.0"],
+    "seed with an underscore": ["--text", TEXT, "--seed", "4_2"],
+    "seed with an exponent": ["--text", TEXT, "--seed", "1e3"],
     "missing text file": ["--text-file", "{tmp}/missing.txt"],
     "text and text file": ["--text", TEXT, "--text-file", "{ckpt}/config.yaml"],
     "no text": [],
@@ -234,6 +238,8 @@ def test_bad_input_is_one_error_line_exit_2(case, ckpt, tmp_path):
     assert proc.returncode == 2, (case, proc.stderr.decode())
     assert len(lines) == 1 and lines[0].startswith("error: "), (case, lines)
     assert not out.exists()  # nothing written on a mistake
+    if "seed" in case and case != "non-integer seed":
+        assert "is not an integer: give digits, such as 42" in lines[0], lines
 
 
 def test_models_list():
