@@ -26,7 +26,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import re
 import signal
 import sys
 import threading
@@ -46,7 +45,8 @@ from vocalis.audio.encode import FORMATS, SUFFIXES, make_encoder
 from vocalis.engine.types import AudioChunk, Failed
 from vocalis.errors import HarnessError, InputError, VocalisError
 from vocalis.kernels.cli import app as kernels_app
-from vocalis.options import QUANTIZE_MODES, check_text, check_threads, text_from_file
+from vocalis.options import (QUANTIZE_MODES, check_text, check_threads, seed_from_text,
+                             text_from_file)
 from vocalis.options import quantize_mode as mode_of
 from vocalis.text.files import read_utf8
 from vocalis.text.normalize import normalize
@@ -159,11 +159,12 @@ def _seed_value(value: str) -> int:
     or ``4_2``, which HTTP and the Python API refuse too.
 
     Raises typer.BadParameter (one line, exit 2)."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool):  # a default
         return value
-    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]{1,40}", value.strip()):
-        return int(value)
-    raise typer.BadParameter(f"{value!r} is not an integer: give digits, such as 42")
+    seed = seed_from_text(str(value))
+    if seed is None:
+        raise typer.BadParameter(f"{value!r} is not an integer: give digits, such as 42")
+    return seed
 
 
 def _flag_of(name: str) -> str:

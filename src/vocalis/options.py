@@ -19,6 +19,7 @@ import difflib
 import math
 import numbers
 import os
+import re
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -113,6 +114,16 @@ def check_seed(seed) -> int | None:
         return check_option(SEED, seed)
     except InputError as e:
         raise InputError(f"{e}; leave seed out for a random one", param="seed") from None
+
+
+def seed_from_text(text: str) -> int | None:
+    """The integer a seed written as text spells (a CLI argument, a URL query): decimal
+    digits with an optional sign, spaces around ignored; None for anything else (``7.0``,
+    ``1e3``, ``4_2``, ``abc``), which the caller refuses in its own words. The range is
+    :func:`check_seed`'s."""
+    if re.fullmatch(r"[+-]?[0-9]{1,40}", text.strip()):
+        return int(text)
+    return None
 
 
 def new_seed() -> int:
@@ -398,4 +409,5 @@ def did_you_mean(word: str, choices: Iterable[str], spell=None) -> str:
 __all__ = ["FLT_MAX", "Option", "OptionRange", "OptionSchema", "QUANTIZE_MODES",
            "RANDOM_SEED_BITS", "SEED",
            "UnknownOption", "check_option", "closest", "check_seed", "check_text", "check_unicode",
-           "did_you_mean", "new_seed", "not_finite_message", "quantize_mode", "text_from_file"]
+           "did_you_mean", "new_seed", "not_finite_message", "quantize_mode", "seed_from_text",
+           "text_from_file"]

@@ -84,6 +84,7 @@ from vocalis.audio.encode import Encoder, make_encoder
 from vocalis.server import errors, speech
 from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
 from vocalis.server.errors import APIError
+from vocalis.options import seed_from_text
 from vocalis.server.schemas import SpeechRequest
 from vocalis.text.sentences import SentenceBuffer
 
@@ -209,8 +210,9 @@ def _query_seed(value: str | None) -> int | None:
     Raises ELError (close 1008) for anything else (``7.0``, ``1e3``, ``abc``)."""
     if value is None:
         return None
-    if re.fullmatch(r"[+-]?[0-9]{1,40}", value.strip()):
-        return int(value)
+    seed = seed_from_text(value)
+    if seed is not None:
+        return seed
     raise ELError(f"the query's seed must be an integer such as 7, got {value!r}; leave it "
                   "out for a random one", "int_type", CLOSE_POLICY)
 

@@ -250,17 +250,19 @@ def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
     return options, f"ignored: {info.name} ({info.title}) has no instruction control"
 
 
-def check_field_names(tts, options: dict) -> None:
+def check_field_names(tts, options: dict, fields=SpeechRequest.model_fields,
+                      where: str = "") -> None:
     """A field that is neither the request's nor a family option but close to one of the
-    request's own (``vocie``) is refused naming both, so that a misspelled optional field
-    (``voice``, ``speed``...) is not replaced by its default in silence.
+    request's own ``fields`` (``vocie``; a WebSocket's ``session.config``: its own fields,
+    ``where`` " in session.config") is refused naming both, so that a misspelled optional
+    field (``voice``, ``speed``...) is not replaced by its default in silence.
 
     Raises APIError 400 ``unknown_parameter``."""
     known = {o.name for o in tts.family.options}
     for name in options:
-        near = None if name in known else closest(name, SpeechRequest.model_fields)
+        near = None if name in known else closest(name, fields)
         if near is not None:
-            raise APIError(400, f"unknown parameter {name!r}: did you mean {near!r}?",
+            raise APIError(400, f"unknown parameter {name!r}{where}: did you mean {near!r}?",
                            param=name, code="unknown_parameter")
 
 

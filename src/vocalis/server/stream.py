@@ -110,7 +110,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import make_encoder
 from vocalis.errors import InputError
-from vocalis.options import closest, new_seed
+from vocalis.options import new_seed
 from vocalis.server import errors
 from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
 from vocalis.server.errors import APIError
@@ -217,6 +217,10 @@ class _Config:
         self.plan = plan
         self.hosted = hosted
         self.rate = hosted.tts.sample_rate
+
+
+#: session.config's own fields, for a misspelled one (``type`` is the message's kind)
+_CONFIG_FIELDS = [f for f in StreamSessionConfig.model_fields if f != "type"]
 
 
 def _validation_message(e: ValidationError, body, model=None) -> APIError:
@@ -443,12 +447,8 @@ class StreamConnection:
                 raise APIError(400, f"unknown parameter {name!r} in session.config: the text "
                                     "comes in input.text messages and the audio is always "
                                     "streamed", param=name, code="unknown_parameter")
-        known = {o.name for o in hosted.tts.family.options}
-        for name in options:  # a misspelled field of session.config's own (split_granulaity)
-            near = None if name in known else closest(name, StreamSessionConfig.model_fields)
-            if near is not None and near != "type":
-                raise APIError(400, f"unknown parameter {name!r} in session.config: did you "
-                                    f"mean {near!r}?", param=name, code="unknown_parameter")
+        # a misspelled field of session.config's own (split_granulaity)
+        speech.check_field_names(hosted.tts, options, _CONFIG_FIELDS, " in session.config")
         if cfg.language is not None:
             options.update(_language_option(info, cfg.language))
         # no voice: the server's default, or the error POST /v1/audio/speech gives
