@@ -175,7 +175,9 @@ def test_a_json_body_that_is_not_an_object_is_still_named_so(server):
 def test_a_model_loaded_from_a_relative_path_leaves_no_part_of_it_in_messages(
         ckpt, tmp_path, monkeypatch, spelling):
     """Old code: ``--model ckpt`` (relative) answered "... for Pocket TTS model
-    ckpt/config.yaml" on HTTP and on the WebSocket."""
+    ckpt/config.yaml" on HTTP and on the WebSocket; later "<model-dir>/config.yaml", and the
+    x-vocalis-instructions note named the config's path. Now every one names the model by
+    the id clients use for it."""
     shutil.copytree(ckpt, tmp_path / "relmodel-x7")
     monkeypatch.chdir(tmp_path)
     tts = vocalis.load(spelling, max_batch=1)
@@ -184,7 +186,6 @@ def test_a_model_loaded_from_a_relative_path_leaves_no_part_of_it_in_messages(
     try:
         r = _post(s, {"model": "tts-1", "input": "Hi.", "voice": "alloy", "foo": 1})
         err = assert_envelope(r.status_code, r.content, 400, "foo", "unknown_parameter")
-        assert "<model-dir>" in err["message"], err
 
         async def ws_error():
             async with connect(_ws(s, stream.PATH)) as ws:
@@ -194,14 +195,39 @@ def test_a_model_loaded_from_a_relative_path_leaves_no_part_of_it_in_messages(
 
         event = asyncio.run(ws_error())
         assert event["type"] == "error" and event["param"] == "foo", event
+        r = _post(s, {"model": "tts-1", "input": "Hi.", "voice": "alloy", "max_frames": 1,
+                      "instructions": "Calmly."})
+        assert r.status_code == 200, r.text
+        note = r.headers["x-vocalis-instructions"]
+        assert note == "ignored: relmodel-x7 (Pocket TTS) has no instruction control", note
         for message in (err["message"], event["message"]):
-            assert "relmodel" not in message and "x7" not in message, message
-            assert str(tmp_path) not in message and str(ckpt) not in message
-        # the served name (the folder's name, public by design) is left alone
+            assert "unknown option foo for Pocket TTS model relmodel-x7;" in message, message
+            for part in ("config.yaml", "<model-dir>", "./", str(tmp_path), str(ckpt)):
+                assert part not in message, (part, message)
+        # the served name (the folder's name, public by design)
         models = httpx.get(s.url + "/v1/models", timeout=30).json()["data"]
         assert models[0]["id"] == "relmodel-x7"
         r = _post(s, {"model": "nope", "input": "Hi.", "voice": "alloy"})
         assert "'relmodel-x7'" in assert_envelope(r.status_code, r.content, 404)["message"]
+    finally:
+        s.stop()
+        tts.close()
+
+
+def test_a_local_model_served_under_another_name_is_called_by_it(ckpt, tmp_path):
+    """``--model-name``: messages about the model name the id clients send, not its path."""
+    tts = vocalis.load(str(ckpt / "config.yaml"), max_batch=1)
+    s = Server(create_app(tts, voices_dir=tmp_path / "voices", model_name="small",
+                          default_voice=str(ckpt / "voice.wav")))
+    try:
+        r = _post(s, {"model": "small", "input": "Hi.", "temprature": 0.5})
+        err = assert_envelope(r.status_code, r.content, 400, "temprature", "unknown_parameter")
+        assert err["message"].startswith(
+            "unknown option temprature for Pocket TTS model small (did you mean temperature?)")
+        # a file in the model's folder is still hidden as a folder
+        assert str(ckpt) not in s.app.state.vocalis.redact(f"{ckpt}/voice.wav")
+        assert s.app.state.vocalis.redact(f"{ckpt}/voice.wav") == "<model-dir>/voice.wav"
+        assert s.app.state.vocalis.redact(f"model {ckpt}/config.yaml; x") == "model small; x"
     finally:
         s.stop()
         tts.close()

@@ -143,7 +143,10 @@ class ServerState:
         self.cut_off = {"stream": 0, "request": 0}
         self.cut_off_errors: weakref.WeakSet = weakref.WeakSet()
         self.started = time.time()
-        self._private = _hiding(pl for h in hosted for pl in _private_paths(h.tts, h.voices))
+        # a local model named by its config's path is called by its served id instead, then
+        # the folders are hidden
+        self._private = [p for h in hosted for p in _name_path(h)] + _hiding(
+            pl for h in hosted for pl in _private_paths(h.tts, h.voices))
 
     # the default model, for code that serves one
     @property
@@ -182,7 +185,7 @@ class ServerState:
         """``text`` with the model, voices and home folders replaced by labels, in any
         spelling of them (:func:`_private_paths`)."""
         for pattern, label in self._private:
-            text = pattern.sub(label, text)
+            text = pattern.sub(lambda _: label, text)
         return text
 
     def pick(self, model: str, param: str = "model") -> Hosted:
@@ -294,6 +297,23 @@ def _private_paths(tts, voices: VoiceStore) -> set[tuple[str, str]]:
     if len(Path(home).parts) > 1:
         pairs.add((home, "~"))
     return pairs
+
+
+def _name_path(hosted: Hosted) -> list[tuple[re.Pattern, str]]:
+    """(pattern, served id) for a local model whose messages name it by a path (a Pocket TTS
+    checkpoint: its ``config.yaml``), in every spelling of that path (:func:`_spellings`),
+    where it stands whole (no ``/`` after it): clients know the model by its served id, and
+    the path would read ``<model-dir>/config.yaml``. Other names are left as they are."""
+    tts = hosted.tts
+    name = Path(str(tts.info.name))
+    if tts.released or (len(name.parts) < 2 and name.suffix not in (".yaml", ".yml")):
+        return []
+    end = r"(?![\w~/-])(?!\.[\w.~-])"  # _PATH_END, and no "/" after it
+    out = []
+    for sp in sorted(_spellings(name), key=lambda sp: (-len(sp), sp)):
+        head = r"(?<![\w.~-])" if sp.startswith("/") else rf"(?<!{_PATH_CHAR})(?:\./)*"
+        out.append((re.compile(head + re.escape(sp) + end), hosted.model_id))
+    return out
 
 
 def _hiding(pairs) -> list[tuple[re.Pattern, str]]:

@@ -118,7 +118,7 @@ def plan_speech(state, hosted, body: SpeechRequest) -> SpeechPlan:
     Raises APIError 400 naming the field (unknown voice, conflicting instructions)."""
     tts = hosted.tts
     # the options first: a misspelled field (vocie) is named before the voice it left out
-    options, note = request_options(tts, body)
+    options, note = request_options(hosted, body)
     voice = hosted.voices.resolve(body.voice_id())
     if normalize_request(state, tts, body, options):
         options["normalize"] = True
@@ -226,10 +226,12 @@ async def submit_text(state, plan: SpeechPlan, text: str, cancelled) -> object:
     return req
 
 
-def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
+def request_options(hosted, body: SpeechRequest) -> tuple[dict, str | None]:
     """The request's model-family options for ``tts.submit`` and the
     ``x-vocalis-instructions`` note: OpenAI's ``instructions`` becomes the family's
-    instruction option on models that use it; other models ignore it, and the note says so."""
+    instruction option on models that use it; other models ignore it, and the note says so
+    (naming the model by its served id)."""
+    tts = hosted.tts
     options = body.options()
     check_field_names(tts, options)
     info = tts.info
@@ -247,7 +249,7 @@ def request_options(tts, body: SpeechRequest) -> tuple[dict, str | None]:
         options[info.instructions_option] = instructions
         return options, None
     options.pop(alias, None)  # the model takes none: dropped, and the note says so
-    return options, f"ignored: {info.name} ({info.title}) has no instruction control"
+    return options, f"ignored: {hosted.model_id} ({info.title}) has no instruction control"
 
 
 def check_field_names(tts, options: dict, fields=SpeechRequest.model_fields,
