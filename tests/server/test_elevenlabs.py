@@ -446,3 +446,52 @@ def test_a_bad_first_message_is_refused_as_http_refuses_it_and_closes(server):
     err, code = asyncio.run(first({"text": 5}))
     assert code == 1008 and err["error"] == "invalid_input_message"
     assert err["message"] == '"text" must be a string'
+
+
+def test_a_misspelled_field_is_refused_and_other_services_fields_are_ignored(
+        server, tts, monkeypatch):
+    """Old code: ``"seeed": 7`` in the first message played with a random seed and
+    ``"flsh": true`` left the text unspoken, in silence. A field close to one vocalis reads
+    is refused naming it (first message: the connection closes; later: that message is
+    dropped and the connection goes on); ElevenLabs' own fields that vocalis ignores, and
+    other services' fields, still play."""
+    async def first(msg):
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps(msg))
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    err, code = asyncio.run(first({"text": " ", "seeed": 7}))
+    assert code == 1008 and err["error"] == "invalid_input_message", err
+    assert err["message"] == ('unknown field "seeed": did you mean "seed"? The connection '
+                              "is closed")
+    err, code = asyncio.run(first({"text": " ", "voice_settings": {"sped": 1.2}}))
+    assert code == 1008 and '"voice_settings.speed"' in err["message"], err
+    err, code = asyncio.run(first({"text": " ", "speed": 1.2}))
+    assert code == 1008 and '"voice_settings.speed"' in err["message"], err
+
+    monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # the very same bytes as HTTP
+
+    async def later():
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps({
+                "text": " ", "seed": 7, "generation_config": {"chunk_length_schedule": [50]},
+                "pronunciation_dictionary_locators": [], "voice_id": "x", "next_text": "y",
+                "voice_settings": {"stability": 0.5, "similarity_boost": 0.8, "speed": 1.0}}))
+            await ws.send(json.dumps({"text": S1, "flsh": True}))
+            err = await recv_json(ws)
+            await ws.send(json.dumps({"text": S1, "flush": True, "try_trigger_generation": True,
+                                      "model_id": "eleven_flash_v2_5"}))
+            await ws.send(json.dumps({"text": ""}))
+            return err, await collect(ws)
+
+    err, msgs = asyncio.run(later())
+    assert err == {"message": 'unknown field "flsh": did you mean "flush"? The message was '
+                              "dropped", "error": "invalid_input_message"}, err
+    assert msgs[-1] == {"isFinal": True} and not [m for m in msgs if "error" in m], msgs
+    # S1 once (the dropped message's text is not spoken), as HTTP gives it with seed 7
+    st, _, want = speech(server, input=S1, seed=7)
+    assert st == 200 and by_sentence(msgs) == [(7, want)]
+    assert rows_free(tts)

@@ -40,6 +40,12 @@ Client messages (JSON text frames):
   ``{"close_socket": true}`` closes every context the same way and then the connection.
   ``{"text": "", "context_id": ...}`` without flush only keeps a context alive.
 
+Fields that ElevenLabs' messages carry and vocalis does not use are ignored, as are fields
+of later ElevenLabs versions; a field that is not ElevenLabs' but close to one vocalis reads
+(``seeed``, ``flsh``, ``contextId``, ``voice_settings.sped``) is refused naming the one it
+resembles (the message is dropped; on the first message the connection is closed), so that
+a misspelling does not go unheard.
+
 Server messages: ``{"audio": base64, "isFinal": null, "alignment": {...},
 "normalizedAlignment": {...}}`` (multi-stream-input adds ``contextId``) for every piece of
 audio as it is generated, then ``{"isFinal": true}`` (with ``contextId``) when a stream is
@@ -66,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import difflib
 import hmac
 import json
 import logging
@@ -103,6 +110,16 @@ INACTIVITY_TIMEOUT_S = 20       # ElevenLabs' default; its query parameter takes
 DEFAULT_CONTEXT = "default"
 CLOSE_POLICY = 1008
 _FORMAT_RE = re.compile(r"(pcm)_(\d+)|(mp3)_(\d+)_(\d+)")
+#: the fields of ElevenLabs' client messages (the first one's included) and vocalis's seed
+#: and immediate; READ: those vocalis acts on
+FIELDS = frozenset({"text", "flush", "try_trigger_generation", "voice_settings",
+                    "generation_config", "pronunciation_dictionary_locators", "xi_api_key",
+                    "xi-api-key", "authorization", "context_id", "close_context",
+                    "close_socket", "seed", "immediate"})
+READ = ("text", "flush", "voice_settings", "xi_api_key", "authorization", "context_id",
+        "close_context", "close_socket", "seed", "immediate")
+VOICE_SETTINGS = frozenset({"stability", "similarity_boost", "style", "use_speaker_boost",
+                            "speed"})
 
 
 class ELError(Exception):
@@ -367,6 +384,8 @@ class Connection:
                           "invalid_input_message", None if not first else CLOSE_POLICY)
         if first:
             await self._open(msg)
+        else:
+            _check_field_names(msg, False)
         cid = None
         if self.multi:
             cid = msg.get("context_id")
@@ -446,6 +465,7 @@ class Connection:
                               "Authorization: Bearer KEY), or xi_api_key in the first message",
                               "invalid_api_key", CLOSE_POLICY)
             self.key_ok = True
+        _check_field_names(msg, True)
         seed = msg["seed"] if "seed" in msg else _query_seed(self.query.get("seed"))
         settings = msg.get("voice_settings") or {}
         speed = settings.get("speed") if isinstance(settings, dict) else None
@@ -647,6 +667,29 @@ class Connection:
         if self.multi:
             msg["contextId"] = ctx.id
         await self.send_json(msg)
+
+
+def _check_field_names(msg: dict, first: bool) -> None:
+    """Refuse a field of ``msg`` (or of its ``voice_settings``) that is not ElevenLabs' but
+    close to one vocalis reads (:data:`READ`; ``speed`` in ``voice_settings``, also where it
+    is given beside them): a close match is one of difflib's with a ratio of at least 0.8,
+    case aside (``seeed``, ``flsh``, ``contextId``), strict enough that other services'
+    fields (``next_text``, ``voice_id``) are not taken for one.
+
+    Raises ELError ``invalid_input_message`` (closing the connection when ``first``)."""
+    settings = msg.get("voice_settings")
+    names = [(str(n), {r: r for r in READ} | {"speed": "voice_settings.speed"})
+             for n in msg if n not in FIELDS]
+    if isinstance(settings, dict):
+        names += [(f"voice_settings.{n}", {"voice_settings.speed": "voice_settings.speed"})
+                  for n in settings if n not in VOICE_SETTINGS]
+    for name, read in names:
+        near = difflib.get_close_matches(name.lower(), list(read), n=1, cutoff=0.8)
+        if near:
+            raise ELError(f"unknown field {json.dumps(name)[:80]}: did you mean "
+                          f"{json.dumps(read[near[0]])}? "
+                          + ("The connection is closed" if first else "The message was dropped"),
+                          "invalid_input_message", CLOSE_POLICY if first else None)
 
 
 def _reason(message: str) -> str:
