@@ -343,6 +343,7 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
             for name, msg in [("binary", b"\x00\x01"), ("json", "{not json"),
                               ("array", "[1, 2]"), ("type", json.dumps({"type": "input.txt"})),
                               ("type_object", json.dumps({"type": {"x": 1}})),
+                              ("no_type", json.dumps({"text": "a"})),
                               ("field", json.dumps({"type": "input.text", "text": "a", "x": 1})),
                               ("text_type", json.dumps({"type": "input.text", "text": 5})),
                               ("surrogate", '{"type": "input.text", "text": "a\\ud800"}'),
@@ -364,7 +365,7 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
     out = run(go())
     want = {"binary": "binary_not_supported", "json": "invalid_json", "array": "invalid_message",
             "type": "unknown_message_type", "type_object": "unknown_message_type",
-            "field": "unknown_parameter",
+            "no_type": "unknown_message_type", "field": "unknown_parameter",
             "option": "unknown_parameter", "config_field": "unknown_parameter",
             "format": "invalid_value",
             "clause": "unsupported_value", "voice": "voice_not_found",
@@ -376,6 +377,9 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
         assert "Traceback" not in ev["message"] and len(ev["message"]) > 20
     assert out["text_type"]["type"] == "error" and out["text_type"]["param"] == "text"
     assert "temperatur" in out["option"]["message"]
+    # old code: "unknown message type no type"
+    assert out["no_type"]["message"].startswith("a message without a type: use "), out["no_type"]
+    assert out["type"]["message"].startswith('unknown message type "input.txt": use '), out
     # a misspelled field of session.config's own is named, not listed among model options
     assert out["config_field"]["message"] == ("unknown parameter 'split_granulaity' in "
                                               "session.config: did you mean "

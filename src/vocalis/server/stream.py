@@ -371,13 +371,16 @@ class StreamConnection:
             await self._configure(msg)
             return False
         if self.config is None:
-            raise StreamError(f"expected session.config first, got {_shown(kind)}: send "
+            got = "a message without a type" if kind is None else _shown(kind)
+            raise StreamError(f"expected session.config first, got {got}: send "
                               '{"type": "session.config", "voice": ...} first; closing',
                               "missing_session_config", param="type", close=CLOSE_POLICY)
         model = _MESSAGES.get(kind) if isinstance(kind, str) else None
         if model is None:
-            raise StreamError(f"unknown message type {_shown(kind)}: use session.config, "
-                              "input.text, input.done, input.cancel or session.close",
+            what = ("a message without a type" if kind is None
+                    else f"unknown message type {_shown(kind)}")
+            raise StreamError(f"{what}: use session.config, input.text, input.done, "
+                              "input.cancel or session.close (in its \"type\")",
                               "unknown_message_type", param="type")
         try:
             parsed = model.model_validate(msg)
@@ -889,7 +892,7 @@ def _open_text(plan, seed: int):
 
 
 def _shown(value) -> str:
-    return json.dumps(value)[:40] if value is not None else "no type"
+    return json.dumps(value)[:40]
 
 
 def _language_option(info, language: str) -> dict:
