@@ -1465,6 +1465,7 @@ def say(
               if v is not None}
     sink = _PCMSink(output)
     refused: list = []  # sentences the server did not speak (it spoke the rest)
+    seeds: list = []  # each spoken sentence's seed (audio.start's)
 
     async def run() -> None:
         async with SpeechStream(url, api_key=api_key, **config) as s:
@@ -1494,6 +1495,7 @@ def say(
                                 on_error=refused.append)
             finally:
                 feeder.cancel()
+                seeds.extend(x for x in s.seeds if x is not None)
             await s.close()
 
     interrupted = False
@@ -1524,8 +1526,13 @@ def say(
         raise InputError("nothing was spoken: the server sent no audio for the text (is it "
                          "empty?): give some words to speak")
     if not quiet and output != "-":
-        typer.echo(f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}",
-                   err=True)
+        said = f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}"
+        if seed is None and len(seeds) == 1:  # drawn: said, so that it can be made again
+            said += f"; seed {seeds[0]} (--seed {seeds[0]} makes the same audio)"
+        elif seed is None and seeds:
+            said += (f"; seeds by sentence {', '.join(map(str, seeds))} (a sentence said "
+                     "again with --seed and its seed sounds the same)")
+        typer.echo(said, err=True)
 
 
 class _PCMSink:

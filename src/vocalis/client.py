@@ -98,6 +98,9 @@ class SpeechStream:
         self.api_key = api_key
         self.config = {**DEFAULTS, **config}
         self.sample_rate: int | None = None  # from the first audio.start
+        #: each sentence's seed, in order (audio.start's ``seed``: the given one or the one
+        #: drawn for it; None where the server sent none)
+        self.seeds: list[int | None] = []
         self._ws = None
 
     async def __aenter__(self) -> SpeechStream:
@@ -178,8 +181,9 @@ class SpeechStream:
                     yield msg
                     continue
                 ev = json.loads(msg)
-                if ev.get("type") == "audio.start" and ev.get("sample_rate"):
-                    self.sample_rate = ev["sample_rate"]
+                if ev.get("type") == "audio.start":
+                    self.sample_rate = ev.get("sample_rate") or self.sample_rate
+                    self.seeds.append(ev.get("seed"))
                 yield ev
         except ConnectionClosed:
             return

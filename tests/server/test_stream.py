@@ -490,6 +490,26 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     with wave.open(str(out)) as w:
         assert w.getframerate() == 24000 and w.readframes(w.getnframes()) == want
 
+    # without --seed the seeds drawn are said (old code: not at all), and they remake the
+    # audio: one sentence's with --seed, two sentences' each with its own
+    def said(text, *extra):
+        capsys.readouterr()
+        assert cli.main(["say", "--url", ws_url(server), "--voice", "alloy", "--text", text,
+                         "-o", str(out), *extra]) == 0
+        with wave.open(str(out)) as w:
+            return capsys.readouterr().err.strip().splitlines(), w.readframes(w.getnframes())
+
+    (line,), audio = said("Hello there.")
+    drawn = int(line.split("; seed ")[1].split()[0])
+    assert line.endswith(f"; seed {drawn} (--seed {drawn} makes the same audio)"), line
+    assert said("Hello there.", "--seed", str(drawn)) == ([line.split("; seed")[0]], audio)
+    (line,), audio = said("Hello there. Bye.")
+    seeds = [int(x) for x in line.split("; seeds by sentence ")[1].split(" (")[0].split(", ")]
+    assert len(seeds) == 2 and line.endswith(" (a sentence said again with --seed and its "
+                                             "seed sounds the same)"), line
+    parts = [said(t, "--seed", str(n), "-q")[1] for t, n in zip(("Hello there.", "Bye."), seeds)]
+    assert audio == b"".join(parts)
+
     async def refused():
         async with SpeechStream(ws_url(server), voice="nobody") as s:
             await s.flush()
