@@ -137,7 +137,8 @@ def test_the_variant_follows_the_cpu_features():
     f32 = native.KERNELS["vocalis_f32"].variants
     assert f32 == (cpu.AVX512, cpu.AVX2, cpu.NEON)
     assert cpu.choose(f32, "x86_64", vnni) is cpu.AVX512
-    assert cpu.choose(f32, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX512
+    assert cpu.choose(f32, "x86_64", avx2 | {"avx512f", "avx512vl", "avx512bw"}) is cpu.AVX512
+    assert cpu.choose(f32, "x86_64", avx2 | {"avx512f", "avx512vl"}) is cpu.AVX2  # no BW
     assert cpu.choose(f32, "x86_64", avx2 | {"avx512f"}) is cpu.AVX2  # no VL
     assert cpu.choose((cpu.AVX2,), "x86_64", avx2) is cpu.AVX2
     assert cpu.choose((cpu.AVX2,), "x86_64", frozenset({"avx2"})) is None  # no FMA

@@ -48,13 +48,14 @@ class Variant:
 #: written and measured with
 AVX2 = Variant("avx2", X86, ("avx2", "fma"), ("-O3", "-mavx2", "-mfma", "-fopenmp"),
                "an x86-64 CPU with AVX2 and FMA")
-#: AVX2 plus AVX-512 F and VL (Intel Skylake-SP and later Xeons, AMD Zen 4 and later): the
-#: float32 kernel's steps of several rows hold two channels per 512-bit register (the same
-#: sums per lane as AVX2, so the same bits); auto-vectorized code stays 256 bits wide
-AVX512 = Variant("avx512", X86, ("avx2", "fma", "avx512f", "avx512vl"),
-                 ("-O3", "-mavx2", "-mfma", "-mavx512f", "-mavx512vl",
+#: AVX2 plus AVX-512 F, VL and BW (Intel Skylake-SP and later Xeons, AMD Zen 4 and later):
+#: the float32 kernel's steps of several rows hold two channels per 512-bit register (the
+#: same sums per lane as AVX2, so the same bits), and its prompt-pass GEMM widens weights
+#: with 512-bit word permutes; auto-vectorized code stays 256 bits wide
+AVX512 = Variant("avx512", X86, ("avx2", "fma", "avx512f", "avx512vl", "avx512bw"),
+                 ("-O3", "-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512bw",
                   "-mprefer-vector-width=256", "-fopenmp"),
-                 "an x86-64 CPU with AVX-512 (F and VL)")
+                 "an x86-64 CPU with AVX-512 (F, VL and BW)")
 #: AVX2 plus AVX-512 VNNI (Intel Ice Lake and Sapphire Rapids, AMD Zen 4 and later): the int8
 #: kernel's byte products summed by one instruction (vpdpbusd) on the same 256-bit vectors,
 #: the same exact int32 sums; auto-vectorized code stays 256 bits wide

@@ -284,6 +284,51 @@ inline void widen_panel(const uint16_t* P, const uint16_t* Q, int64_t N, int64_t
   // call, and waiting for them cost some 14% at 42 rows (the stream prefetchers do not see
   // far enough ahead across the blocks)
   const int64_t np = k1 < K ? p : p + 1, nk0 = k1 < K ? k1 : 0;
+#if defined(VOCALIS_AVX512) && defined(__AVX512BW__)
+  // the panel's 4 tiles at once: a block of each (its 4 channels' 8 values of k, 32
+  // bfloat16, one 512-bit load) is transposed as bfloat16 by two rounds of two-source word
+  // permutes, then widened 16 at a time into whole rows of Bp (a third of the 256-bit path's
+  // shuffles, which set this GEMM's cost beside the products at tens of rows)
+  alignas(64) static const uint16_t kIdx[4][32] = {
+      // round 1, k 0-3 then k 4-7 of a block: [k][8 channels] from tiles (a: 0-3, b: 4-7)
+      {0, 8, 16, 24, 32, 40, 48, 56, 1, 9, 17, 25, 33, 41, 49, 57,
+       2, 10, 18, 26, 34, 42, 50, 58, 3, 11, 19, 27, 35, 43, 51, 59},
+      {4, 12, 20, 28, 36, 44, 52, 60, 5, 13, 21, 29, 37, 45, 53, 61,
+       6, 14, 22, 30, 38, 46, 54, 62, 7, 15, 23, 31, 39, 47, 55, 63},
+      // round 2, two rows of 16 channels (a: channels 0-7, b: 8-15): k 0-1, then k 2-3
+      {0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39,
+       8, 9, 10, 11, 12, 13, 14, 15, 40, 41, 42, 43, 44, 45, 46, 47},
+      {16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51, 52, 53, 54, 55,
+       24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63}};
+  const __m512i lo4 = _mm512_load_si512(kIdx[0]), hi4 = _mm512_load_si512(kIdx[1]);
+  const __m512i k01 = _mm512_load_si512(kIdx[2]), k23 = _mm512_load_si512(kIdx[3]);
+  const int64_t t0 = p * 4, n0 = np * 4;
+  for (int64_t k = k0; k < kb; k += 8) {
+    const int64_t nk = k - k0 + nk0;  // the same line of the next block
+    __m512i w[4];
+    for (int t = 0; t < 4; ++t) {
+      if (n0 + t < T && nk < K8 * 8) prefetch_l2(P + ((n0 + t) * K8 + nk / 8) * 32);
+      w[t] = t0 + t < T ? _mm512_loadu_si512(P + ((t0 + t) * K8 + k / 8) * 32)
+                        : _mm512_setzero_si512();
+    }
+    const __m512i l0 = _mm512_permutex2var_epi16(w[0], lo4, w[1]);  // channels 0-7, k 0-3
+    const __m512i l1 = _mm512_permutex2var_epi16(w[0], hi4, w[1]);  // channels 0-7, k 4-7
+    const __m512i h0 = _mm512_permutex2var_epi16(w[2], lo4, w[3]);  // channels 8-15, k 0-3
+    const __m512i h1 = _mm512_permutex2var_epi16(w[2], hi4, w[3]);
+    const __m512i rows[4] = {_mm512_permutex2var_epi16(l0, k01, h0),   // k 0, 1
+                             _mm512_permutex2var_epi16(l0, k23, h0),   // k 2, 3
+                             _mm512_permutex2var_epi16(l1, k01, h1),   // k 4, 5
+                             _mm512_permutex2var_epi16(l1, k23, h1)};  // k 6, 7
+    float* d = Bp + (k - k0) * GN;
+    for (int j = 0; j < 4; ++j) {
+      const __m256i a = _mm512_castsi512_si256(rows[j]), b = _mm512_extracti64x4_epi64(rows[j], 1);
+      _mm512_store_ps(d + (2 * j) * GN,
+                      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(a), 16)));
+      _mm512_store_ps(d + (2 * j + 1) * GN,
+                      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+    }
+  }
+#else
   for (int64_t half = 0; half < 2; ++half) {  // 8 channels: tiles ta and ta + 1
     const int64_t ta = p * 4 + half * 2, na = np * 4 + half * 2;
     for (int64_t k = k0; k < kb; k += 8) {
@@ -322,6 +367,7 @@ inline void widen_panel(const uint16_t* P, const uint16_t* Q, int64_t N, int64_t
 #endif
     }
   }
+#endif
   for (int64_t k = std::max(k0, K8 * 8); k < k1; ++k)  // the last K % 8 values of k
     for (int64_t c = 0; c < GN; ++c) {
       const int64_t t = p * 4 + c / 4;
