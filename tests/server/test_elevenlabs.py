@@ -73,6 +73,20 @@ def by_sentence(msgs) -> list[tuple[int, bytes]]:
     return [(seed, bytes(audio)) for seed, audio in out]
 
 
+def first_message(server, msg: dict) -> tuple[dict, int]:
+    """(the error, the close code) for ``msg`` sent as the first message of a connection
+    that the server then closes."""
+    async def go():
+        async with connect(url(server)) as ws:
+            await ws.send(json.dumps(msg))
+            err = await recv_json(ws)
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return err, ws.close_code
+
+    return asyncio.run(go())
+
+
 def check_alignment(msgs, text_parts: list[str], rate=24000) -> None:
     """Characters spell the text; times, made absolute with each message's audio offset,
     never go back."""
@@ -423,27 +437,19 @@ def test_a_bad_first_message_is_refused_as_http_refuses_it_and_closes(server):
     """The first message's seed and voice_settings.speed follow POST /v1/audio/speech's
     rules and words (a fractional seed is not cut to an integer), and a first message
     whose text is not a string closes the socket, as the docs say of the first message."""
-    async def first(msg):
-        async with connect(url(server)) as ws:
-            await ws.send(json.dumps(msg))
-            err = await recv_json(ws)
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(ws.recv(), 10)
-            return err, ws.close_code
-
-    err, code = asyncio.run(first({"text": " ", "seed": 1.5}))
+    err, code = first_message(server, {"text": " ", "seed": 1.5})
     assert code == 1008 and err["code"] == 1008 and err["error"] == "int_type"
     assert err["message"] == ("seed must be an integer, not a number with a fraction or an "
                               "exponent; leave it out for a random one (got 1.5)")
     st, _, body = speech(server, seed=1.5)
     assert st == 400 and json.loads(body)["error"]["message"] == err["message"]
-    err, code = asyncio.run(first({"text": " ", "voice_settings": {"speed": 10}}))
+    err, code = first_message(server, {"text": " ", "voice_settings": {"speed": 10}})
     assert code == 1008 and err["message"] == (
         "voice_settings.speed: Input should be less than or equal to 4 (got 10)")
-    err, code = asyncio.run(first({"text": " ", "voice_settings": {"speed": "fast"}}))
+    err, code = first_message(server, {"text": " ", "voice_settings": {"speed": "fast"}})
     assert code == 1008 and err["message"].startswith("voice_settings.speed: Input should be "
                                                       "a valid number")
-    err, code = asyncio.run(first({"text": 5}))
+    err, code = first_message(server, {"text": 5})
     assert code == 1008 and err["error"] == "invalid_input_message"
     assert err["message"] == '"text" must be a string'
 
@@ -455,21 +461,13 @@ def test_a_misspelled_field_is_refused_and_other_services_fields_are_ignored(
     is refused naming it (first message: the connection closes; later: that message is
     dropped and the connection goes on); ElevenLabs' own fields that vocalis ignores, and
     other services' fields, still play."""
-    async def first(msg):
-        async with connect(url(server)) as ws:
-            await ws.send(json.dumps(msg))
-            err = await recv_json(ws)
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(ws.recv(), 10)
-            return err, ws.close_code
-
-    err, code = asyncio.run(first({"text": " ", "seeed": 7}))
+    err, code = first_message(server, {"text": " ", "seeed": 7})
     assert code == 1008 and err["error"] == "invalid_input_message", err
     assert err["message"] == ('unknown field "seeed": did you mean "seed"? The connection '
                               "is closed")
-    err, code = asyncio.run(first({"text": " ", "voice_settings": {"sped": 1.2}}))
+    err, code = first_message(server, {"text": " ", "voice_settings": {"sped": 1.2}})
     assert code == 1008 and '"voice_settings.speed"' in err["message"], err
-    err, code = asyncio.run(first({"text": " ", "speed": 1.2}))
+    err, code = first_message(server, {"text": " ", "speed": 1.2})
     assert code == 1008 and '"voice_settings.speed"' in err["message"], err
 
     monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # the very same bytes as HTTP
