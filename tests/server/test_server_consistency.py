@@ -233,6 +233,36 @@ def test_a_local_model_served_under_another_name_is_called_by_it(ckpt, tmp_path)
         tts.close()
 
 
+def test_a_served_id_with_a_slash_is_left_whole(ckpt, tmp_path, monkeypatch):
+    """A new user's finding: ``--model-name ckpt/v2`` for a model in the folder ``ckpt``
+    read ``<model-dir>/v2`` in messages (the folder's name followed by a ``/`` was taken for
+    a path), on HTTP and the WebSocket."""
+    shutil.copytree(ckpt, tmp_path / "ckpt")
+    monkeypatch.chdir(tmp_path)
+    tts = vocalis.load("ckpt", max_batch=1)
+    s = Server(create_app(tts, voices_dir=tmp_path / "voices", model_name="ckpt/v2",
+                          default_voice=str(ckpt / "voice.wav")))
+    try:
+        r = _post(s, {"model": "ckpt/v2", "input": "Hi.", "top_k": 1})
+        err = assert_envelope(r.status_code, r.content, 400, "top_k", "unknown_parameter")
+        assert "for Pocket TTS model ckpt/v2;" in err["message"], err
+        r = _post(s, {"model": "nope", "input": "Hi."})
+        assert "'ckpt/v2'" in assert_envelope(r.status_code, r.content, 404)["message"]
+
+        async def ws_error():
+            async with connect(_ws(s, stream.PATH)) as ws:
+                await ws.send(json.dumps({"type": "session.config", "top_k": 1}))
+                return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+        assert "for Pocket TTS model ckpt/v2;" in asyncio.run(ws_error())["message"]
+        # the folder itself is still hidden where it stands as a path
+        assert s.app.state.vocalis.redact("ckpt/voice.wav and ./ckpt") == \
+            "<model-dir>/voice.wav and <model-dir>"
+    finally:
+        s.stop()
+        tts.close()
+
+
 # --------------------------------------------------------------------------- item 4
 
 

@@ -126,7 +126,15 @@ def test_errors_name_what_the_chosen_model_accepts(multi):
     status, _, data = server.request("POST", "/v1/audio/speech",
                                      {**body, "model": "speakers", "voice": "ryan",
                                       "noise_clamp": 1.0})
-    assert status == 400 and json.loads(data)["error"]["param"] == "noise_clamp"
+    err = json.loads(data)["error"]
+    assert status == 400 and err["param"] == "noise_clamp"
+    # the model is named by its served id, not its folder's name (cv): a new user's finding
+    assert "Qwen3-TTS model speakers" in err["message"], err
+    status, _, data = server.request("POST", "/v1/audio/speech",
+                                     {**body, "model": "speakers", "voice": "ryan",
+                                      "language": "klingon"})
+    err = json.loads(data)["error"]
+    assert status == 400 and "speakers" in err["message"] and "cv" not in err["message"], err
     # a later model without predefined voices: --voice would not help it, so say so
     status, _, data = server.request("POST", "/v1/audio/speech",
                                      {**body, "model": "cloner", "voice": "alloy"})
@@ -160,6 +168,7 @@ def test_voices_are_per_model_and_uploads_go_where_asked(multi, checkpoints):
     assert r.status_code == 201 and r.json()["model"] == "cloner" and r.json()["mode"] == "in-context"
     r = upload("nope", model="speakers")
     assert r.status_code == 400 and r.json()["error"]["code"] == "voice_cloning_unsupported"
+    assert r.json()["error"]["message"].startswith("speakers does not clone voices"), r.json()
     r = upload("pocket_me", model="cloner")  # one folder: a name is taken for every model
     assert r.status_code == 409
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -101,6 +102,10 @@ class Hosted:
         self.model_id = model_id
         self.family = tts.family.name
         self.names = [model_id]
+        # the model's info under the id clients use: the server checks requests with it, so
+        # that every message names the model so (not a folder or a config's path)
+        self.info = dataclasses.replace(tts.info, name=model_id)
+        voices.info = self.info
 
     def describe(self) -> str:
         """What this model accepts, for error messages: its id, family and voices."""
@@ -145,8 +150,14 @@ class ServerState:
         self.started = time.time()
         # a local model named by its config's path is called by its served id instead, then
         # the folders are hidden
-        self._private = [p for h in hosted for p in _name_path(h)] + _hiding(
-            pl for h in hosted for pl in _private_paths(h.tts, h.voices))
+        self._named = [p for h in hosted for p in _name_path(h)]
+        self._private = _hiding(pl for h in hosted for pl in _private_paths(h.tts, h.voices))
+        # served ids with a "/" (acme/tts), kept whole: a folder named like their first part
+        # would otherwise be hidden in them
+        ids = sorted({n for h in hosted for n in h.names if "/" in n}, key=lambda n: -len(n))
+        self._ids = re.compile("(" + "|".join(
+            rf"(?<![\w.~/-]){re.escape(n)}(?![\w/-])(?!\.[\w.~-])" for n in ids) + ")") \
+            if ids else None
 
     # the default model, for code that serves one
     @property
@@ -182,11 +193,17 @@ class ServerState:
         return total
 
     def redact(self, text: str) -> str:
-        """``text`` with the model, voices and home folders replaced by labels, in any
-        spelling of them (:func:`_private_paths`)."""
-        for pattern, label in self._private:
+        """``text`` with a local model's config path replaced by its served id
+        (:func:`_name_path`), then the model, voices and home folders replaced by labels, in
+        any spelling of them (:func:`_private_paths`), outside served ids."""
+        for pattern, label in self._named:
             text = pattern.sub(lambda _: label, text)
-        return text
+        # the pieces between served ids (odd indices of the split: the ids themselves)
+        pieces = self._ids.split(text) if self._ids is not None else [text]
+        for i in range(0, len(pieces), 2):
+            for pattern, label in self._private:
+                pieces[i] = pattern.sub(lambda _: label, pieces[i])
+        return "".join(pieces)
 
     def pick(self, model: str, param: str = "model") -> Hosted:
         """The hosted model a request names: a served id or alias; OpenAI's model names

@@ -153,8 +153,8 @@ def _check(plan: SpeechPlan, text: str, param: str | None) -> None:
     options = dict(plan.options)
     norm = options.pop("normalize", False)
     try:
-        text, _, _, checked = tts.info.check_request(text, plan.voice, plan.seed, plan.speed,
-                                                     options)
+        text, _, _, checked = plan.hosted.info.check_request(text, plan.voice, plan.seed,
+                                                             plan.speed, options)
         text = tts.normalized_text(text, norm, checked)
         if param is None:
             tts.word_decoder(plan.word_timestamps)
@@ -181,6 +181,11 @@ def submit_speech(state, plan: SpeechPlan, text: str, seed: int, live: bool = Fa
     the engine's checks refused."""
     tts = plan.hosted.tts
     try:
+        # the engine's checks, first under the served id, so that a refusal names the model
+        # as the client does (they need no weights; the engine repeats them)
+        plan.hosted.info.check_request(text, plan.voice, seed, plan.speed,
+                                       {k: v for k, v in plan.options.items()
+                                        if k != "normalize"})
         return tts.submit(text, plan.voice, seed, plan.speed,
                           word_timestamps=plan.word_timestamps, live=live, **plan.options)
     except CapacityError as e:
@@ -234,7 +239,7 @@ def request_options(hosted, body: SpeechRequest) -> tuple[dict, str | None]:
     tts = hosted.tts
     options = body.options()
     check_field_names(tts, options)
-    info = tts.info
+    info = hosted.info
     # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
     alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
     given = options.get(alias) if alias else None

@@ -435,7 +435,7 @@ class StreamConnection:
                            code="invalid_value")
         state = self.state
         hosted = state.pick(cfg.model) if cfg.model is not None else state.default
-        info = hosted.tts.info
+        info = hosted.info
         if cfg.task_type is not None:
             kind = (info.kind or "").replace("_", "").lower()
             if cfg.task_type.lower() != kind:

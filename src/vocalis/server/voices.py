@@ -60,6 +60,7 @@ class VoiceStore:
 
     def __init__(self, tts, root: str | os.PathLike[str], default_voice: str | None = None):
         self.tts = tts
+        self.info = tts.info  # how messages name the model (a server's: under its served id)
         self.served_as: str | None = None  # the model's id when a server hosts several
         self.first = True  # the server's first model (the one --voice gives a default voice)
         self.root = Path(root).expanduser()
@@ -233,7 +234,7 @@ class VoiceStore:
             voice_id = DEFAULT_ID
         check_name(voice_id, "voice")
         vid = voice_id
-        info = self.tts.info
+        info = self.info
         if self.voiceless:
             if vid in OPENAI_VOICES or vid == DEFAULT_ID:
                 return None
@@ -299,7 +300,7 @@ class VoiceStore:
         large, 422 not decodable or unusable audio.
         """
         check_name(name, "name")
-        info = self.tts.info
+        info = self.info
         if not self.clones:
             raise APIError(400, f"{info.name} does not clone voices ({info.title}); "
                                 + (f"its voices are: {', '.join(self.predefined)}" if self.predefined
