@@ -73,12 +73,15 @@ def by_sentence(msgs) -> list[tuple[int, bytes]]:
     return [(seed, bytes(audio)) for seed, audio in out]
 
 
-def first_message(server, msg: dict) -> tuple[dict, int]:
+def first_message(server, msg: dict, **query) -> tuple[dict, int]:
     """(the error, the close code) for ``msg`` sent as the first message of a connection
-    that the server then closes."""
+    (with ``query``) that the server then closes."""
     async def go():
-        async with connect(url(server)) as ws:
-            await ws.send(json.dumps(msg))
+        async with connect(url(server, **query)) as ws:
+            try:  # a bad query is refused before the first message
+                await ws.send(json.dumps(msg))
+            except ConnectionClosed:
+                pass
             err = await recv_json(ws)
             with pytest.raises(ConnectionClosed):
                 await asyncio.wait_for(ws.recv(), 10)
@@ -261,6 +264,45 @@ def test_multi_context_interleaved_and_close(server, tts):
         # the two contexts ran side by side: a batch changes the last bits of float sums
         assert cosine(pcm_of(audio_of(got[cid])), pcm_of(http_pcm(server, text))) > 0.9999
         check_alignment(got[cid], [text])
+    assert rows_free(tts)
+
+
+def test_a_context_opened_with_its_own_settings_speaks_with_them(server, tts, monkeypatch):
+    """multi-stream-input: the message that opens a context may carry its own ``seed`` and
+    ``voice_settings.speed`` (ElevenLabs' context initialisation); what it leaves out is the
+    connection's. A trial's finding: they were ignored (the connection's seed and speed
+    played). A bad value refuses that message, naming the context; the connection goes on.
+    """
+    monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # sentence by sentence: HTTP's very bytes
+
+    async def go():
+        async with connect(url(server, multi=True)) as ws:
+            await ws.send(json.dumps({"text": " ", "context_id": "a", "seed": 11}))
+            await ws.send(json.dumps({"text": " ", "context_id": "b", "seed": 7,
+                                      "voice_settings": {"speed": 1.5}}))
+            await ws.send(json.dumps({"text": " ", "context_id": "c",
+                                      "voice_settings": {"speed": 1.25}}))
+            await ws.send(json.dumps({"text": " ", "context_id": "d", "seed": -1}))
+            refused = await recv_json(ws)
+            got: dict[str, list] = {"a": [], "b": [], "c": []}
+            for c in "abc":
+                await ws.send(json.dumps({"text": S1, "context_id": c, "flush": True}))
+                await ws.send(json.dumps({"context_id": c, "close_context": True}))
+                while True:
+                    m = await recv_json(ws)
+                    assert "error" not in m, m
+                    got[m["contextId"]].append(m)
+                    if m.get("isFinal"):
+                        break
+            await ws.send(json.dumps({"close_socket": True}))
+            return refused, got
+
+    refused, got = asyncio.run(go())
+    assert refused["contextId"] == "d" and refused["error"] == "invalid_request", refused
+    assert "seed" in refused["message"] and "code" not in refused, refused
+    for cid, seed, speed in (("a", 11, 1.0), ("b", 7, 1.5), ("c", 11, 1.25)):
+        st, _, want = speech(server, input=S1, seed=seed, speed=speed)
+        assert st == 200 and by_sentence(got[cid]) == [(seed, want)], cid
     assert rows_free(tts)
 
 
@@ -465,10 +507,19 @@ def test_a_misspelled_field_is_refused_and_other_services_fields_are_ignored(
     assert code == 1008 and err["error"] == "invalid_input_message", err
     assert err["message"] == ('unknown field "seeed": did you mean "seed"? The connection '
                               "is closed")
+    err, code = first_message(server, {"text": " ", "sede": 7})  # two letters swapped
+    assert code == 1008 and 'did you mean "seed"?' in err["message"], err
     err, code = first_message(server, {"text": " ", "voice_settings": {"sped": 1.2}})
-    assert code == 1008 and '"voice_settings.speed"' in err["message"], err
+    assert code == 1008 and err["message"].startswith(
+        'unknown field "voice_settings.sped": did you mean "speed"?'), err
+    err, code = first_message(server, {"text": " ", "voice_settings": {"seed": 7}})
+    assert code == 1008 and 'did you mean "seed" (beside voice_settings' in err["message"], err
     err, code = first_message(server, {"text": " ", "speed": 1.2})
-    assert code == 1008 and '"voice_settings.speed"' in err["message"], err
+    assert code == 1008 and 'did you mean "speed" in voice_settings?' in err["message"], err
+    err, code = first_message(server, {"text": " "}, seeed=7)  # the query's too
+    assert code == 1008 and err["error"] == "invalid_query_parameter", err
+    assert err["message"] == ('unknown query parameter "seeed": did you mean "seed"? The '
+                              "connection is closed")
 
     monkeypatch.setattr(elevenlabs, "AHEAD", 1)  # the very same bytes as HTTP
 
@@ -477,7 +528,8 @@ def test_a_misspelled_field_is_refused_and_other_services_fields_are_ignored(
             await ws.send(json.dumps({
                 "text": " ", "seed": 7, "generation_config": {"chunk_length_schedule": [50]},
                 "pronunciation_dictionary_locators": [], "voice_id": "x", "next_text": "y",
-                "voice_settings": {"stability": 0.5, "similarity_boost": 0.8, "speed": 1.0}}))
+                "voice_settings": {"stability": 0.5, "similarity_boost": 0.8, "speed": 1.0,
+                                   "pitch": 0, "tempo": 1}}))
             await ws.send(json.dumps({"text": S1, "flsh": True}))
             err = await recv_json(ws)
             await ws.send(json.dumps({"text": S1, "flush": True, "try_trigger_generation": True,

@@ -32,7 +32,10 @@ Client messages (JSON text frames):
 * stream-input: ``{"text": ""}`` ends the input: the rest is spoken, then the server sends
   ``{"isFinal": true}`` and closes the socket.
 * multi-stream-input: every message may carry ``context_id`` (absent: the context opened
-  by the first message, else ``"default"``); text for a new id opens a context;
+  by the first message, else ``"default"``); text for a new id opens a context, with the
+  message's own ``seed`` and ``voice_settings.speed`` where it gives them (ElevenLabs'
+  context initialisation; what it leaves out is the connection's; a bad value refuses that
+  message, naming the context, and the context is not opened);
   ``{"context_id": ..., "close_context": true}`` closes one: text flushed before it is
   still spoken (as ElevenLabs does: clients flush, then close, then wait for
   ``isFinal``), everything else of it is cancelled at once and its engine rows freed;
@@ -41,10 +44,11 @@ Client messages (JSON text frames):
   ``{"text": "", "context_id": ...}`` without flush only keeps a context alive.
 
 Fields that ElevenLabs' messages carry and vocalis does not use are ignored, as are fields
-of later ElevenLabs versions; a field that is not ElevenLabs' but close to one vocalis reads
-(``seeed``, ``flsh``, ``contextId``, ``voice_settings.sped``) is refused naming the one it
-resembles (the message is dropped; on the first message the connection is closed), so that
-a misspelling does not go unheard.
+of later ElevenLabs versions and of other services; a field that is not ElevenLabs' but close
+to one vocalis reads (``seeed``, ``sede``, ``flsh``, ``contextId``, ``voice_settings.sped``)
+is refused naming the one it resembles (the message is dropped; on the first message the
+connection is closed), and so is such a query parameter (``?seeed=5``), so that a
+misspelling does not go unheard.
 
 Server messages: ``{"audio": base64, "isFinal": null, "alignment": {...},
 "normalizedAlignment": {...}}`` (multi-stream-input adds ``contextId``) for every piece of
@@ -111,15 +115,23 @@ DEFAULT_CONTEXT = "default"
 CLOSE_POLICY = 1008
 _FORMAT_RE = re.compile(r"(pcm)_(\d+)|(mp3)_(\d+)_(\d+)")
 #: the fields of ElevenLabs' client messages (the first one's included) and vocalis's seed
-#: and immediate; READ: those vocalis acts on
+#: and immediate; READ: those vocalis acts on, with what a near miss is told to write
 FIELDS = frozenset({"text", "flush", "try_trigger_generation", "voice_settings",
                     "generation_config", "pronunciation_dictionary_locators", "xi_api_key",
                     "xi-api-key", "authorization", "context_id", "close_context",
                     "close_socket", "seed", "immediate"})
-READ = ("text", "flush", "voice_settings", "xi_api_key", "authorization", "context_id",
-        "close_context", "close_socket", "seed", "immediate")
+READ = {**{f: f'"{f}"' for f in ("text", "flush", "voice_settings", "xi_api_key",
+                                  "xi-api-key", "authorization", "context_id",
+                                  "close_context", "close_socket", "seed", "immediate")},
+        "speed": '"speed" in voice_settings'}
 VOICE_SETTINGS = frozenset({"stability", "similarity_boost", "style", "use_speaker_boost",
                             "speed"})
+READ_IN_SETTINGS = {"speed": '"speed"', "seed": '"seed" (beside voice_settings, not in it)'}
+#: ElevenLabs' query parameters and vocalis's seed; READ_QUERY: those vocalis acts on
+QUERY = frozenset({"model_id", "output_format", "inactivity_timeout", "seed", "language_code",
+                   "enable_logging", "enable_ssml_parsing", "sync_alignment", "auto_mode",
+                   "apply_text_normalization", "optimize_streaming_latency"})
+READ_QUERY = {f: f'"{f}"' for f in ("model_id", "output_format", "inactivity_timeout", "seed")}
 
 
 class ELError(Exception):
@@ -246,9 +258,10 @@ class _Item:
 
 
 class _Context:
-    def __init__(self, conn: "Connection", cid: str | None):
+    def __init__(self, conn: "Connection", cid: str | None, plan=None):
         self.conn = conn
         self.id = cid
+        self.plan = plan or conn.plan  # its own from the message that opened it, if any
         self.buf = SentenceBuffer(conn.state.max_input_chars)
         self.items: deque[_Item] = deque()
         self.cond = asyncio.Condition()
@@ -270,9 +283,11 @@ class Connection:
         self.query = query
         self.key_ok = key_ok
         self.plan = None
+        self.seed = self.speed = None  # the first message's (or the query's seed)
         self.contexts: dict[str, _Context] = {}
         self.first_context: str | None = None
         self.send_lock = asyncio.Lock()
+        check_query_names(query)
         self.fmt, self.out_rate = parse_format(query.get("output_format", "mp3_44100_128"))
         self.inactivity_s = parse_inactivity(query.get("inactivity_timeout"))
         model_id = query.get("model_id")
@@ -433,7 +448,12 @@ class Connection:
                 raise ELError(f"{len(self.contexts)} contexts are open; the limit is "
                               f"{MAX_CONTEXTS} per connection: close one first",
                               "too_many_contexts", context=cid)
-            ctx = self.contexts[cid if self.multi else DEFAULT_CONTEXT] = _Context(self, cid)
+            plan = None
+            if self.multi and not first and ("seed" in msg or "voice_settings" in msg):
+                # ElevenLabs' context initialisation: this context's own settings
+                plan = await self._context_plan(msg, cid)
+            ctx = self.contexts[cid if self.multi else DEFAULT_CONTEXT] = _Context(self, cid,
+                                                                                    plan)
         if not self.multi and text == "" and not first:
             await self._queue(ctx, ctx.buf.flush(), flushed=True)
             ctx.closing = True
@@ -466,13 +486,24 @@ class Connection:
                               "invalid_api_key", CLOSE_POLICY)
             self.key_ok = True
         _check_field_names(msg, True)
-        seed = msg["seed"] if "seed" in msg else _query_seed(self.query.get("seed"))
-        settings = msg.get("voice_settings") or {}
-        speed = settings.get("speed") if isinstance(settings, dict) else None
+        self.seed = msg["seed"] if "seed" in msg else _query_seed(self.query.get("seed"))
+        self.speed = _speed_of(msg)
         try:
-            self.plan = await asyncio.to_thread(self._plan, seed, speed)
+            self.plan = await asyncio.to_thread(self._plan, self.seed, self.speed)
         except APIError as e:
             raise ELError(e.message, e.code or "invalid_request", CLOSE_POLICY) from None
+
+    async def _context_plan(self, msg: dict, cid: str):
+        """The plan of a context opened (multi-stream-input, after the first message) by
+        ``msg`` with a ``seed`` or ``voice_settings`` of its own; what it leaves out is the
+        connection's. Raises ELError (the message is dropped, the context not opened)."""
+        seed = msg["seed"] if "seed" in msg else self.seed
+        speed = _speed_of(msg)
+        try:
+            return await asyncio.to_thread(self._plan, seed,
+                                           self.speed if speed is None else speed)
+        except APIError as e:
+            raise ELError(e.message, e.code or "invalid_request", context=cid) from None
 
     def _plan(self, seed, speed):
         """The speech plan of the connection; ``seed`` and ``speed`` are checked by the
@@ -524,7 +555,7 @@ class Connection:
         """The error for text flushed with nothing to speak since the last flush (only
         emoji, symbols, punctuation), as ``POST /v1/audio/speech`` gives it; None when it
         had words (or was only white space)."""
-        return await speech.wordless_error(self.plan, ctx.worded, ctx.wordless, sentences)
+        return await speech.wordless_error(ctx.plan, ctx.worded, ctx.wordless, sentences)
 
     async def _close_context(self, ctx: _Context, immediate: bool) -> None:
         """Text not flushed is dropped and its requests cancelled (rows freed); flushed
@@ -576,7 +607,7 @@ class Connection:
                 item.submitting = True
             try:
                 if not item.cancelled:
-                    item.job = await self._submit(item, ctx.cond)
+                    item.job = await self._submit(ctx, item)
             except Exception as e:
                 item.error = errors.from_exception(e)
                 if item.error.status >= 500:
@@ -587,13 +618,13 @@ class Connection:
                 async with ctx.cond:
                     ctx.cond.notify_all()
 
-    async def _submit(self, item: _Item, cond: asyncio.Condition) -> SpeechJob:
-        req = await speech.submit_text(self.state, self.plan, item.text, lambda: item.cancelled)
+    async def _submit(self, ctx: _Context, item: _Item) -> SpeechJob:
+        req = await speech.submit_text(self.state, ctx.plan, item.text, lambda: item.cancelled)
         encoder = make_encoder(self.fmt, self.out_rate)
         if self.out_rate != self.rate:
             encoder = Resampled(encoder, self.rate, self.out_rate)
         return SpeechJob(req, encoder, asyncio.get_running_loop(),
-                         on_generated=lambda: notify_soon(cond)).start()
+                         on_generated=lambda: notify_soon(ctx.cond)).start()
 
     # ------------------------------------------------------------------ audio out
 
@@ -629,7 +660,7 @@ class Connection:
             return
         outcome = "cancelled"
         sent = 0  # model-rate samples of this sentence so far
-        aligner = Aligner(item.text) if self.plan.word_timestamps else None
+        aligner = Aligner(item.text) if ctx.plan.word_timestamps else None
         seed = job.request.stats.seed  # rides on the sentence's first message, then None
         try:
             while True:
@@ -669,27 +700,55 @@ class Connection:
         await self.send_json(msg)
 
 
+def _near(name: str, read: dict) -> str | None:
+    """What ``name`` was probably meant to be among ``read``'s keys (its value), or None: a
+    difflib ratio of at least 0.8, case aside (``seeed``, ``flsh``, ``contextId``), or two
+    neighbouring letters swapped (``sede``): strict enough that other services' fields
+    (``next_text``, ``voice_id``, ``pitch``) are not taken for one."""
+    low = name.lower()
+    for key in read:
+        if len(low) == len(key) and any(low[:i] + low[i + 1] + low[i] + low[i + 2:] == key
+                                        for i in range(len(low) - 1)):
+            return read[key]
+    near = difflib.get_close_matches(low, list(read), n=1, cutoff=0.8)
+    return read[near[0]] if near else None
+
+
+def _speed_of(msg: dict):
+    """``voice_settings.speed`` of ``msg`` (checked later, by the plan), or None."""
+    settings = msg.get("voice_settings") or {}
+    return settings.get("speed") if isinstance(settings, dict) else None
+
+
 def _check_field_names(msg: dict, first: bool) -> None:
     """Refuse a field of ``msg`` (or of its ``voice_settings``) that is not ElevenLabs' but
-    close to one vocalis reads (:data:`READ`; ``speed`` in ``voice_settings``, also where it
-    is given beside them): a close match is one of difflib's with a ratio of at least 0.8,
-    case aside (``seeed``, ``flsh``, ``contextId``), strict enough that other services'
-    fields (``next_text``, ``voice_id``) are not taken for one.
+    close to one vocalis reads (:data:`READ`, :data:`READ_IN_SETTINGS`; :func:`_near`).
 
     Raises ELError ``invalid_input_message`` (closing the connection when ``first``)."""
     settings = msg.get("voice_settings")
-    names = [(str(n), {r: r for r in READ} | {"speed": "voice_settings.speed"})
-             for n in msg if n not in FIELDS]
+    names = [(str(n), str(n), READ) for n in msg if n not in FIELDS]
     if isinstance(settings, dict):
-        names += [(f"voice_settings.{n}", {"voice_settings.speed": "voice_settings.speed"})
-                  for n in settings if n not in VOICE_SETTINGS]
-    for name, read in names:
-        near = difflib.get_close_matches(name.lower(), list(read), n=1, cutoff=0.8)
-        if near:
-            raise ELError(f"unknown field {json.dumps(name)[:80]}: did you mean "
-                          f"{json.dumps(read[near[0]])}? "
+        names += [(f"voice_settings.{n}", str(n), READ_IN_SETTINGS) for n in settings
+                  if n not in VOICE_SETTINGS]
+    for shown_name, name, read in names:
+        near = _near(name, read)
+        if near is not None:
+            raise ELError(f"unknown field {json.dumps(shown_name)[:80]}: did you mean {near}? "
                           + ("The connection is closed" if first else "The message was dropped"),
                           "invalid_input_message", CLOSE_POLICY if first else None)
+
+
+def check_query_names(query: dict) -> None:
+    """Refuse a query parameter that is not ElevenLabs' but close to one vocalis reads
+    (:data:`READ_QUERY`: ``?seeed=5``, ``?output_fromat=...``), before the first message.
+
+    Raises ELError ``invalid_query_parameter`` (closing the connection)."""
+    for name in query:
+        near = None if name in QUERY else _near(str(name), READ_QUERY)
+        if near is not None:
+            raise ELError(f"unknown query parameter {json.dumps(str(name))[:80]}: did you mean "
+                          f"{near}? The connection is closed", "invalid_query_parameter",
+                          CLOSE_POLICY)
 
 
 def _reason(message: str) -> str:
