@@ -1525,8 +1525,9 @@ def say(
     if sink.samples == 0:
         raise InputError("nothing was spoken: the server sent no audio for the text (is it "
                          "empty?): give some words to speak")
-    if not quiet and output != "-":
-        said = f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio in {output}"
+    if not quiet:  # on stderr, so also with -o - (as generate's summary)
+        where = "on stdout" if output == "-" else f"in {output}"
+        said = f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio {where}"
         if seed is None and len(seeds) == 1:  # drawn: said, so that it can be made again
             said += f"; seed {seeds[0]} (--seed {seeds[0]} makes the same audio)"
         elif seed is None and seeds:

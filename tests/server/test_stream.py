@@ -509,6 +509,15 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
                                              "seed sounds the same)"), line
     parts = [said(t, "--seed", str(n), "-q")[1] for t, n in zip(("Hello there.", "Bye."), seeds)]
     assert audio == b"".join(parts)
+    # with -o - too, on stderr (a trial's finding: nothing was said there)
+    p = subprocess.run([sys.executable, "-m", "vocalis.cli", "say", "--url", ws_url(server),
+                        "--voice", "alloy", "--text", "Hello there.", "-o", "-"],
+                       capture_output=True, timeout=120)
+    line = p.stderr.decode().strip()
+    assert p.returncode == 0 and line.startswith("vocalis: ") and " s of audio on stdout; " \
+        "seed " in line and line.endswith(" makes the same audio)"), line
+    drawn = int(line.split("; seed ")[1].split()[0])
+    assert p.stdout == said("Hello there.", "--seed", str(drawn), "-q")[1]
 
     async def refused():
         async with SpeechStream(ws_url(server), voice="nobody") as s:
