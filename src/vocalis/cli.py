@@ -1465,7 +1465,7 @@ def say(
               if v is not None}
     sink = _PCMSink(output)
     refused: list = []  # sentences the server did not speak (it spoke the rest)
-    seeds: list = []  # each spoken sentence's seed (audio.start's)
+    seeds: list = []  # each sentence's seed (audio.start's; None: refused)
 
     async def run() -> None:
         async with SpeechStream(url, api_key=api_key, **config) as s:
@@ -1495,7 +1495,7 @@ def say(
                                 on_error=refused.append)
             finally:
                 feeder.cancel()
-                seeds.extend(x for x in s.seeds if x is not None)
+                seeds.extend(s.seeds)  # None: a sentence refused (said above)
             await s.close()
 
     interrupted = False
@@ -1528,11 +1528,13 @@ def say(
     if not quiet:  # on stderr, so also with -o - (as generate's summary)
         where = "on stdout" if output == "-" else f"in {output}"
         said = f"vocalis: {sink.samples / (sink.rate or 1):.2f} s of audio {where}"
-        if seed is None and len(seeds) == 1:  # drawn: said, so that it can be made again
+        # seeds drawn (no --seed) are said, so that the audio can be made again
+        if seed is None and len(seeds) == 1 and seeds[0] is not None:
             said += f"; seed {seeds[0]} (--seed {seeds[0]} makes the same audio)"
-        elif seed is None and seeds:
-            said += (f"; seeds by sentence {', '.join(map(str, seeds))} (a sentence said "
-                     "again with --seed and its seed sounds the same)")
+        elif seed is None and any(x is not None for x in seeds):
+            shown_seeds = ", ".join("none" if x is None else str(x) for x in seeds)
+            said += (f"; seeds by sentence {shown_seeds} (a sentence said again with --seed "
+                     "and its seed sounds the same)")
         typer.echo(said, err=True)
 
 

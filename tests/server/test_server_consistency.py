@@ -468,3 +468,29 @@ def test_text_with_nothing_to_speak_gets_the_http_error_on_the_elevenlabs_websoc
     assert not [m for m in msgs if "error" in m] and msgs[-1] == {"isFinal": True}
     assert any(m.get("audio") for m in msgs[:-1])
     assert rows_free(tts)
+
+
+def test_language_and_speaker_on_http_as_on_the_websocket(server):
+    """A trial's finding: ``language`` was taken by the WebSocket's session.config for Pocket
+    TTS (its one language by name) but refused on HTTP as an unknown option; ``speaker`` (the
+    WebSocket's alias of voice) was told "did you mean 'speed'?" on HTTP."""
+    body = {"model": "tts-1", "input": "Hi.", "voice": "alloy", "max_frames": 2,
+            "response_format": "pcm", "seed": 3}
+    r = _post(server, {**body, "language": "English"})
+    assert r.status_code == 200 and r.content == _post(server, body).content
+    r = _post(server, {**body, "language": "french"})
+    err = assert_envelope(r.status_code, r.content, 400, "language", "invalid_value")
+
+    async def ws_error():
+        async with connect(_ws(server, stream.PATH)) as ws:
+            await ws.send(json.dumps({"type": "session.config", "voice": "alloy",
+                                      "language": "french"}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+    assert asyncio.run(ws_error())["message"] == err["message"]
+    assert "use one of english" in err["message"], err
+    r = _post(server, {**body, "language": 5})
+    assert_envelope(r.status_code, r.content, 400, "language", "invalid_type")
+    r = _post(server, {k: v for k, v in body.items() if k != "voice"} | {"speaker": "alloy"})
+    err = assert_envelope(r.status_code, r.content, 400, "speaker", "unknown_parameter")
+    assert "did you mean 'voice'?" in err["message"], err

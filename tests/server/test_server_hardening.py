@@ -135,12 +135,14 @@ def test_a_request_whose_handler_is_cancelled_while_it_is_submitted_is_cancelled
         return req
 
     monkeypatch.setattr(tts, "submit", held_submit)
-    plan = speech.SpeechPlan(SimpleNamespace(tts=tts), str(ckpt / "voice.wav"), 5, 1.0,
-                             {"max_frames": 40})
+    plan = speech.SpeechPlan(SimpleNamespace(tts=tts, info=tts.info), str(ckpt / "voice.wav"),
+                             5, 1.0, {"max_frames": 40})
 
     async def go():
         task = asyncio.create_task(speech.submit_async(None, plan, TEXT, 5))
+        deadline = time.monotonic() + 60
         while not entered.is_set():
+            assert time.monotonic() < deadline and not task.done(), task
             await asyncio.sleep(0.005)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

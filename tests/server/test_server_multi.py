@@ -120,9 +120,9 @@ def test_errors_name_what_the_chosen_model_accepts(multi):
     assert status == 400 and "of model 'speakers'" in err["message"] and "ryan" in err["message"]
     # options of the other family are refused by the chosen model, naming the option
     status, _, data = server.request("POST", "/v1/audio/speech",
-                                     {**body, "model": "narrator", "language": "english"})
+                                     {**body, "model": "narrator", "language": "french"})
     err = json.loads(data)["error"]
-    assert status == 400 and err["param"] == "language" and "language" in err["message"]
+    assert status == 400 and err["param"] == "language" and "narrator" in err["message"]
     status, _, data = server.request("POST", "/v1/audio/speech",
                                      {**body, "model": "speakers", "voice": "ryan",
                                       "noise_clamp": 1.0})

@@ -379,7 +379,8 @@ def test_bad_messages_get_error_events_and_the_connection_goes_on(server, tts):
     assert "temperatur" in out["option"]["message"]
     # old code: "unknown message type no type"
     assert out["no_type"]["message"].startswith("a message without a type: use "), out["no_type"]
-    assert out["type"]["message"].startswith('unknown message type "input.txt": use '), out
+    assert out["type"]["message"].startswith('unknown message type "input.txt" (did you mean '
+                                             'input.text?): use '), out
     # a misspelled field of session.config's own is named, not listed among model options
     assert out["config_field"]["message"] == ("unknown parameter 'split_granulaity' in "
                                               "session.config: did you mean "

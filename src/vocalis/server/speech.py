@@ -240,6 +240,14 @@ def request_options(hosted, body: SpeechRequest) -> tuple[dict, str | None]:
     options = body.options()
     check_field_names(tts, options)
     info = hosted.info
+    if "language" in options and "language" not in {o.name for o in tts.family.options}:
+        # as the WebSocket's session.config takes it: a model with one language, its name
+        language = options.pop("language")
+        if not isinstance(language, str):
+            raise APIError(400, f"language must be a string such as {info.language!r}, not "
+                                f"{type(language).__name__}", param="language",
+                           code="invalid_type")
+        options.update(language_option(info, language))
     # the family's own name for OpenAI's field (Qwen3-TTS: instruct), given directly
     alias = next((o.name for o in tts.family.options if o.openai == "instructions"), None)
     given = options.get(alias) if alias else None
@@ -257,6 +265,25 @@ def request_options(hosted, body: SpeechRequest) -> tuple[dict, str | None]:
     return options, f"ignored: {hosted.model_id} ({info.title}) has no instruction control"
 
 
+def language_option(info, language: str) -> dict:
+    """The family option that makes ``info``'s model speak ``language`` (a language name of
+    the model, case-insensitive; ``auto`` where the model detects); a model with one
+    language takes its own name (the vLLM-style WebSocket's ``language``, and the HTTP
+    body's for a family without a ``language`` option). Raises APIError 400
+    (``language``)."""
+    want = language.strip().lower()
+    langs = [n for n in info.languages]
+    if info.language_option is not None:
+        match = next((n for n in langs if n.lower() == want), None)
+        if match is not None:
+            return {info.language_option: match}
+    elif want in (info.language.lower(), "auto"):
+        return {}
+    speaks = ", ".join(langs) if langs else info.language
+    raise APIError(400, f"language {language[:32]!r} is not spoken by {info.name}: use one of "
+                        f"{speaks}", param="language", code="invalid_value")
+
+
 def check_field_names(tts, options: dict, fields=SpeechRequest.model_fields,
                       where: str = "") -> None:
     """A field that is neither the request's nor a family option but close to one of the
@@ -267,7 +294,8 @@ def check_field_names(tts, options: dict, fields=SpeechRequest.model_fields,
     Raises APIError 400 ``unknown_parameter``."""
     known = {o.name for o in tts.family.options}
     for name in options:
-        near = None if name in known else closest(name, fields)
+        near = None if name in known else "voice" if name == "speaker" \
+            else closest(name, fields)
         if near is not None:
             raise APIError(400, f"unknown parameter {name!r}{where}: did you mean {near!r}?",
                            param=name, code="unknown_parameter")

@@ -110,7 +110,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import make_encoder
 from vocalis.errors import InputError
-from vocalis.options import new_seed
+from vocalis.options import did_you_mean, new_seed
 from vocalis.server import errors
 from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
 from vocalis.server.errors import APIError
@@ -378,7 +378,9 @@ class StreamConnection:
         model = _MESSAGES.get(kind) if isinstance(kind, str) else None
         if model is None:
             what = ("a message without a type" if kind is None
-                    else f"unknown message type {_shown(kind)}")
+                    else f"unknown message type {_shown(kind)}"
+                    + (did_you_mean(kind, ["session.config", *_MESSAGES]) if isinstance(
+                        kind, str) else ""))
             raise StreamError(f"{what}: use session.config, input.text, input.done, "
                               "input.cancel or session.close (in its \"type\")",
                               "unknown_message_type", param="type")
@@ -453,7 +455,7 @@ class StreamConnection:
         # a misspelled field of session.config's own (split_granulaity)
         speech.check_field_names(hosted.tts, options, _CONFIG_FIELDS, " in session.config")
         if cfg.language is not None:
-            options.update(_language_option(info, cfg.language))
+            options.update(speech.language_option(info, cfg.language))
         # no voice: the server's default, or the error POST /v1/audio/speech gives
         body = SpeechRequest(model=hosted.model_id, input=".", voice=cfg.voice,
                              instructions=cfg.instructions, response_format=cfg.response_format,
@@ -893,23 +895,6 @@ def _open_text(plan, seed: int):
 
 def _shown(value) -> str:
     return json.dumps(value)[:40]
-
-
-def _language_option(info, language: str) -> dict:
-    """The family option that makes ``info``'s model speak ``language`` (a language name of
-    the model, case-insensitive; ``auto`` where the model detects); a model with one
-    language takes its own name. Raises APIError 400 (``language``)."""
-    want = language.strip().lower()
-    langs = [n for n in info.languages]
-    if info.language_option is not None:
-        match = next((n for n in langs if n.lower() == want), None)
-        if match is not None:
-            return {info.language_option: match}
-    elif want in (info.language.lower(), "auto"):
-        return {}
-    speaks = ", ".join(langs) if langs else info.language
-    raise APIError(400, f"language {language[:32]!r} is not spoken by {info.name}: use one of "
-                        f"{speaks}", param="language", code="invalid_value")
 
 
 async def serve(ws: WebSocket, state) -> None:
