@@ -73,11 +73,11 @@ def by_sentence(msgs) -> list[tuple[int, bytes]]:
     return [(seed, bytes(audio)) for seed, audio in out]
 
 
-def first_message(server, msg: dict, **query) -> tuple[dict, int]:
+def first_message(server, msg: dict, voice: str = "alloy", **query) -> tuple[dict, int]:
     """(the error, the close code) for ``msg`` sent as the first message of a connection
-    (with ``query``) that the server then closes."""
+    (to ``voice``, with ``query``) that the server then closes."""
     async def go():
-        async with connect(url(server, **query)) as ws:
+        async with connect(url(server, voice, **query)) as ws:
             try:  # a bad query is refused before the first message
                 await ws.send(json.dumps(msg))
             except ConnectionClosed:
@@ -379,20 +379,10 @@ def test_bad_messages_get_errors(server):
         assert e["error"] == "invalid_input_message" and e["message"]
     assert audio_of(msgs)
 
-    async def refused(**kw):
-        async with connect(url(server, **kw)) as ws:
-            try:  # a bad output_format is refused before the first message
-                await ws.send(json.dumps({"text": " "}))
-            except ConnectionClosed:
-                pass
-            err = await recv_json(ws)
-            with pytest.raises(ConnectionClosed):
-                await asyncio.wait_for(ws.recv(), 10)
-            return err, ws.close_code
-
-    err, code = asyncio.run(refused(voice="nobody"))
+    err, code = first_message(server, {"text": " "}, voice="nobody")
     assert code == 1008 and "nobody" in err["message"] and err["code"] == 1008
-    err, code = asyncio.run(refused(output_format="ulaw_8000"))
+    # a bad output_format is refused before the first message
+    err, code = first_message(server, {"text": " "}, output_format="ulaw_8000")
     assert code == 1008 and err["error"] == "invalid_output_format"
     assert "pcm_16000" in err["message"] and "mp3_44100_128" in err["message"]
 
