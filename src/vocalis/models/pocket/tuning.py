@@ -112,12 +112,13 @@ from vocalis.models.pocket.layers import TransformerLayer, set_gelu
 from vocalis.models.pocket.mimi import ELU_KINDS, OUT_CONV_KINDS, set_decoder_elu, set_output_conv
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 13  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 14  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
 # the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu,
-# codec_linears=vocalis; 13: codec_out_conv
+# codec_linears=vocalis; 13: codec_out_conv; 14: that GEMM got faster (it runs the prompt
+# passes of flow_linears=vocalis and every codec frame of codec_linears=vocalis)
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
