@@ -391,7 +391,8 @@ def test_bench_against_official_json(ckpt, tmp_path):
     assert "avx2" not in cpu["isa"] or " avx2" in Path("/proc/cpuinfo").read_text()
     assert rep["tuning"]["sources"] == {"flow_linears": "fixed", "codec_linears": "fixed",
                                         "codec_elu": "fixed", "codec_out_conv": "fixed",
-                                        "gelu": "fixed", "threads": "fixed",
+                                        "codec_seanet": "fixed", "gelu": "fixed",
+                                        "threads": "fixed",
                                         "codec_pipeline": "fixed", "codec_dtype": "fixed"}
     assert rep["tuning"]["choices"]["threads"] == "1:1"
     flat = " ".join(table.split())

@@ -228,6 +228,29 @@ def write_cases(path: Path) -> int:
     exact, bound = gelu_tanh_bound(x)
     case(7, f"gelu of {x.numel()} values", x[:, None], _f32(ops_f.gelu_tanh(x)),
          exact.numpy().tobytes(), bound.numpy().tobytes(), n=1)
+    # SEANet decoder blocks (Pocket's codec_seanet=vocalis): a partial tile of frames (40 =
+    # 32 + 8) with the output convolution; a block without it, dilation 2, whose rows' products
+    # the op computes together (16 frames, 3 rows); 6 frames of one row, 2 output channels;
+    # random states (the middle of a stream)
+    for b, ci, c, st, h, k1, d1, k3, o, n in ((3, 8, 8, 4, 4, 3, 1, 3, 1, 40),
+                                             (3, 12, 8, 5, 8, 3, 2, 1, 0, 16),
+                                             (1, 8, 4, 6, 4, 3, 1, 3, 2, 7)):
+        p1, p3 = (k1 - 1) * d1, k3 - 1
+        u = torch.randn(b, ci, n, generator=g)
+        w0, b0 = torch.randn(ci, c, 2 * st, generator=g) / 3, torch.randn(c, generator=g)
+        w1, b1 = torch.randn(h, c, k1, generator=g) / 3, torch.randn(h, generator=g)
+        w2, b2 = torch.randn(c, h, 1, generator=g) / 3, torch.randn(c, generator=g)
+        w3, b3 = torch.randn(o, c, k3, generator=g) / 3, torch.randn(o, generator=g)
+        s0, s1 = torch.randn(b, c, st, generator=g), torch.randn(b, c, p1, generator=g)
+        s3 = torch.randn(b, c, p3, generator=g)
+        last = (s3, w3, b3) if o else (None, None, None)
+        y, n0, n1, n3 = ops_f.seanet_block(u, s0, *ops_f.pack_seanet(w0, w1, w2)[:1], b0, st,
+                                           s1, *ops_f.pack_seanet(w0, w1, w2)[1:2], b1,
+                                           ops_f.pack_seanet(w0, w1, w2)[2], b2, d1, *last)
+        dims = struct.pack("<8q", ci, c, st, h, k1, d1, k3, o)
+        case(8, f"seanet block {b}x{ci}x{n}, stride {st}, {o} outputs", u.reshape(b, ci * n),
+             dims, *map(_f32, (w0, b0, w1, b1, w2, b2, w3, b3, s0, s1, s3, y, n0, n1,
+                               n3 if o else s3)), n=n)
     path.write_bytes(b"VOCKT001" + struct.pack("<I", len(out)) + b"".join(out))
     return len(out)
 

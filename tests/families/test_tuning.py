@@ -50,7 +50,7 @@ def fresh(checkpoints):
         tts = vocalis.load(str(checkpoints.get(CONFIG)), threads=2, max_batch=4,
                            tuning="flow_linears=default,codec_linears=default,threads=1:1,"
                                   "codec_pipeline=on,codec_elu=default,gelu=default,"
-                                  "codec_out_conv=default")
+                                  "codec_out_conv=default,codec_seanet=default")
         loaded.append(tts)  # every choice forced: nothing measured, nothing cached
         return tts.model
     yield make
@@ -76,6 +76,8 @@ FLOW = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 ELU = ("exp", "default") + (("vocalis",) if OWN_F32 else ())  # the same build
 GELU = ("default",) + (("vocalis",) if OWN_F32 else ())
 OUT_CONV = ("default", "matmul")
+SEANET = ("default",) + (("vocalis",) if OWN_F32 else ())  # the same build
+SEANET_SOURCE = "measured" if OWN_F32 else "fixed"
 CODEC = ("packed", "packed1", "default") + (("vocalis",) if OWN_F32 else ())
 GELU_SOURCE = "measured" if OWN_F32 else "fixed"  # one candidate: taken unmeasured
 
@@ -130,11 +132,12 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
     scores = Scores(model, FAST_DEFAULT_FLOW)
     t = tune(model, threads=2, max_batch=4, exact=False, measure=scores)
     assert t.choices == {"flow_linears": "default", "codec_linears": "packed", "codec_elu": "exp",
-                         "codec_out_conv": "matmul", "gelu": "default", "threads": "1:1",
-                         "codec_pipeline": "off", "codec_dtype": "float32"}
+                         "codec_out_conv": "matmul", "codec_seanet": "default", "gelu": "default",
+                         "threads": "1:1", "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
                          "codec_elu": "measured", "codec_out_conv": "measured",
-                         "gelu": GELU_SOURCE, "threads": "fixed", "codec_pipeline": "measured",
+                         "codec_seanet": SEANET_SOURCE, "gelu": GELU_SOURCE, "threads": "fixed",
+                         "codec_pipeline": "measured",
                          "codec_dtype": "fixed"}  # bf16 is opt-in; 1:1 is the only split of 2
     # every kernel candidate was timed twice, in turn (forward, then backward), each with
     # its own kernels in place; hybrid (weights held twice) is never measured
@@ -144,6 +147,8 @@ def test_measured_choices_follow_the_scores_and_are_applied(fresh, cache):
                             + [("codec_linears", v) for v in codec + codec[::-1]]
                             + [("codec_elu", v) for v in ELU + ELU[::-1]]
                             + [("codec_out_conv", v) for v in OUT_CONV + OUT_CONV[::-1]]
+                            + [("codec_seanet", v) for v in (SEANET + SEANET[::-1]
+                                                              if OWN_F32 else ())]
                             + [("gelu", v) for v in (GELU + GELU[::-1] if OWN_F32 else ())]
                             + [("codec_pipeline", v) for v in ["on", "off"]])
     assert model.mimi.decoder.model[-1].by_matmul  # the measured choice is in place
@@ -539,6 +544,31 @@ def test_the_output_conv_choice_decodes_as_nn_conv1d(fresh, cache):
         tune(fresh(), 2, 4, True, spec="codec_out_conv=matmul", measure=never)
 
 
+@pytest.mark.skipif(not OWN_F32, reason=f"our kernels cannot be built here: {kernels_unbuildable()}")
+def test_the_seanet_kernel_is_a_codec_seanet_choice_and_decodes_as_the_modules(fresh, cache):
+    """codec_seanet=vocalis, measured fastest, is taken: the SEANet decoder's blocks run by
+    our kernel, and frames decoded with it equal the modules' to float rounding; exact
+    models keep the modules and refuse it (the kernel itself: tests/pocket/test_seanet_kernel.py)."""
+    from vocalis.models.pocket.mimi import set_seanet
+
+    model = fresh()
+    t = tune(model, threads=2, max_batch=4, exact=False,
+             measure=Scores(model, {("codec_seanet", "vocalis"): 1.0}))
+    assert t.choices["codec_seanet"] == "vocalis" and t.sources["codec_seanet"] == "measured"
+    dec = model.mimi.decoder
+    assert dec.fused and set(dec.packed) == {1, 4, 7}
+    pcm = {}
+    for kind in ("vocalis", "default"):
+        set_seanet(dec, kind)
+        pcm[kind] = decoded_frames(model)
+    assert not dec.fused and not dec.packed
+    assert pcm["vocalis"].abs().max() > 1e-3  # not silence
+    torch.testing.assert_close(pcm["vocalis"], pcm["default"], rtol=0, atol=1e-5)
+    assert not torch.equal(pcm["vocalis"], pcm["default"])  # the kernel did run
+    with pytest.raises(InputError, match=re.escape("codec_seanet='vocalis' is not allowed")):
+        tune(fresh(), 2, 4, True, spec="codec_seanet=vocalis", measure=never)
+
+
 def gelus(model) -> set:
     """The GELU functions held by the transformer layers of the FlowLM and of Mimi's decoder
     transformer (the encoder transformer's: :func:`encoder_gelus`)."""
@@ -603,6 +633,7 @@ def test_cached_choice_is_reused_without_measuring(fresh, cache):
     assert again.choices == first.choices
     assert again.sources == {"flow_linears": "cache", "codec_linears": "cache",
                              "codec_elu": "cache", "codec_out_conv": "cache",
+                             "codec_seanet": "cache" if OWN_F32 else "fixed",
                              "gelu": "cache" if OWN_F32 else "fixed",
                              "threads": "fixed", "codec_pipeline": "cache",
                              "codec_dtype": "fixed"}
@@ -626,14 +657,16 @@ def test_kernels_built_after_a_measurement_are_measured_at_the_next_load(fresh, 
     assert first.choices["flow_linears"] == "default" and first.choices["codec_elu"] == "exp"
     model = fresh()
     scores = Scores(model, {**FAST_DEFAULT_FLOW, ("flow_linears", "vocalis"): 0.5,
-                            ("codec_elu", "vocalis"): 0.5, ("gelu", "vocalis"): 0.5})
+                            ("codec_elu", "vocalis"): 0.5, ("gelu", "vocalis"): 0.5,
+                            ("codec_seanet", "vocalis"): 0.5})
     t = tune(model, 2, 4, False, measure=scores)
     assert t.choices["flow_linears"] == "vocalis" and t.choices["codec_elu"] == "vocalis"
-    assert t.choices["gelu"] == "vocalis"
-    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_linears", "codec_elu", "gelu"}
+    assert t.choices["gelu"] == "vocalis" and t.choices["codec_seanet"] == "vocalis"
+    assert {n for n, _ in scores.calls} == {"flow_linears", "codec_linears", "codec_elu", "gelu",
+                                            "codec_seanet"}
     assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
                          "codec_elu": "measured", "codec_out_conv": "cache",
-                         "gelu": "measured", "threads": "fixed",
+                         "codec_seanet": "measured", "gelu": "measured", "threads": "fixed",
                          "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.flow_lm) == {F32Linear} and elus(model) == {VocalisELU}
     model = fresh()  # and the next load keeps them
@@ -668,10 +701,13 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(model, 2, 4, False, spec="codec_linears=default,threads=1:2,codec_elu=default",
              measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "codec_out_conv": "matmul", "gelu": "default",
+                         "codec_elu": "default", "codec_out_conv": "matmul",
+                         "codec_seanet": "default", "gelu": "default",
                          "threads": "1:2", "codec_pipeline": "off", "codec_dtype": "float32"}
     assert t.sources == {"flow_linears": "cache", "codec_linears": "forced", "codec_elu": "forced",
-                         "codec_out_conv": "cache", "gelu": "cache" if OWN_F32 else "fixed",
+                         "codec_out_conv": "cache",
+                         "codec_seanet": "cache" if OWN_F32 else "fixed",
+                         "gelu": "cache" if OWN_F32 else "fixed",
                          "threads": "forced", "codec_pipeline": "cache", "codec_dtype": "fixed"}
     assert kinds(model.mimi) == {torch.nn.Linear} and elus(model) == {torch.nn.ELU}
     # the environment variable forces the same way; "fixed" measures nothing
@@ -685,7 +721,8 @@ def test_forced_choice_wins_over_cache_and_measurement(fresh, cache, monkeypatch
     t = tune(fresh(), 2, 4, False, spec="fixed", measure=never)
     assert set(t.sources.values()) == {"fixed"}
     assert t.choices == {"flow_linears": "packed", "codec_linears": "packed", "codec_elu": "exp",
-                         "codec_out_conv": "default", "gelu": "default", "threads": "1:1",
+                         "codec_out_conv": "default", "codec_seanet": "default",
+                         "gelu": "default", "threads": "1:1",
                          "codec_pipeline": "on", "codec_dtype": "float32"}
 
 
@@ -693,9 +730,10 @@ def test_exact_models_keep_default_kernels_and_measure_nothing(fresh, cache):
     model = fresh()
     t = tune(model, 2, 4, True, measure=never)
     assert t.choices == {"flow_linears": "default", "codec_linears": "default",
-                         "codec_elu": "default", "codec_out_conv": "default", "gelu": "default",
+                         "codec_elu": "default", "codec_out_conv": "default",
+                         "codec_seanet": "default", "gelu": "default",
                          "threads": "1:1", "codec_pipeline": "on", "codec_dtype": "float32"}
-    assert elus(model) == {torch.nn.ELU}
+    assert elus(model) == {torch.nn.ELU} and not model.mimi.decoder.fused
     assert not model.mimi.decoder.model[-1].by_matmul
     with pytest.raises(InputError, match=re.escape("gelu='vocalis' is not allowed here "
                                                    "(an exact model keeps PyTorch's GELU)")):
@@ -741,14 +779,14 @@ def test_real_calibration_measures_every_candidate_and_caches(checkpoints, cache
         t = tts.tuning
         assert t.sources == {"flow_linears": "measured", "codec_linears": "measured",
                              "codec_elu": "measured", "codec_out_conv": "measured",
-                             "gelu": GELU_SOURCE, "threads": "fixed",
+                             "codec_seanet": SEANET_SOURCE, "gelu": GELU_SOURCE, "threads": "fixed",
                              "codec_pipeline": "measured", "codec_dtype": "fixed"}
         assert t.choices["threads"] == "1:1" and "threads" not in t.timings
         for name, options in (("flow_linears", FLOW),
                               ("codec_linears", CODEC),
                               ("codec_elu", ELU),
                               ("codec_out_conv", OUT_CONV),
-                              *([("gelu", GELU)] if OWN_F32 else []),
+                              *([("codec_seanet", SEANET), ("gelu", GELU)] if OWN_F32 else []),
                               ("codec_pipeline", ("on", "off"))):
             assert set(t.timings[name]) == set(options)
             assert all(v > 0 for v in t.timings[name].values())

@@ -242,14 +242,16 @@ def test_own_float32_kernels_match_official(checkpoints, voice_files, request):
     linears (``flow_linears=vocalis``: bfloat16-held weights, the prompt passes by the GEMM,
     the steps by the dot-product kernel), the codec transformer's linears (its GEMM:
     ``codec_linears=vocalis``), the codec's ELUs (``codec_elu=vocalis``), its last
-    convolution by matrix product (``codec_out_conv=matmul``) and every transformer's GELU
-    (``gelu=vocalis``), on the real-size ``english`` (products of 1024 and 4096 values, past
-    the GEMM's blocks of 512): the same audio as the official package (same length, cosine >
-    0.99999)."""
+    convolution by matrix product (``codec_out_conv=matmul``), every transformer's GELU
+    (``gelu=vocalis``) and, in a second model, the SEANet decoder's blocks by one kernel each
+    (``codec_seanet=vocalis``), on the real-size ``english`` (products of 1024 and 4096
+    values, past the GEMM's blocks of 512): the same audio as the official package (same
+    length, cosine > 0.99999)."""
     request.getfixturevalue("built_kernels")  # skips where they cannot be built
     yaml = str(checkpoints.get("english") / "config.yaml")
-    tts = vocalis.load(yaml, tuning="fixed,flow_linears=vocalis,codec_linears=vocalis,"
-                                    "codec_elu=vocalis,codec_out_conv=matmul,gelu=vocalis")
+    own = "fixed,flow_linears=vocalis,codec_linears=vocalis,codec_elu=vocalis,gelu=vocalis"
+    tts = vocalis.load(yaml, tuning=own + ",codec_out_conv=matmul")
+    fused = vocalis.load(yaml, tuning=own + ",codec_seanet=vocalis")
     off = TTSModel.load_model(config=yaml)
     try:
         assert len(tts.model.chunk_text(HARD_TEXT)[0][1]) >= 16  # a prompt pass by the GEMM
@@ -258,9 +260,13 @@ def test_own_float32_kernels_match_official(checkpoints, voice_files, request):
         torch.manual_seed(SEED)
         ref = off.generate_audio(state, HARD_TEXT).numpy()
         mine = tts.synthesize(HARD_TEXT, voice=str(wav), seed=SEED).samples
+        blocks = fused.synthesize(HARD_TEXT, voice=str(wav), seed=SEED).samples
     finally:
         tts.close()
+        fused.close()
+    assert fused.model.mimi.decoder.fused and not tts.model.mimi.decoder.fused
     assert_same_audio(ref, mine)
+    assert_same_audio(ref, blocks)
 
 
 @pytest.mark.parametrize("config", ["english", "english_7m_2026-10"])

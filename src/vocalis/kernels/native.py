@@ -6,9 +6,10 @@ The kernels (:data:`KERNELS`), each registered as ``torch.ops.<name>``:
   linears for a model's steps, a tuning candidate of both families (Qwen3-TTS
   ``model_linears=vocalis``, Pocket TTS ``flow_linears=vocalis`` and
   ``codec_linears=vocalis``), the ELU of Pocket
-  TTS's codec (``codec_elu=vocalis``: :class:`~vocalis.models.pocket.mimi.VocalisELU`) and
+  TTS's codec (``codec_elu=vocalis``: :class:`~vocalis.models.pocket.mimi.VocalisELU`),
   the GELU of its transformers (``gelu=vocalis``:
-  :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`);
+  :func:`~vocalis.models.pocket.layers.vocalis_gelu_tanh`) and its SEANet decoder's blocks
+  (``codec_seanet=vocalis``: :func:`~vocalis.models.pocket.mimi.fused_block`);
 * ``vocalis_q8`` (``csrc/q8.cpp``, :class:`~vocalis.kernels.int8.Int8Linear`): Qwen3-TTS
   ``quantize="int8"``, and the prompt passes of ``"int4"``;
 * ``vocalis_q4`` (``csrc/q4.cpp``, :mod:`vocalis.kernels.int4`): Qwen3-TTS ``quantize="int4"``.
@@ -94,7 +95,8 @@ class Kernel:
 KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("vocalis_f32", "float32", "f32.cpp",
            "tuning choices model_linears=vocalis (Qwen3-TTS), flow_linears=vocalis, "
-           "codec_linears=vocalis, codec_elu=vocalis and gelu=vocalis (Pocket TTS)",
+           "codec_linears=vocalis, codec_elu=vocalis, gelu=vocalis and codec_seanet=vocalis "
+           "(Pocket TTS)",
            (cpu.AVX512, cpu.AVX2, cpu.NEON)),
     Kernel("vocalis_q8", "int8", "q8.cpp",
            "Qwen3-TTS quantize='int8', and the prompt passes of quantize='int4'",

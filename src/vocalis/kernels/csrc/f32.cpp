@@ -1,6 +1,7 @@
 // vocalis: float32 linear as torch.ops.vocalis_f32 (Qwen3-TTS model_linears="vocalis", Pocket
 // TTS flow_linears="vocalis", whose prompt passes run bf16_gemm, and codec_linears="vocalis"),
-// ELU (Pocket TTS codec_elu="vocalis") and GELU (Pocket TTS gelu="vocalis"): the PyTorch side
+// ELU (Pocket TTS codec_elu="vocalis"), GELU (Pocket TTS gelu="vocalis") and the SEANet
+// decoder's upsampling blocks (Pocket TTS codec_seanet="vocalis"): the PyTorch side
 // (shapes, checks, outputs, threads) of the arithmetic
 // in f32_core.h, which says how it sums (one order on every instruction set).
 // The point of the kernel is lend.h: while the engine's codec thread waits, its core takes
@@ -11,6 +12,8 @@
 #include <ATen/Parallel.h>
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "f32_core.h"
 #include "lend.h"
@@ -129,6 +132,111 @@ torch::Tensor gelu_tanh(torch::Tensor x) {
   return pointwise("gelu_tanh", x, 16384, f32_core::gelu_tanh);
 }
 
+// The weights of one SEANet upsampling block packed for seanet_block (f32_core::pack_seanet):
+// w0 [Ci, C, 2S] (the transposed convolution), w1 [H, C, K1], w2 [C, H, 1] (the residual
+// block's) -> w0p [C 2S / 4, Ci, 4], w1p [H / 4, C K1, 4], w2p [C / 4, H, 4], float32.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> pack_seanet(torch::Tensor w0,
+                                                                    torch::Tensor w1,
+                                                                    torch::Tensor w2) {
+  for (const auto* t : {&w0, &w1, &w2})
+    TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu() && t->dim() == 3,
+                "pack_seanet: the weights must be float32 [out, in, kernel] on the CPU");
+  const int64_t Ci = w0.size(0), C = w0.size(1), K0 = w0.size(2), H = w1.size(0), K1 = w1.size(2);
+  TORCH_CHECK(K0 % 2 == 0 && C % 4 == 0 && H % 4 == 0 && w1.size(1) == C && w2.size(0) == C &&
+                  w2.size(1) == H && w2.size(2) == 1,
+              "pack_seanet: w0 [Ci, C, 2S], w1 [H, C, K1], w2 [C, H, 1], C and H multiples of 4");
+  auto w0p = torch::empty({C * K0 / 4, Ci, 4}, torch::kFloat32);
+  auto w1p = torch::empty({H / 4, C * K1, 4}, torch::kFloat32);
+  auto w2p = torch::empty({C / 4, H, 4}, torch::kFloat32);
+  f32_core::pack_seanet(w0.contiguous().data_ptr<float>(), w1.contiguous().data_ptr<float>(),
+                        w2.contiguous().data_ptr<float>(), Ci, C, K0 / 2, H, K1,
+                        w0p.data_ptr<float>(), w1p.data_ptr<float>(), w2p.data_ptr<float>());
+  return {w0p, w1p, w2p};
+}
+
+// One upsampling block of the SEANet decoder (f32_core::seanet_block) for u [B, Ci, n]: ELU,
+// the transposed convolution of stride S (w0p of pack_seanet, b0 [C]), the residual block
+// (w1p, b1 [H], dilation d1; w2p, b2 [C]), and, when w3 is given, ELU and the output
+// convolution w3 [O, C, K3], b3 [O]; the streaming states s0 [B, C, S] (the transposed
+// convolution's partial sums, without bias), s1 [B, C, (K1 - 1) d1] (the previous values of the
+// residual block's first ELU) and s3 [B, C, K3 - 1] (of the ELU before the output
+// convolution; with w3 only) -> (y [B, C, n S] or out [B, O, n S], the next s0, s1 and s3
+// (empty without w3)), new tensors. Threads take rows.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> seanet_block(
+    torch::Tensor u, torch::Tensor s0, torch::Tensor w0p, torch::Tensor b0, int64_t stride,
+    torch::Tensor s1, torch::Tensor w1p, torch::Tensor b1, torch::Tensor w2p, torch::Tensor b2,
+    int64_t d1, std::optional<torch::Tensor> s3, std::optional<torch::Tensor> w3,
+    std::optional<torch::Tensor> b3) {
+  const bool last = w3.has_value();
+  TORCH_CHECK(last == s3.has_value() && last == b3.has_value(),
+              "seanet_block: s3, w3 and b3 go together");
+  std::vector<const torch::Tensor*> all{&u, &s0, &w0p, &b0, &s1, &w1p, &b1, &w2p, &b2};
+  if (last) all.insert(all.end(), {&*s3, &*w3, &*b3});
+  for (const auto* t : all)
+    TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu(),
+                "seanet_block: every tensor must be float32 on the CPU");
+  const int64_t S = stride;
+  TORCH_CHECK(S >= 1 && d1 >= 1, "seanet_block: stride and dilation must be >= 1");
+  TORCH_CHECK(u.dim() == 3 && w0p.dim() == 3 && w1p.dim() == 3 && w2p.dim() == 3 &&
+                  w0p.size(2) == 4 && w1p.size(2) == 4 && w2p.size(2) == 4 &&
+                  w0p.is_contiguous() && w1p.is_contiguous() && w2p.is_contiguous() &&
+                  (!last || w3->dim() == 3),
+              "seanet_block: u [B, Ci, n], the weights as pack_seanet packs them and w3 [O, C, "
+              "K3]");
+  const int64_t B = u.size(0), Ci = u.size(1), n = u.size(2), C = w0p.size(0) * 4 / (2 * S);
+  const int64_t H = w1p.size(0) * 4, K1 = C > 0 ? w1p.size(1) / C : 0, P1 = (K1 - 1) * d1;
+  const int64_t O = last ? w3->size(0) : 0, K3 = last ? w3->size(2) : 1, P3 = K3 - 1;
+  TORCH_CHECK(C > 0 && w0p.size(0) * 4 == C * 2 * S && w0p.size(1) == Ci && K1 >= 1 &&
+                  w1p.size(1) == C * K1 && w2p.size(0) * 4 == C && w2p.size(1) == H &&
+                  b0.numel() == C && b1.numel() == H && b2.numel() == C && K3 >= 1 &&
+                  (!last || (w3->size(1) == C && b3->numel() == O)),
+              "seanet_block: the weights do not match u [B, Ci, n] and the stride");
+  TORCH_CHECK(s0.sizes() == torch::IntArrayRef({B, C, S}) &&
+                  s1.sizes() == torch::IntArrayRef({B, C, P1}) &&
+                  (!last || s3->sizes() == torch::IntArrayRef({B, C, P3})),
+              "seanet_block: the states must be [B, C, S], [B, C, (K1 - 1) d1] and "
+              "[B, C, K3 - 1]");
+  auto us = u.contiguous();
+  auto n0 = s0.contiguous().clone(), n1 = s1.contiguous().clone();
+  auto n3 = last ? s3->contiguous().clone() : torch::empty({B, C, 0}, torch::kFloat32);
+  auto b0c = b0.contiguous(), b1c = b1.contiguous(), b2c = b2.contiguous();
+  auto w3c = last ? w3->contiguous() : torch::empty({0}, torch::kFloat32);
+  auto b3c = last ? b3->contiguous() : torch::empty({0}, torch::kFloat32);
+  auto out = torch::empty({B, last ? O : C, n * S}, torch::kFloat32);
+  const f32_core::SeanetBlock L{Ci, C, S, H, K1, d1, K3, O, w0p.data_ptr<float>(),
+                                b0c.data_ptr<float>(), w1p.data_ptr<float>(),
+                                b1c.data_ptr<float>(), w2p.data_ptr<float>(),
+                                b2c.data_ptr<float>(), w3c.data_ptr<float>(),
+                                b3c.data_ptr<float>()};
+  const float* X = us.data_ptr<float>();
+  float *S0 = n0.data_ptr<float>(), *S1 = n1.data_ptr<float>(), *S3 = n3.data_ptr<float>();
+  float* Y = out.data_ptr<float>();
+  const int64_t rowout = out.size(1) * n * S;
+  // rows of one tile (the first block: 16 frames of 512 channels, 6 MB of weights) share the
+  // transposed convolution's weights: its products for every row first, then the rest by row
+  std::vector<float> pre;
+  int64_t W = 0;
+  if (n <= 32 && B > 1) {
+    W = (B * n + 31) / 32 * 32;
+    std::vector<float> U(Ci * W, 0.f);
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t ci = 0; ci < Ci; ++ci)
+        f32_core::elu(X + (r * Ci + ci) * n, U.data() + ci * W + r * n, n);
+    pre.resize(C * 2 * S * W);
+    at::parallel_for(0, C * 2 * S / 4, 8, [&](int64_t m0, int64_t m1) {
+      f32_core::seanet_products(L, U.data(), W, pre.data(), m0, m1);
+    });
+  }
+  at::parallel_for(0, B, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<float> buf(f32_core::seanet_floats(L, n));
+    for (int64_t r = r0; r < r1; ++r)
+      f32_core::seanet_block(L, X + r * Ci * n, n, S0 + r * C * S, S1 + r * C * P1,
+                             S3 + r * C * P3, Y + r * rowout, buf.data(),
+                             pre.empty() ? nullptr : pre.data() + r * n, W);
+  });
+  return {out, n0, n1, n3};
+}
+
 TORCH_LIBRARY(vocalis_f32, m) {
   m.def("lend(bool on) -> ()", &vocalis_lend::lend);  // the codec's idle core (lend.h)
   m.def("lent_blocks() -> int", &vocalis_lend::lent_blocks);
@@ -144,4 +252,10 @@ TORCH_LIBRARY(vocalis_f32, m) {
   m.impl("elu", torch::kCPU, &elu);
   m.def("gelu_tanh(Tensor x) -> Tensor");
   m.impl("gelu_tanh", torch::kCPU, &gelu_tanh);
+  m.def("pack_seanet(Tensor w0, Tensor w1, Tensor w2) -> (Tensor, Tensor, Tensor)");
+  m.impl("pack_seanet", torch::kCPU, &pack_seanet);
+  m.def("seanet_block(Tensor u, Tensor s0, Tensor w0p, Tensor b0, int stride, Tensor s1, "
+        "Tensor w1p, Tensor b1, Tensor w2p, Tensor b2, int d1, Tensor? s3, Tensor? w3, "
+        "Tensor? b3) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.impl("seanet_block", torch::kCPU, &seanet_block);
 }

@@ -600,4 +600,250 @@ inline void gelu_tanh(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = gelu_detail::one(x[i]);
 }
 
+// ---------------------------------------------------------------- SEANet decoder blocks
+//
+// Pocket TTS's SEANet decoder is a convolution, then per ratio S an upsampling block (ELU, a
+// transposed convolution of stride S and kernel 2 S, a residual block), then an ELU and the
+// convolution to the waveform (pocket-tts modules/seanet.py: SEANetDecoder,
+// SEANetResnetBlock). seanet_block computes one upsampling block, and for the last block the
+// final ELU and convolution too (torch.ops.vocalis_f32.seanet_block, the speed choice
+// codec_seanet=vocalis). Per row, for u [Ci, n] (n input frames, time contiguous):
+//
+//   P[c, k, f] = S0(c, k, f),  S0 = sum over ci of w0[ci, c, k] elu(u[ci, f])   (k < 2 S)
+//   x[c, f S + j] = (P[c, j, f] + P[c, j + S, f - 1]) + b0[c]    (j < S; for f = 0 the
+//                   state s0 [C, S] holds P[c, j + S, -1]: the last call's partial sums)
+//   v = elu(x), after the P1 = (K1 - 1) D1 previous values of v (the state s1 [C, P1])
+//   h[o, t] = S1(o, t) + b1[o],  S1 = sum over c, then k of w1[o, c, k] v[c, t + k D1 - P1]
+//   y[c, t] = x[c, t] + (S2(c, t) + b2[c]),  S2 = sum over o of w2[c, o] elu(h[o, t])
+//   and, with an output convolution (O > 0):
+//   z = elu(y), after the P3 = K3 - 1 previous values of z (the state s3 [C, P3])
+//   out[q, t] = S3(q, t) + b3[q],  S3 = sum over c, then k of w3[q, c, k] z[c, t + k - P3]
+//
+// The result is y [C, n S], or out [O, n S] with the output convolution. Each sum starts at
+// 0 and adds its terms by fused multiply-adds in the order written (ci, c, o ascending, then
+// k): every time step is one lane of the same operations, so the results do not depend on
+// the instruction set, the vector width, the other rows or the threads. PyTorch sums the
+// convolutions in other orders: the two agree to float rounding. The point is the memory:
+// the blocks' tensors (up to 64 channels by 1920 samples per row and frame) outgrow the L2
+// cache when many rows decode at once, and PyTorch's convolutions, ELUs and sums pass over
+// them a dozen times; here each tile of F input frames goes through the whole block while it
+// is in the cache, and the products run as register-blocked outer products (4 channels by
+// TV vectors of time) near the fused multiply-add peak.
+namespace seanet_detail {
+constexpr int64_t OB = 4;   // output channels per register block
+#if defined(VOCALIS_AVX512)
+constexpr int64_t TV = 4;   // 8-lane vectors of time per register block (32 registers)
+#else
+constexpr int64_t TV = 2;   // (16 registers: AVX2; NEON's 32 hold 16 of these 8-lane pairs)
+#endif
+
+// acc[i][j] += a[n * OB + i] * b[n * bstride + 8 j .. + 7] for n in [0, n_), in order: OB
+// channels (weights a, interleaved by channel) by V vectors of time.
+template <int V>
+inline void block(const float* a, const float* b, int64_t n_, int64_t bstride,
+                  f32x8 (&acc)[OB][V]) {
+  for (int64_t n = 0; n < n_; ++n) {
+    f32x8 bv[V];
+    for (int j = 0; j < V; ++j) bv[j] = load8(b + n * bstride + 8 * j);
+    for (int i = 0; i < OB; ++i) {
+      const f32x8 w = bcast8(a + n * OB + i);
+      for (int j = 0; j < V; ++j) acc[i][j] = fma8(bv[j], w, acc[i][j]);
+    }
+  }
+}
+
+// y[m, t] for rows m of a [M / OB][n_][OB] and the columns t < width of b [n_][bstride]
+// (width a multiple of 8 V): y = sum over n of a[m, n] b[n, t], into y [M][ystride].
+template <int V>
+inline void product(const float* a, const float* b, int64_t M, int64_t n_, int64_t bstride,
+                    int64_t width, float* y, int64_t ystride) {
+  for (int64_t mb = 0; mb < M / OB; ++mb)
+    for (int64_t t = 0; t < width; t += 8 * V) {
+      f32x8 acc[OB][V];
+      for (auto& r : acc)
+        for (auto& v : r) v = zero8();
+      block<V>(a + mb * n_ * OB, b + t, n_, bstride, acc);
+      for (int i = 0; i < OB; ++i)
+        for (int j = 0; j < V; ++j) store8(y + (mb * OB + i) * ystride + t + 8 * j, acc[i][j]);
+    }
+}
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+}  // namespace seanet_detail
+
+// One upsampling block's weights, packed by pack_seanet (4 output channels interleaved, read in
+// the order of the sums).
+struct SeanetBlock {
+  int64_t Ci, C, S, H, K1, D1, K3, O;  // O = 0: no output convolution
+  const float* w0p;  // [C 2S / 4][Ci][4]: rows c 2S + k of the transposed convolution
+  const float* b0;   // [C]
+  const float* w1p;  // [H / 4][C K1][4]
+  const float* b1;   // [H]
+  const float* w2p;  // [C / 4][H][4]
+  const float* b2;   // [C]
+  const float* w3;   // [O][C][K3] (not packed; unused when O = 0)
+  const float* b3;   // [O]
+};
+
+// w0 [Ci, C, 2S] -> [C 2S / 4][Ci][4]; w1 [H, C, K1] -> [H / 4][C K1][4]; w2 [C, H] ->
+// [C / 4][H][4] (C and H multiples of 4).
+inline void pack_seanet(const float* w0, const float* w1, const float* w2, int64_t Ci,
+                        int64_t C, int64_t S, int64_t H, int64_t K1, float* w0p, float* w1p,
+                        float* w2p) {
+  constexpr int64_t OB = seanet_detail::OB;
+  const int64_t K0 = 2 * S;
+  for (int64_t ci = 0; ci < Ci; ++ci)
+    for (int64_t m = 0; m < C * K0; ++m)
+      w0p[((m / OB) * Ci + ci) * OB + m % OB] = w0[ci * C * K0 + m];
+  for (int64_t o = 0; o < H; ++o)
+    for (int64_t ck = 0; ck < C * K1; ++ck)
+      w1p[((o / OB) * C * K1 + ck) * OB + o % OB] = w1[o * C * K1 + ck];
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t o = 0; o < H; ++o) w2p[((c / OB) * H + o) * OB + c % OB] = w2[c * H + o];
+}
+
+// Input frames per tile for a row of n frames: 16 or 32 (the transposed convolution's
+// vectors of 8 frames by 2 or 4).
+inline int64_t seanet_frames(int64_t n) { return n <= 16 ? 16 : 32; }
+
+// The scratch floats seanet_block needs for a row of n input frames.
+inline int64_t seanet_floats(const SeanetBlock& L, int64_t n) {
+  using namespace seanet_detail;
+  const int64_t F = seanet_frames(n), W = round_up(F * L.S, 8 * TV);
+  const int64_t P1 = (L.K1 - 1) * L.D1, P3 = L.K3 - 1;
+  return L.Ci * F + L.C * 2 * L.S * F + L.C * L.S + L.C * (P1 + W) + L.H * W +
+         L.C * (P3 + W) + W;
+}
+
+// The transposed convolution's products for the columns of many rows at once (a row of few
+// frames reads its weights too seldom to pay for reading them; sharing them across rows
+// does): U [Ci][W] (elu(u) of every row's frames side by side, W a multiple of 8 TV) ->
+// P [C 2S][W], for the blocks of 4 product rows [mb0, mb1). The same sums as seanet_block's
+// own (one fused multiply-add per ci, in order), so the same bits.
+inline void seanet_products(const SeanetBlock& L, const float* U, int64_t W, float* P,
+                            int64_t mb0, int64_t mb1) {
+  using namespace seanet_detail;
+  product<TV>(L.w0p + mb0 * L.Ci * OB, U, (mb1 - mb0) * OB, L.Ci, W, W, P + mb0 * OB * W, W);
+}
+
+// One row: u [Ci, n] and the states s0 [C, S], s1 [C, P1], s3 [C, P3] (read, then replaced by
+// the next ones) -> y [C, n S], or out [O, n S] when O > 0 (then y is not written). buf:
+// scratch of seanet_floats(L, n) floats. pre: the row's transposed-convolution products
+// computed beforehand (seanet_products: [C 2S] rows of stride pstride, this row's n columns
+// first), or null to compute them here tile by tile.
+inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float* s0, float* s1,
+                         float* s3, float* out, float* buf, const float* pre = nullptr,
+                         int64_t pstride = 0) {
+  using namespace seanet_detail;
+  const int64_t Ci = L.Ci, C = L.C, S = L.S, H = L.H, K1 = L.K1, D1 = L.D1, K3 = L.K3, O = L.O;
+  const int64_t K0 = 2 * S, T = n * S, F = seanet_frames(n), TT = F * S;
+  const int64_t W = round_up(TT, 8 * TV), P1 = (K1 - 1) * D1, P3 = K3 - 1;
+  const int64_t WV = P1 + W, WZ = P3 + W;
+  float* U = buf;              // [Ci][F]: elu(u) of the tile's frames
+  float* P = U + Ci * F;       // [C 2S][F]: the transposed convolution's products
+  float* carry = P + C * K0 * F;  // [C][S]: P[c, j + S] of the last frame before the tile
+  float* V = carry + C * S;    // [C][P1 + W]: v with its left context
+  float* Hb = V + C * WV;      // [H][W]: elu(h)
+  float* Z = Hb + H * W;       // [C][P3 + W]: x, then y, then z, with z's left context
+  float* q = Z + C * WZ;       // [W]: one output channel of a tile
+  std::memcpy(carry, s0, C * S * 4);
+  for (int64_t c = 0; c < C; ++c) {
+    std::memcpy(V + c * WV, s1 + c * P1, P1 * 4);
+    std::memcpy(Z + c * WZ, s3 + c * P3, P3 * 4);
+  }
+  int64_t nt = 0;  // the valid time steps of the tile; the rest of its width are zeros
+  for (int64_t f0 = 0; f0 < n; f0 += F) {
+    const int64_t nf = std::min(F, n - f0), t0 = f0 * S;
+    if (f0 > 0)
+      for (int64_t c = 0; c < C; ++c) {  // the left contexts: the last values of the last tile
+        std::memmove(V + c * WV, V + c * WV + nt, P1 * 4);
+        std::memmove(Z + c * WZ, Z + c * WZ + nt, P3 * 4);
+      }
+    nt = nf * S;
+    const float* PP = P;  // this tile's products, rows of stride ps
+    int64_t ps = F;
+    if (pre != nullptr) {
+      PP = pre + f0;
+      ps = pstride;
+    } else {
+      for (int64_t ci = 0; ci < Ci; ++ci) {
+        std::memcpy(U + ci * F, u + ci * n + f0, nf * 4);
+        std::fill(U + ci * F + nf, U + ci * F + F, 0.f);
+        elu(U + ci * F, U + ci * F, F);
+      }
+      if (F % (8 * TV) == 0)
+        product<TV>(L.w0p, U, C * K0, Ci, F, F, P, F);
+      else
+        product<2>(L.w0p, U, C * K0, Ci, F, F, P, F);
+    }
+    for (int64_t c = 0; c < C; ++c) {  // overlap-add: x, into Z's columns
+      float* z = Z + c * WZ + P3;
+      const float* p = PP + c * K0 * ps;
+      for (int64_t j = 0; j < S; ++j)
+        z[j] = (p[j * ps] + carry[c * S + j]) + L.b0[c];
+      for (int64_t f = 1; f < nf; ++f)
+        for (int64_t j = 0; j < S; ++j)
+          z[f * S + j] = (p[j * ps + f] + p[(j + S) * ps + f - 1]) + L.b0[c];
+      for (int64_t j = 0; j < S; ++j) carry[c * S + j] = p[(j + S) * ps + nf - 1];
+      std::fill(z + nt, z + W, 0.f);
+      elu(z, V + c * WV + P1, W);
+    }
+    for (int64_t ob = 0; ob < H / OB; ++ob)  // h, then elu(h)
+      for (int64_t t = 0; t < W; t += 8 * TV) {
+        f32x8 acc[OB][TV];
+        for (auto& r : acc)
+          for (auto& v : r) v = zero8();
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < K1; ++k)
+            block<TV>(L.w1p + ((ob * C + c) * K1 + k) * OB, V + c * WV + k * D1 + t, 1, 0, acc);
+        for (int i = 0; i < OB; ++i) {
+          const f32x8 b = bcast8(L.b1 + ob * OB + i);
+          for (int j = 0; j < TV; ++j) store8(Hb + (ob * OB + i) * W + t + 8 * j, add8(acc[i][j], b));
+        }
+      }
+    elu(Hb, Hb, H * W);
+    for (int64_t cb = 0; cb < C / OB; ++cb)  // y = x + conv1x1(elu(h))
+      for (int64_t t = 0; t < W; t += 8 * TV) {
+        f32x8 acc[OB][TV];
+        for (auto& r : acc)
+          for (auto& v : r) v = zero8();
+        block<TV>(L.w2p + cb * H * OB, Hb + t, H, W, acc);
+        for (int i = 0; i < OB; ++i) {
+          const f32x8 b = bcast8(L.b2 + cb * OB + i);
+          float* z = Z + (cb * OB + i) * WZ + P3 + t;
+          for (int j = 0; j < TV; ++j) store8(z + 8 * j, add8(load8(z + 8 * j), add8(acc[i][j], b)));
+        }
+      }
+    if (O == 0) {  // the block's output: y
+      for (int64_t c = 0; c < C; ++c) std::memcpy(out + c * T + t0, Z + c * WZ + P3, nt * 4);
+      continue;
+    }
+    for (int64_t c = 0; c < C; ++c) {  // z = elu(y) (past nt: values no valid step reads)
+      float* z = Z + c * WZ + P3;
+      elu(z, z, W);
+    }
+    for (int64_t o = 0; o < O; ++o) {  // out = conv(z)
+      for (int64_t t = 0; t < W; t += 8 * TV) {
+        f32x8 acc[TV];
+        for (auto& v : acc) v = zero8();
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < K3; ++k) {
+            const f32x8 w = bcast8(L.w3 + (o * C + c) * K3 + k);
+            const float* z = Z + c * WZ + k + t;
+            for (int j = 0; j < TV; ++j) acc[j] = fma8(load8(z + 8 * j), w, acc[j]);
+          }
+        const f32x8 b = bcast8(L.b3 + o);
+        for (int j = 0; j < TV; ++j) store8(q + t + 8 * j, add8(acc[j], b));
+      }
+      std::memcpy(out + o * T + t0, q, nt * 4);
+    }
+  }
+  std::memcpy(s0, carry, C * S * 4);  // the next states: the last values before the padding
+  if (n > 0)
+    for (int64_t c = 0; c < C; ++c) {
+      std::memcpy(s1 + c * P1, V + c * WV + nt, P1 * 4);
+      if (O > 0) std::memcpy(s3 + c * P3, Z + c * WZ + nt, P3 * 4);
+    }
+}
+
 }  // namespace f32_core

@@ -19,6 +19,8 @@
 // vector lanes equal the scalar code, within their bounds of the float64 formulas (ELU: 2
 // float32 roundings of expm1), and the reference bit for bit.
 // The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
+// The SEANet decoder's blocks (check_seanet): the reference bit for bit, row by row, in two
+// calls, and with the rows' products computed together.
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
 // weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM, 7 GELU), u32 name length, the name, i64 M, N,
@@ -27,7 +29,8 @@
 // [ceil(N/4), 4 Kp], f32 scales [N], i32 sums [N]), for kind 4 (u8 packed [N, Kp/2], f32 scales
 // [N, Kp/32]), f32 y [M, N], and for kinds 1 and 2 f64 exact [M, N] and f64 bound [M, N]. Kind 5
 // (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M]. Kind 6
-// (the bfloat16 GEMM) is laid out as kind 2, kind 7 (GELU) as kind 5.
+// (the bfloat16 GEMM) is laid out as kind 2, kind 7 (GELU) as kind 5. Kind 8 (a SEANet block:
+// M rows, N input frames, K = Ci N) as check_seanet says.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -235,6 +238,90 @@ bool check_activation(Reader& in, int64_t M, std::string& why, const char* name,
   return same(y, ref, "the reference's outputs", why);
 }
 
+// ---------------------------------------------------------------- SEANet blocks
+
+// One SEANet upsampling block (f32_core::seanet_block) for B = M rows of N input frames: the
+// case's x, u [B, Ci, N] (K = Ci N), then the dims Ci, C, S, H, K1, D1, K3, O (i64), w0 [Ci,
+// C, 2S], b0 [C], w1 [H, C, K1], b1 [H], w2 [C, H], b2 [C], w3 [O, C, K3], b3 [O], the
+// states s0 [B, C, S], s1 [B, C, P1], s3 [B, C, P3], then the reference's outputs (out [B, O
+// or C, N S], s0, s1, s3). Checks: each row alone, in two calls of N / 2 and N - N / 2 frames
+// (the states carry exactly), and all rows with their products computed together
+// (seanet_products, in two blocks as threads split them) give the reference's bits.
+bool check_seanet(Reader& in, int64_t B, int64_t n, int64_t K, std::string& why) {
+  auto u = in.read<float>(B * K);
+  auto d = in.read<int64_t>(8);
+  if (!in.ok) return false;
+  const int64_t Ci = d[0], C = d[1], S = d[2], H = d[3], K1 = d[4], D1 = d[5], K3 = d[6], O = d[7];
+  if (Ci < 1 || C < 4 || C % 4 || H < 4 || H % 4 || S < 1 || K1 < 1 || D1 < 1 || K3 < 1 ||
+      O < 0 || K != Ci * n || C * S * n > (1 << 24)) {
+    in.ok = false;
+    return false;
+  }
+  const int64_t P1 = (K1 - 1) * D1, P3 = K3 - 1, outc = O > 0 ? O : C;
+  auto w0 = in.read<float>(Ci * C * 2 * S);
+  auto b0 = in.read<float>(C);
+  auto w1 = in.read<float>(H * C * K1);
+  auto b1 = in.read<float>(H);
+  auto w2 = in.read<float>(C * H);
+  auto b2 = in.read<float>(C);
+  auto w3 = in.read<float>(O * C * K3);
+  auto b3 = in.read<float>(O);
+  auto s0 = in.read<float>(B * C * S);
+  auto s1 = in.read<float>(B * C * P1);
+  auto s3 = in.read<float>(B * C * P3);
+  auto ref = in.read<float>(B * outc * n * S);
+  auto r0 = in.read<float>(B * C * S);
+  auto r1 = in.read<float>(B * C * P1);
+  auto r3 = in.read<float>(B * C * P3);
+  if (!in.ok) return false;
+  std::vector<float> w0p(w0.size()), w1p(w1.size()), w2p(w2.size());
+  f32_core::pack_seanet(w0.data(), w1.data(), w2.data(), Ci, C, S, H, K1, w0p.data(), w1p.data(),
+                        w2p.data());
+  const f32_core::SeanetBlock L{Ci, C, S, H, K1, D1, K3, O, w0p.data(), b0.data(), w1p.data(),
+                                b1.data(), w2p.data(), b2.data(), w3.data(), b3.data()};
+  // rows alone, the frames in one call, then in two
+  for (int calls = 1; calls <= 2; ++calls) {
+    auto a0 = s0, a1 = s1, a3 = s3;
+    std::vector<float> out(B * outc * n * S);
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t parts[2] = {calls == 1 ? n : n / 2, calls == 1 ? 0 : n - n / 2};
+      int64_t f0 = 0;
+      for (int64_t nf : parts) {
+        if (nf == 0) continue;
+        std::vector<float> ur(Ci * nf), o(outc * nf * S), buf(f32_core::seanet_floats(L, nf));
+        for (int64_t ci = 0; ci < Ci; ++ci)
+          std::memcpy(&ur[ci * nf], &u[(r * Ci + ci) * n + f0], nf * 4);
+        f32_core::seanet_block(L, ur.data(), nf, &a0[r * C * S], &a1[r * C * P1], &a3[r * C * P3],
+                               o.data(), buf.data());
+        for (int64_t c = 0; c < outc; ++c)
+          std::memcpy(&out[(r * outc + c) * n * S + f0 * S], &o[c * nf * S], nf * S * 4);
+        f0 += nf;
+      }
+    }
+    const char* what = calls == 1 ? "rows alone" : "rows alone in two calls";
+    if (!same(out, ref, what, why) || !same(a0, r0, "the next s0", why) ||
+        !same(a1, r1, "the next s1", why) || !same(a3, r3, "the next s3", why)) {
+      why = std::string(what) + ": " + why;
+      return false;
+    }
+  }
+  // all rows, their products computed together first
+  const int64_t W = (B * n + 31) / 32 * 32, M4 = C * 2 * S / 4;
+  std::vector<float> U(Ci * W, 0.f), P(C * 2 * S * W), out(B * outc * n * S);
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t ci = 0; ci < Ci; ++ci) f32_core::elu(&u[(r * Ci + ci) * n], &U[ci * W + r * n], n);
+  f32_core::seanet_products(L, U.data(), W, P.data(), 0, M4 / 2);
+  f32_core::seanet_products(L, U.data(), W, P.data(), M4 / 2, M4);
+  auto a0 = s0, a1 = s1, a3 = s3;
+  std::vector<float> buf(f32_core::seanet_floats(L, n));
+  for (int64_t r = 0; r < B; ++r)
+    f32_core::seanet_block(L, &u[r * Ci * n], n, &a0[r * C * S], &a1[r * C * P1], &a3[r * C * P3],
+                           &out[r * outc * n * S], buf.data(), P.data() + r * n, W);
+  if (!same(out, ref, "rows together", why) || !same(a0, r0, "the next s0 (together)", why))
+    return false;
+  return same(a1, r1, "the next s1 (together)", why) && same(a3, r3, "the next s3 (together)", why);
+}
+
 // ---------------------------------------------------------------- int8
 
 std::vector<float> q8_run(const float* X, const std::vector<int8_t>& P, const std::vector<float>& S,
@@ -382,6 +469,7 @@ int main(int argc, char** argv) {
       case 7:
         ok = check_activation(in, M, why, "gelu", f32_core::gelu_tanh, f32_core::gelu_detail::one);
         break;
+      case 8: ok = check_seanet(in, M, N, K, why); break;
       default: in.ok = false;
     }
     if (!in.ok) break;

@@ -99,12 +99,14 @@ inline float hsum8(float32x4_t lo, float32x4_t hi) {
 #endif
 
 // Eight float32 lanes (f32x8) and the few operations the float32 products need, per
-// instruction set; fma8(x, w, acc) is acc + x * w rounded once, lane by lane.
+// instruction set; fma8(x, w, acc) is acc + x * w rounded once, lane by lane; add8(a, b) is
+// a + b lane by lane.
 #if defined(VOCALIS_X86)
 using f32x8 = __m256;
 inline f32x8 zero8() { return _mm256_setzero_ps(); }
 inline f32x8 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) { return _mm256_fmadd_ps(x, w, acc); }
+inline f32x8 add8(f32x8 a, f32x8 b) { return _mm256_add_ps(a, b); }
 inline f32x8 bcast8(const float* p) { return _mm256_broadcast_ss(p); }  // *p in every lane
 inline void store8(float* p, f32x8 v) { _mm256_storeu_ps(p, v); }
 inline float sum8(f32x8 v) { return hsum8(v); }
@@ -121,6 +123,7 @@ inline f32x8 load8(const float* p) { return {vld1q_f32(p), vld1q_f32(p + 4)}; }
 inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) {
   return {vfmaq_f32(acc.lo, x.lo, w.lo), vfmaq_f32(acc.hi, x.hi, w.hi)};
 }
+inline f32x8 add8(f32x8 a, f32x8 b) { return {vaddq_f32(a.lo, b.lo), vaddq_f32(a.hi, b.hi)}; }
 inline f32x8 bcast8(const float* p) {
   const float32x4_t v = vld1q_dup_f32(p);
   return {v, v};
@@ -148,6 +151,10 @@ inline f32x8 load8(const float* p) {
 inline f32x8 fma8(f32x8 x, f32x8 w, f32x8 acc) {
   for (int j = 0; j < 8; ++j) acc.a[j] = std::fma(x.a[j], w.a[j], acc.a[j]);
   return acc;
+}
+inline f32x8 add8(f32x8 a, f32x8 b) {
+  for (int j = 0; j < 8; ++j) a.a[j] += b.a[j];
+  return a;
 }
 inline f32x8 bcast8(const float* p) {
   f32x8 v;

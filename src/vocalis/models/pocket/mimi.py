@@ -121,6 +121,96 @@ def set_output_conv(decoder: "SEANetDecoder", kind: str) -> None:
     decoder.model[-1].by_matmul = kind == "matmul"
 
 
+#: how the SEANet decoder's upsampling blocks (and its last ELU and convolution) are computed:
+#: by the modules, or each block by one kernel (:func:`fused_block`)
+SEANET_KINDS = ("default", "vocalis")
+
+
+def seanet_fusable(decoder: "SEANetDecoder") -> bool:
+    """Whether every upsampling block of ``decoder`` is what :func:`fused_block` computes: an
+    ELU, a transposed convolution of kernel twice its stride, one residual block (a
+    convolution of stride 1, then a 1x1 one; channel counts multiples of 4, constant
+    padding), and at the end an ELU and a convolution of stride 1. Every released Pocket TTS
+    config is."""
+    layers = list(decoder.model)
+    if (len(layers) - 3) % 3 != 0 or len(layers) < 6:
+        return False
+    elus = tuple(ELU_KINDS.values())
+    convs = [layers[-1]]
+    for i in range(1, len(layers) - 2, 3):
+        elu, up, block = layers[i:i + 3]
+        if not (isinstance(elu, elus) and isinstance(up, StreamingConvTranspose1d)
+                and isinstance(block, ResBlock)):
+            return False
+        ct = up.convtr
+        if (ct.kernel_size[0] != 2 * ct.stride[0] or ct.groups != 1 or ct.padding[0] != 0
+                or ct.output_padding[0] != 0 or ct.dilation[0] != 1 or ct.bias is None
+                or ct.out_channels % 4 != 0):
+            return False
+        c1, c2 = block.block[1], block.block[3]
+        if c2.conv.kernel_size[0] != 1 or c1.conv.out_channels % 4 != 0:
+            return False
+        convs += [c1, c2]
+    return isinstance(layers[-2], elus) and all(
+        m.conv.bias is not None and m.conv.groups == 1 and m.conv.stride[0] == 1
+        and m.pad_mode == "constant" for m in convs) and layers[-1].conv.dilation[0] == 1
+
+
+def fused_block(decoder: "SEANetDecoder", i: int, x: torch.Tensor, state: dict) -> torch.Tensor:
+    """The upsampling block of ``decoder`` that starts at layer ``i`` (its ELU, transposed
+    convolution and residual block; for the last block, the decoder's last ELU and
+    convolution too) of ``x [B, C_in, n]`` (float32, CPU) -> ``[B, C, n * stride]`` by one
+    kernel, ``torch.ops.vocalis_f32.seanet_block`` (``csrc/f32_core.h``): each tile of
+    time steps goes through the whole block while it is in the cache. The same function as
+    the modules, summed in another order (they agree to float rounding), each row on its
+    own (a row's result does not depend on the other rows), the same bits on every
+    instruction set; the ELUs are :class:`VocalisELU`'s. ``state``: the decoder's
+    streaming state (the convolutions' left contexts and the transposed convolution's
+    partial sums, in the modules' layout: read and replaced)."""
+    up, block = decoder.model[i + 1], decoder.model[i + 2]
+    c1, c2 = block.block[1], block.block[3]
+    last = i + 3 == len(decoder.model) - 2
+    out = decoder.model[-1] if last else None
+    s0, s1 = state[up], state[c1]
+    ct = up.convtr
+    w0p, w1p, w2p = decoder.packed[i]
+    y, s0[0], s1[0], s3 = torch.ops.vocalis_f32.seanet_block(
+        x, s0[0], w0p, ct.bias, ct.stride[0], s1[0], w1p, c1.conv.bias, w2p, c2.conv.bias,
+        c1.conv.dilation[0],
+        state[out][0] if last else None, out.conv.weight if last else None,
+        out.conv.bias if last else None)
+    s1[1] = False
+    if last:
+        state[out][0], state[out][1] = s3, False
+    return y
+
+
+def set_seanet(decoder: "SEANetDecoder", kind: str) -> None:
+    """Compute the upsampling blocks of ``decoder`` (the SEANet decoder) by its modules
+    (``kind="default"``) or each by one kernel (``"vocalis"``: :func:`fused_block`; float32
+    on the CPU, other inputs take the modules): the same function to float rounding, the
+    same weights.
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``"vocalis"`` for a decoder that
+            :func:`seanet_fusable` refuses.
+    """
+    if kind not in SEANET_KINDS:
+        raise ValueError(f"unknown SEANet kind {kind!r}: use one of {', '.join(SEANET_KINDS)}")
+    if kind == "vocalis" and not seanet_fusable(decoder):
+        raise ValueError("this SEANet decoder's blocks are not the ones codec_seanet=vocalis "
+                         "computes")
+    decoder.fused = kind == "vocalis"
+    decoder.packed = {}
+    if decoder.fused:  # the blocks' weights in the kernel's layout (about 8 MB for Pocket TTS)
+        with torch.no_grad():
+            for i in range(1, len(decoder.model) - 2, 3):
+                c1, c2 = decoder.model[i + 2].block[1], decoder.model[i + 2].block[3]
+                decoder.packed[i] = torch.ops.vocalis_f32.pack_seanet(
+                    decoder.model[i + 1].convtr.weight.float(), c1.conv.weight.float(),
+                    c2.conv.weight.float())
+
+
 def _stateful(module: nn.Module) -> bool:
     return isinstance(module, (StreamingConv1d, StreamingConvTranspose1d))
 
@@ -168,8 +258,17 @@ class SEANetDecoder(nn.Module):
         layers += [nn.ELU(), StreamingConv1d(c.n_filters, c.channels, c.last_kernel_size,
                                              pad_mode=c.pad_mode)]
         self.model = nn.ModuleList(layers)
+        #: each upsampling block by one kernel (set_seanet), with its weights packed for it:
+        #: {index of the block's first layer: (w0p, w1p, w2p)}
+        self.fused = False
+        self.packed: dict = {}
 
     def forward(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        if self.fused and x.dtype == torch.float32 and x.device.type == "cpu":
+            x = self.model[0](x, state[self.model[0]])
+            for i in range(1, len(self.model) - 2, 3):
+                x = fused_block(self, i, x, state)
+            return x
         for layer in self.model:
             if _stateful(layer):
                 x = layer(x, state[layer])

@@ -46,6 +46,13 @@ models)
     channel PyTorch's CPU convolution takes a slow generic path. Score: that convolution
     alone, on inputs of the shape it gets when the decoder decodes 1 and ``B`` rows, on the
     codec thread count of the default split.
+``codec_seanet`` (``default`` | ``vocalis``)
+    The SEANet decoder's upsampling blocks by its modules, or each by one float32 kernel
+    (``vocalis``: :func:`~vocalis.models.pocket.mimi.fused_block`, offered where our kernels
+    are built and the decoder is laid out as it computes:
+    :func:`~vocalis.models.pocket.mimi.seanet_fusable`). Score: the SEANet decoder (the
+    codec's second stage) of 1 and ``B`` rows, on the codec thread count of the default
+    split, with the ELU and output convolution chosen before it.
 ``gelu`` (``default`` | ``vocalis``)
     The GELU (tanh approximation) of the FlowLM's and the Mimi decoder transformer's layers,
     by PyTorch or by our float32 kernel (``vocalis``:
@@ -109,16 +116,24 @@ from vocalis.kernels.native import missing
 from vocalis.models.packed import LinearKernels, PackedLinear, can_pack_linears, int8_linear
 from vocalis.models.pocket.batch import PocketBatch
 from vocalis.models.pocket.layers import TransformerLayer, set_gelu
-from vocalis.models.pocket.mimi import ELU_KINDS, OUT_CONV_KINDS, set_decoder_elu, set_output_conv
+from vocalis.models.pocket.mimi import (
+    ELU_KINDS,
+    OUT_CONV_KINDS,
+    seanet_fusable,
+    set_decoder_elu,
+    set_output_conv,
+    set_seanet,
+)
 
 #: bump when the calibration method changes (old cache entries are then measured again)
-METHOD_VERSION = 14  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
+METHOD_VERSION = 15  # 3: the engine's thread counts hold (vocalis.engine.openmp); 4: splits
 # of the budget only; 5: packed1 is a candidate, the FlowLM score has a prompt pass, two rounds;
 # 6: codec_elu; 7: flow_linears=vocalis; 8: codec_dtype measured for quantized models;
 # 9: codec_linears=int8 measured for quantized models; 10: codec_elu=vocalis, scored by
 # the ELUs alone; 11: flow_linears=vocalis runs prompt passes by its GEMM; 12: gelu,
 # codec_linears=vocalis; 13: codec_out_conv; 14: that GEMM got faster (it runs the prompt
-# passes of flow_linears=vocalis and every codec frame of codec_linears=vocalis)
+# passes of flow_linears=vocalis and every codec frame of codec_linears=vocalis); 15:
+# codec_seanet
 STEPS = 3  # frames per thread-split run
 ROUNDS = 2  # each kernel candidate measured twice, in turn, its shorter score kept
 PROMPT_TOKENS = 40  # a typical first text chunk (chunks hold up to 50 tokens)
@@ -308,6 +323,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
     elu_own = cpu and not exact and f32_kernel_available("codec_elu=vocalis")
     gelu_own = elu_own and f32_kernel_available("gelu=vocalis")
     codec_own = ("vocalis",) if elu_own and f32_kernel_available("codec_linears=vocalis") else ()
+    seanet_own = (("vocalis",) if elu_own and seanet_fusable(model.mimi.decoder)
+                  and f32_kernel_available("codec_seanet=vocalis") else ())
     int8 = ("int8",) if cpu and not exact and quantized else ()
     f0, c0 = default_split(total)
     # hybrid is for the FlowLM only (the codec's transformer never sees a lone row: a frame
@@ -318,12 +335,13 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                   "codec_elu": (("exp", "default") + (("vocalis",) if elu_own else ())
                                 if cpu and not exact else ("default",)),
                   "codec_out_conv": OUT_CONV_KINDS if cpu and not exact else ("default",),
+                  "codec_seanet": ("default",) + seanet_own,
                   "gelu": ("default",) + (("vocalis",) if gelu_own else ()),
                   "threads": split_candidates(total), "codec_pipeline": ("on", "off"),
                   "codec_dtype": ("float32", "bfloat16") if cpu and not exact else ("float32",)}
     defaults = {"flow_linears": kernels[0], "codec_linears": kernels[0],
                 "codec_elu": "exp" if cpu and not exact else "default",
-                "codec_out_conv": "default", "gelu": "default",
+                "codec_out_conv": "default", "codec_seanet": "default", "gelu": "default",
                 "threads": f"{f0}:{c0}", "codec_pipeline": "on", "codec_dtype": "float32"}
     flow_own = functools.partial(F32Linear, gemm_rows=GEMM_ROWS)  # prompt passes by GEMM
     linears = {"flow_linears": LinearKernels(model.flow_lm, {"vocalis": flow_own}),
@@ -341,6 +359,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             return
         if name == "codec_out_conv":
             set_output_conv(model.mimi.decoder, value)
+            return
+        if name == "codec_seanet":
+            set_seanet(model.mimi.decoder, value)
             return
         if name == "gelu":
             set_gelu(model.flow_lm, value)
@@ -369,6 +390,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                     + tuning_mod.timed_ms(p.prompt_fn(PROMPT_TOKENS), total))
         if name == "codec_linears":
             return sum(tuning_mod.timed_ms(p.decode_fn(list(range(n))), c0) for n in sizes)
+        if name == "codec_seanet":  # the second codec stage, of 1 and of B rows
+            return sum(tuning_mod.timed_ms(p.head_tail_fns(list(range(n)))[1], c0)
+                       for n in sizes)
         if name == "codec_dtype":  # a scratch batch whose codec states take the dtype
             q = _Probe(model, p.rows)
             return sum(tuning_mod.timed_ms(q.head_tail_fns(list(range(n)))[1], c0)
@@ -403,7 +427,8 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         return score
 
     key = tuning_key(model, total, max_batch)
-    measurable = (("flow_linears", "codec_linears", "codec_elu", "codec_out_conv", "gelu",
+    measurable = (("flow_linears", "codec_linears", "codec_elu", "codec_out_conv",
+                   "codec_seanet", "gelu",
                    "threads", "codec_pipeline")
                   + (("codec_dtype",) if quantized else ()) if cpu and not exact else ())
     notes = {"threads": f"the splits follow the thread budget, {total}"}
@@ -412,23 +437,26 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
                      codec_linears="an exact model keeps the default kernels",
                      codec_elu="an exact model keeps nn.ELU",
                      codec_out_conv="an exact model keeps PyTorch's convolution",
+                     codec_seanet="an exact model keeps PyTorch's convolutions",
                      gelu="an exact model keeps PyTorch's GELU",
                      codec_dtype="an exact model stays float32")
     elif not cpu:
         notes.update(flow_linears="packing is for the CPU", codec_linears="packing is for the CPU",
                      codec_elu="the ELU choice is measured on the CPU only",
                      codec_out_conv="the output convolution is measured on the CPU only",
+                     codec_seanet="the SEANet kernel is for the CPU",
                      gelu="the GELU choice is measured on the CPU only",
                      codec_dtype="bfloat16 codec is a CPU option")
     elif not own and not quantized:
         notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     if cpu and not exact and not elu_own:
-        notes["codec_elu"] = notes["gelu"] = missing("vocalis_f32")
+        notes["codec_elu"] = notes["gelu"] = notes["codec_seanet"] = missing("vocalis_f32")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
                                 rounds={"flow_linears": ROUNDS, "codec_linears": ROUNDS,
                                         "codec_elu": ROUNDS, "codec_out_conv": ROUNDS,
+                                        "codec_seanet": ROUNDS,
                                         "gelu": ROUNDS})
     if (packable and not own and not quantized
             and result.sources["flow_linears"] in ("measured", "cache")):
