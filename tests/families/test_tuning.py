@@ -567,6 +567,12 @@ def test_the_seanet_kernel_is_a_codec_seanet_choice_and_decodes_as_the_modules(f
     assert not torch.equal(pcm["vocalis"], pcm["default"])  # the kernel did run
     with pytest.raises(InputError, match=re.escape("codec_seanet='vocalis' is not allowed")):
         tune(fresh(), 2, 4, True, spec="codec_seanet=vocalis", measure=never)
+    # a decoder the kernel cannot compute (reflect padding): refused, saying why (a trial)
+    odd = fresh()
+    odd.mimi.decoder.model[-1].pad_mode = "reflect"
+    with pytest.raises(InputError, match=re.escape("codec_seanet='vocalis' is not allowed here "
+                                                   "(this SEANet decoder is not laid out")):
+        tune(odd, 2, 4, False, spec="codec_seanet=vocalis", measure=never)
 
 
 def gelus(model) -> set:

@@ -451,6 +451,9 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
         notes["flow_linears"] = missing("vocalis_f32")  # why vocalis is not among them
     if cpu and not exact and not elu_own:
         notes["codec_elu"] = notes["gelu"] = notes["codec_seanet"] = missing("vocalis_f32")
+    elif cpu and not exact and not seanet_fusable(model.mimi.decoder):
+        notes["codec_seanet"] = ("this SEANet decoder is not laid out as the kernel computes "
+                                 "it (docs/speed-choices.md)")
     result = tuning_mod.resolve(key, candidates, defaults, spec, measure or timing, apply,
                                 measurable, notes, {"threads": measured_splits(total),
                                                     "flow_linears": kernels + ours},
