@@ -217,7 +217,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> seanet_bl
   std::vector<float> pre;
   int64_t W = 0;
   if (n <= 32 && B > 1) {
-    W = (B * n + 31) / 32 * 32;
+    W = f32_core::seanet_columns(B, n);
     std::vector<float> U(Ci * W, 0.f);
     for (int64_t r = 0; r < B; ++r)
       for (int64_t ci = 0; ci < Ci; ++ci)

@@ -702,6 +702,10 @@ inline void pack_seanet(const float* w0, const float* w1, const float* w2, int64
     for (int64_t o = 0; o < H; ++o) w2p[((c / OB) * H + o) * OB + c % OB] = w2[c * H + o];
 }
 
+// The columns of seanet_products' U and P for B rows of n frames: B n, rounded up to whole
+// register blocks (8 TV time steps; 32 serves every build).
+inline int64_t seanet_columns(int64_t B, int64_t n) { return seanet_detail::round_up(B * n, 32); }
+
 // Input frames per tile for a row of n frames: 16 or 32 (the transposed convolution's
 // vectors of 8 frames by 2 or 4).
 inline int64_t seanet_frames(int64_t n) { return n <= 16 ? 16 : 32; }

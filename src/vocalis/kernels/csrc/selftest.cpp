@@ -306,7 +306,7 @@ bool check_seanet(Reader& in, int64_t B, int64_t n, int64_t K, std::string& why)
     }
   }
   // all rows, their products computed together first
-  const int64_t W = (B * n + 31) / 32 * 32, M4 = C * 2 * S / 4;
+  const int64_t W = f32_core::seanet_columns(B, n), M4 = C * 2 * S / 4;
   std::vector<float> U(Ci * W, 0.f), P(C * 2 * S * W), out(B * outc * n * S);
   for (int64_t r = 0; r < B; ++r)
     for (int64_t ci = 0; ci < Ci; ++ci) f32_core::elu(&u[(r * Ci + ci) * n], &U[ci * W + r * n], n);

@@ -126,6 +126,12 @@ def set_output_conv(decoder: "SEANetDecoder", kind: str) -> None:
 SEANET_KINDS = ("default", "vocalis")
 
 
+def _block_starts(decoder: "SEANetDecoder") -> range:
+    """The index of each upsampling block's first layer (its ELU) in ``decoder.model``:
+    ``[conv, (ELU, transposed conv, residual block) per ratio, ELU, conv]``."""
+    return range(1, len(decoder.model) - 2, 3)
+
+
 def seanet_fusable(decoder: "SEANetDecoder") -> bool:
     """Whether every upsampling block of ``decoder`` is what :func:`fused_block` computes: an
     ELU, a transposed convolution of kernel twice its stride, one residual block (a
@@ -137,7 +143,7 @@ def seanet_fusable(decoder: "SEANetDecoder") -> bool:
         return False
     elus = tuple(ELU_KINDS.values())
     convs = [layers[-1]]
-    for i in range(1, len(layers) - 2, 3):
+    for i in _block_starts(decoder):
         elu, up, block = layers[i:i + 3]
         if not (isinstance(elu, elus) and isinstance(up, StreamingConvTranspose1d)
                 and isinstance(block, ResBlock)):
@@ -204,7 +210,7 @@ def set_seanet(decoder: "SEANetDecoder", kind: str) -> None:
     decoder.packed = {}
     if decoder.fused:  # the blocks' weights in the kernel's layout (about 8 MB for Pocket TTS)
         with torch.no_grad():
-            for i in range(1, len(decoder.model) - 2, 3):
+            for i in _block_starts(decoder):
                 c1, c2 = decoder.model[i + 2].block[1], decoder.model[i + 2].block[3]
                 decoder.packed[i] = torch.ops.vocalis_f32.pack_seanet(
                     decoder.model[i + 1].convtr.weight.float(), c1.conv.weight.float(),
@@ -266,7 +272,7 @@ class SEANetDecoder(nn.Module):
     def forward(self, x: torch.Tensor, state: dict) -> torch.Tensor:
         if self.fused and x.dtype == torch.float32 and x.device.type == "cpu":
             x = self.model[0](x, state[self.model[0]])
-            for i in range(1, len(self.model) - 2, 3):
+            for i in _block_starts(self):
                 x = fused_block(self, i, x, state)
             return x
         for layer in self.model:
