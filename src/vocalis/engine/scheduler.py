@@ -146,6 +146,7 @@ class Engine:
         self._decode_q: queue.Queue = queue.Queue(maxsize=max(4, self.codec_frames))
         self._held: collections.deque = collections.deque()  # taken from _decode_q, not decoded
         self._decoding = False  # frames are queued or being decoded
+        self._early_turn: _Turn | None = None  # asked for before a lone prompt pass
         self._expected = 0  # announced submissions not yet made (expect)
         self.steps = 0
         self.frames = 0
@@ -261,6 +262,14 @@ class Engine:
                         burst = False
                 if burst:
                     self.threads.use("all")
+                if burst and len(admitted) == 1:
+                    # a lone request at an idle engine: this thread decodes its first frame
+                    # (_decode_here) with the codec thread's turn, asked for now so that the
+                    # codec thread hands it over while the prompt pass runs. Asked for after
+                    # the step, the codec thread woke with both cores busy (the step's
+                    # OpenMP worker spinning on one) and took 0.2-4 ms to hand it over
+                    # (2-core AMD EPYC Zen 4), added to the time to first audio.
+                    self._early_turn = self._ask_turn()
                 for job in admitted:
                     job.req.stats.queued_ms = job.req._ms()
                     self._end_chunk(job, finishes)  # set up its first chunk
@@ -304,6 +313,9 @@ class Engine:
                         self._decode_here(decode_items, finishes, burst)
                     else:
                         self._decode_q.put((decode_items, finishes, None))
+                if self._early_turn is not None:  # not used (no frame): give it back
+                    self._early_turn.back.set()
+                    self._early_turn = None
                 if stepped:
                     if burst and not here and decode_items:  # the codec decodes beside it
                         self.threads.use("model")
@@ -314,11 +326,19 @@ class Engine:
                     self.threads.use("model")
         self._decode_q.put(None)
 
-    def _take_turn(self) -> _Turn:
-        """The codec thread's state, once it has handed out every frame queued before (see
-        :class:`_Turn`); the caller gives it back with ``turn.back.set()``."""
+    def _ask_turn(self) -> _Turn:
+        """Ask the codec thread for its state (see :class:`_Turn`) without waiting: it
+        hands it over once it has handed out every frame queued before, and waits until
+        ``turn.back`` is set; nothing else may wait on the codec thread meanwhile."""
         turn = _Turn()
         self._decode_q.put(([], [], turn))
+        return turn
+
+    def _take_turn(self) -> _Turn:
+        """The codec thread's state, once it has handed out every frame queued before (see
+        :class:`_Turn`): the turn asked for early (``_early_turn``), else a new one; the
+        caller gives it back with ``turn.back.set()``."""
+        turn, self._early_turn = self._early_turn or self._ask_turn(), None
         turn.granted.wait()
         return turn
 
@@ -337,6 +357,9 @@ class Engine:
         took 6-25 ms instead of 3, time to first audio 50-100 ms instead of 50)."""
         turn = self._take_turn()
         try:
+            # the codec's core is this thread's now: no kernel borrows it (the codec thread
+            # lends it again when it has its turn back)
+            self.threads.codec_lends(False)
             self.threads.use("all")
             self._decode_group([(items, finishes, None)])
         finally:
@@ -758,8 +781,7 @@ class Engine:
                     if tails_queued:         # its frames is out; wait until it is done
                         self._wait_for_helper()
                         tails_queued = False
-                    self.threads.codec_lends(False)
-                    done.granted.set()
+                    done.granted.set()  # (the taker stops the lending: _decode_here)
                     done.back.wait()
                     self.threads.codec_lends(True)
                 # both stages on this thread: many rows or no pipeline
