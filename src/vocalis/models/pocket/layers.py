@@ -20,44 +20,58 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def rope_tables(positions: torch.Tensor, head_dim: int, max_period: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary position embedding's factors for :func:`rotate`, computed once for every
+    layer of a pass: ``cos2``, ``sin2`` float32 ``[B, T, 1, head_dim]``.
+
+    ``positions``: ``[B, T]``, the absolute position of each row's steps (long, or float32
+    holding whole numbers). Pair ``i`` of a step at position ``p`` turns by the angle
+    ``p * max_period^(-2i/D)`` (float32, as pocket-tts ``modules/rope.py``; Su et al. 2021,
+    arXiv:2104.09864); ``cos2`` holds its cosine in both lanes of the pair, ``sin2`` minus
+    its sine in the first and its sine in the second.
+    """
+    d = int(head_dim)  # a Python int: in a traced graph (vocalis.models.pocket.graphs) a
+    # size read from a tensor would be a tensor, and the exponent below float32 tensor
+    # arithmetic instead of eager's double-precision Python arithmetic
+    freqs = torch.exp(torch.arange(d // 2, device=positions.device, dtype=torch.float32)
+                      * (-math.log(max_period) * 2 / d))
+    angle = positions.to(torch.float32)[:, :, None, None] * freqs  # [B, T, 1, D/2]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    cos2 = torch.stack([cos, cos], dim=-1).flatten(-2)
+    sin2 = torch.stack([-sin, sin], dim=-1).flatten(-2)
+    return cos2, sin2
+
+
+def rotate(x: torch.Tensor, cos2: torch.Tensor, sin2: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding with interleaved pairs (GPT-J layout): ``x`` ``[B, T, H,
+    D]`` with the factors of :func:`rope_tables` for its steps; same shape and dtype.
+
+    Pair ``(a, b) = (x[..., 2i], x[..., 2i+1])`` becomes ``(a cos - b sin, b cos + a sin)``
+    computed in float32, as ``x * cos2 + swapped(x) * sin2``: the same float32 products
+    and sums as pocket-tts ``modules/rope.py`` (``a cos - b sin`` as ``a cos + b (-sin)``,
+    ``a sin + b cos`` as ``b cos + a sin``: IEEE arithmetic gives the same bits), so the
+    same results bit for bit, in four tensor operations instead of some twenty.
+    """
+    xf = x.float()
+    swapped = xf.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+    return (xf * cos2 + swapped * sin2).to(x.dtype)
+
+
 def apply_rope(
     q: torch.Tensor, k: torch.Tensor, offset: int | torch.Tensor, max_period: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotary position embedding with interleaved pairs (GPT-J layout).
-
-    Args:
-        q: queries ``[B, T, H, D]``; k: keys ``[B, T, Hkv, D]``; ``offset``: absolute
-        position of the first of the T steps: an int for all rows, or a long tensor ``[B]``
-        (one position per row).
-
-    Pairs ``(x[..., 2i], x[..., 2i+1])`` are rotated by angle ``pos * max_period^(-2i/D)``,
-    computed in float32 (Su et al. 2021, arXiv:2104.09864; pair layout and op order as
-    pocket-tts ``modules/rope.py``).
-    """
-    B, T, H, D = q.shape
-    # the head size as a Python int: in a traced graph (vocalis.models.pocket.graphs) a size
-    # read from a tensor would be a tensor, and the exponent below float32 tensor arithmetic
-    # instead of eager's double-precision Python arithmetic (the head size is a constant)
-    D = int(D)
-    Hk = k.shape[2]
-    freqs = torch.exp(
-        torch.arange(D // 2, device=q.device, dtype=torch.float32) * (-math.log(max_period) * 2 / D)
-    )
-    ts = torch.arange(T, device=q.device, dtype=torch.float32)
+    """Rotary position embedding (:func:`rotate`) of queries ``[B, T, H, D]`` and keys
+    ``[B, T, Hkv, D]`` whose first step sits at ``offset``: an int for all rows, or a long
+    tensor ``[B]`` (one position per row)."""
+    b, t = q.shape[0], q.shape[1]
+    steps = torch.arange(t, device=q.device)
     if isinstance(offset, torch.Tensor) and offset.dim() == 1:
-        ts = (ts[None, :] + offset[:, None].to(torch.float32)).view(B, T, 1, 1)
+        positions = offset[:, None] + steps
     else:
-        ts += offset
-        ts = ts.view(-1, 1, 1)
-    angle = freqs * ts
-    cos, sin = torch.cos(angle), torch.sin(angle)
-    q2 = q.view(B, T, H, D // 2, 2)
-    k2 = k.view(B, T, Hk, D // 2, 2)
-    qr, qi = q2[..., 0].float(), q2[..., 1].float()
-    kr, ki = k2[..., 0].float(), k2[..., 1].float()
-    qo = torch.stack([(qr * cos - qi * sin).to(q.dtype), (qr * sin + qi * cos).to(q.dtype)], dim=-1)
-    ko = torch.stack([(kr * cos - ki * sin).to(k.dtype), (kr * sin + ki * cos).to(k.dtype)], dim=-1)
-    return qo.view(B, T, H, D), ko.view(B, T, Hk, D)
+        positions = (steps + offset)[None, :]
+    cos2, sin2 = rope_tables(positions, q.shape[3], max_period)
+    return rotate(q, cos2, sin2), rotate(k, cos2, sin2)
 
 
 def causal_mask(q_start: int, t: int, k_start: int, s: int, context: int | None,
@@ -118,14 +132,26 @@ class Attention(nn.Module):
         self.in_proj = nn.Linear(d_model, self.q_dim + 2 * kv_dim, bias=False)
         self.out_proj = nn.Linear(self.q_dim, d_model, bias=False)
 
-    def _qkv(self, x: torch.Tensor, pos: int | torch.Tensor):
-        """Project and rotate: q ``[B, H, T, D]``, k and v ``[B, T, Hkv, D]``."""
+    def _qkv(self, x: torch.Tensor, pos: int | torch.Tensor,
+             rope: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """Project and rotate: q ``[B, H, T, D]``, k and v ``[B, T, Hkv, D]``. ``rope``: the
+        factors of :func:`rope_tables` for the steps (computed once for every layer of a
+        pass), else computed here from ``pos`` (the first step's position, an int or long
+        ``[B]``)."""
         b, t, _ = x.shape
         proj = self.in_proj(x)
-        q = proj[..., : self.q_dim].view(b, t, self.heads, self.head_dim)
-        kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, self.head_dim)
-        k, v = torch.unbind(kv, dim=2)
-        q, k = apply_rope(q, k, pos, self.max_period)
+        if rope is None:
+            q = proj[..., : self.q_dim].view(b, t, self.heads, self.head_dim)
+            kv = proj[..., self.q_dim:].view(b, t, 2, self.kv_heads, self.head_dim)
+            k, v = torch.unbind(kv, dim=2)
+            q, k = apply_rope(q, k, pos, self.max_period)
+            return q.transpose(1, 2), k, v
+        # queries and keys side by side in the projection: one rotation for both
+        kv_dim = self.kv_heads * self.head_dim
+        qk = rotate(proj[..., :self.q_dim + kv_dim].view(b, t, -1, self.head_dim), *rope)
+        q = qk[:, :, :self.heads].contiguous()
+        k = qk[:, :, self.heads:]
+        v = proj[..., self.q_dim + kv_dim:].view(b, t, self.kv_heads, self.head_dim)
         return q.transpose(1, 2), k, v
 
     def _attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -160,7 +186,8 @@ class Attention(nn.Module):
 
     def forward_rows(self, x: torch.Tensor, data: torch.Tensor, rows: slice | torch.Tensor,
                      pos: torch.Tensor, slots: torch.Tensor, mask: torch.Tensor,
-                     probe=None, layer: int = 0, keep: torch.Tensor | None = None
+                     probe=None, layer: int = 0, keep: torch.Tensor | None = None,
+                     rope: tuple[torch.Tensor, torch.Tensor] | None = None
                      ) -> torch.Tensor:
         """Attention for B rows of a batched cache, each at its own position.
 
@@ -183,9 +210,10 @@ class Attention(nn.Module):
             keep: long ``[B, n]``, the steps (indices into T) whose outputs are returned,
                 ``[B, n, d_model]``; every step's keys and values are written all the same.
                 None: all T.
+            rope: the steps' factors of :func:`rope_tables`, else computed from ``pos``.
         """
         b, t, _ = x.shape
-        q, k, v = self._qkv(x, pos)
+        q, k, v = self._qkv(x, pos, rope)
         row_idx = torch.arange(rows.start, rows.stop, device=x.device) if isinstance(
             rows, slice) else rows
         r = row_idx[:, None].expand(b, t)
@@ -282,11 +310,11 @@ class TransformerLayer(nn.Module):
 
 
 def _layer_rows(layer: "TransformerLayer", x, data, rows, pos, slots, mask, probe=None,
-                index: int = 0, keep: torch.Tensor | None = None):
+                index: int = 0, keep: torch.Tensor | None = None, rope=None):
     """One layer over B rows (see :meth:`Attention.forward_rows`); with ``keep`` (long
     ``[B, n]``) only those steps go on past the attention: ``[B, n, d]``."""
     a = layer.self_attn.forward_rows(layer.norm1(x), data, rows, pos, slots, mask, probe,
-                                     index, keep)
+                                     index, keep, rope)
     if keep is not None:
         x = x.gather(1, keep[:, :, None].expand(-1, -1, x.shape[2]))
     x = x + layer.layer_scale_1(a)
@@ -363,11 +391,18 @@ class Transformer(nn.Module):
         pos_q = pos[:, None] + ar  # [B, T]
         delta = pos_q[:, :, None] - pos_k[None, None, :]
         mask = ((pos_k[None, None, :] >= 0) & (delta >= 0))[:, None]
+        rope = self._rope(pos_q)
         last = len(self.layers) - 1
         for i, (layer, d) in enumerate(zip(self.layers, data)):
             x = _layer_rows(layer, x, d, rows, pos, pos_q, mask, probe, i,
-                            keep if i == last else None)
+                            keep if i == last else None, rope)
         return x
+
+    def _rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`rope_tables` of steps at ``positions`` ``[B, T]``, for every layer (they
+        share one head size and period)."""
+        attn = self.layers[0].self_attn
+        return rope_tables(positions, attn.head_dim, attn.max_period)
 
     def forward_ring_rows(self, x: torch.Tensor, data: list[torch.Tensor],
                           rows: slice | torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -389,8 +424,9 @@ class Transformer(nn.Module):
         if self.context is not None:
             mask = mask & (delta < self.context)
         slots = torch.remainder(pos_q, cap)
+        rope = self._rope(pos_q)
         for layer, d in zip(self.layers, data):
-            x = _layer_rows(layer, x, d, rows, pos, slots, mask[:, None])
+            x = _layer_rows(layer, x, d, rows, pos, slots, mask[:, None], rope=rope)
         return x
 
 
