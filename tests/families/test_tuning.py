@@ -573,6 +573,13 @@ def test_the_seanet_kernel_is_a_codec_seanet_choice_and_decodes_as_the_modules(f
     with pytest.raises(InputError, match=re.escape("codec_seanet='vocalis' is not allowed here "
                                                    "(this SEANet decoder is not laid out")):
         tune(odd, 2, 4, False, spec="codec_seanet=vocalis", measure=never)
+    # a bfloat16 decoder runs its modules: the kernel's float32 copy of its weights is let go
+    both = fresh()
+    tune(both, 2, 4, False, spec="fixed,codec_seanet=vocalis,codec_dtype=bfloat16",
+         measure=never)
+    dec = both.mimi.decoder
+    assert next(dec.parameters()).dtype == torch.bfloat16 and dec.packed == {}
+    assert decoded_frames(both).abs().max() > 1e-3  # it decodes (by the modules)
 
 
 def gelus(model) -> set:

@@ -372,9 +372,11 @@ def tune(model, threads: int, max_batch: int, exact: bool, spec=None,
             if value == "bfloat16" and "weights" not in fp32_decoder:
                 fp32_decoder["weights"] = {k: v.clone() for k, v in dec.state_dict().items()}
                 dec.to(torch.bfloat16)
+                dec.packed = {}  # a bfloat16 decoder runs its modules: no packed float32 copy
             elif value == "float32" and "weights" in fp32_decoder:  # exactly as it was
                 dec.to(torch.float32)
                 dec.load_state_dict(fp32_decoder.pop("weights"))
+                set_seanet(dec, "vocalis" if dec.fused else "default")  # packed again
             return
         linears[name].use(value)
 
