@@ -417,6 +417,70 @@ def test_fatal_inputs_close_cleanly(server):
     assert status == 200
 
 
+def _closed_with(server, first: str | bytes | None) -> tuple[dict, int, str]:
+    """Send ``first`` (None: nothing) as the first message; the error event, then the
+    close code and reason the client library read off the close frame."""
+    async def go():
+        async with connect(ws_url(server), max_size=None) as ws:
+            if first is not None:
+                await ws.send(first)
+            ev = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+            return ev, ws.close_code, ws.close_reason
+
+    return run(go())
+
+
+def test_every_policy_close_carries_a_reason(server, tts, monkeypatch):
+    """Each path that closes 1008 (and 1009) says why in the close frame, not only in the
+    error event before it (old code: an empty reason): the event's message, cut to the
+    123 bytes a close reason holds."""
+    monkeypatch.setattr(stream, "CONFIG_TIMEOUT_S", 0.5)
+    cases = {
+        "missing_session_config": json.dumps({"type": "input.text", "text": "no config"}),
+        "binary_not_supported": b"\x00\x01",
+        "invalid_json": "{not json",
+        "invalid_message": "[1, 2]",
+        "less_than_equal": json.dumps({**CONFIG, "speed": 9}),
+        "voice_not_found": json.dumps({**CONFIG, "voice": "nobody"}),
+        "message_too_large": json.dumps({"type": "input.text", "text": "a" * (200 * 1024)}),
+        "config_timeout": None,
+    }
+    for want, first in cases.items():
+        ev, code, reason = _closed_with(server, first)
+        assert ev["type"] == "error" and ev["code"] == want, (want, ev)
+        assert code == (1009 if want == "message_too_large" else 1008), (want, code)
+        assert reason and len(reason.encode()) <= 123, (want, reason)
+        message = ev["message"]
+        assert reason == message or (reason.endswith("...")
+                                     and message.startswith(reason[:-3])), (want, reason)
+    assert rows_free(tts)
+
+
+def test_a_failure_of_the_stream_itself_closes_1011_with_a_reason(server, tts, monkeypatch):
+    """The server's own failure (here forced in the sender, not the model) closes 1011
+    saying so, not with an empty reason."""
+    async def broken(self, item):
+        raise ValueError("forced failure")
+
+    monkeypatch.setattr(stream.StreamConnection, "_speak", broken)
+
+    async def go():
+        async with connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(CONFIG))
+            await ws.send(json.dumps({"type": "input.text", "text": "Hello there."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    await asyncio.wait_for(ws.recv(), 30)
+            return ws.close_code, ws.close_reason
+
+    code, reason = run(go())
+    assert code == 1011 and reason.startswith("internal error: the speech stream failed")
+    assert rows_free(tts)
+
+
 def test_limits_on_pending_text_and_open_utterances(server, tts, monkeypatch):
     monkeypatch.setattr(stream, "AHEAD", 0)  # nothing is submitted: the limits are reached
     monkeypatch.setattr(stream, "MAX_OPEN_UTTERANCES", 2)

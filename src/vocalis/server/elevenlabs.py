@@ -326,7 +326,8 @@ class Connection:
                 except ELError as e:
                     await self.send_error(e)
                     if e.close is not None:
-                        await self.ws.close(e.close, _reason(self.state.redact(e.message)))
+                        await self.ws.close(e.close,
+                                            errors.close_reason(self.state.redact(e.message)))
                         return
                 except APIError as e:
                     await self.send_error(e)
@@ -751,12 +752,6 @@ def check_query_names(query: dict) -> None:
                           CLOSE_POLICY)
 
 
-def _reason(message: str) -> str:
-    """``message`` cut to a WebSocket close reason (at most 123 bytes of UTF-8)."""
-    data = message.encode("utf-8", "replace")
-    return message if len(data) <= 123 else data[:120].decode("utf-8", "ignore") + "..."
-
-
 def _query(scope) -> dict:
     qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     return {k: v[-1] for k, v in qs.items()}
@@ -786,7 +781,7 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
         except ELError as e:
             await ws.send_text(json.dumps({"message": e.message, "error": e.code,
                                            "code": e.close}))
-            await ws.close(e.close, _reason(e.message))
+            await ws.close(e.close, errors.close_reason(e.message))
             return
         await conn.run()
     except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):

@@ -154,6 +154,13 @@ def _validation_error(exc: RequestValidationError, content_type: str | None = ""
 _BODY_TYPE_ERRORS = ("model_type", "model_attributes_type", "dict_type")
 
 
+def close_reason(message: str) -> str:
+    """``message`` cut to a WebSocket close reason (at most 123 bytes of UTF-8), so that
+    a close carries what went wrong, not only its code."""
+    data = message.encode("utf-8", "replace")
+    return message if len(data) <= 123 else data[:120].decode("utf-8", "ignore") + "..."
+
+
 def _shown_header(value: str, limit: int = 60) -> str:
     """A header value for a message: quoted and escaped, cut to ``limit`` characters."""
     return repr(value) if len(value) <= limit else f"{value[:limit]!r}..."

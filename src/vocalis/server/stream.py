@@ -79,7 +79,8 @@ the same without the messages.
 Timeouts: the ``session.config`` must come within ``CONFIG_TIMEOUT_S`` of connecting
 (else an ``error`` ``config_timeout`` and close 1008); a connection with no message for
 ``IDLE_TIMEOUT_S`` and nothing being generated or sent gets an ``error`` ``idle_timeout``
-and is closed (1000).
+and is closed (1000). Every close but the one after ``session.close`` carries a reason:
+the error's message (cut to a close reason's 123 bytes), or for 1011 that the server failed.
 
 Limits (per connection): a message over ``MAX_MESSAGE_BYTES`` (``session.config``: larger,
 as reference audio may ride in it) gets an ``error`` and the connection is closed (code
@@ -272,6 +273,11 @@ class StreamConnection:
         await self.send_json({"type": "error", "message": message,
                               "code": e.code, "param": e.param})
 
+    async def _close(self, e: StreamError) -> None:
+        """Close with ``e.close`` and, as the reason, what went wrong (``e``'s message,
+        cut to a close reason's 123 bytes)."""
+        await self.ws.close(e.close, errors.close_reason(self.state.redact(e.message)))
+
     # ------------------------------------------------------------------ main loop
 
     async def run(self) -> None:
@@ -283,7 +289,7 @@ class StreamConnection:
                     message = await self._receive()
                 except StreamError as e:  # timed out
                     await self.send_error(e)
-                    await self.ws.close(e.close)
+                    await self._close(e)
                     return
                 if message["type"] == "websocket.disconnect":
                     return
@@ -293,7 +299,7 @@ class StreamConnection:
                 except StreamError as e:
                     await self.send_error(e)
                     if e.close is not None:
-                        await self.ws.close(e.close)
+                        await self._close(e)
                         return
                 except APIError as e:
                     await self.send_error(e)
@@ -735,7 +741,8 @@ class StreamConnection:
                 return  # sent as the client went away: the reader sees the disconnect
             log.error("speech stream failed", exc_info=e)
             try:
-                await self.ws.close(1011)
+                await self.ws.close(1011, "internal error: the speech stream failed (see the "
+                                          "server log); reconnect to go on")
             except (RuntimeError, OSError):
                 pass
 
