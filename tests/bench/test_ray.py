@@ -1077,6 +1077,23 @@ def test_serve_args_take_the_quantize_modes_of_load():
         parse_args({"model": "m", "quantize": "int3"})
 
 
+def test_two_models_under_one_served_id_are_refused_before_ray_starts(ckpt, capsys, tmp_path):
+    """Two config files in one folder would both be served under the folder's name: the
+    driver refuses it in one line naming both, before Ray or a replica starts."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name in ("a.yaml", "b.yaml"):
+        (folder / name).write_text((ckpt / "config.yaml").read_text())
+    a, b = str(folder / "a.yaml"), str(folder / "b.yaml")
+    t0 = time.monotonic()
+    rc, lines = _main(capsys, "serve", "--ray", "--model", a, "--model", b)
+    assert rc == 2 and lines == [
+        f"error: two models would be served as 'configs': --model {a!r} and --model {b!r} "
+        "(a local checkpoint is served under its folder's name); give one its own "
+        "--model-name (once per --model, in their order)"], lines
+    assert time.monotonic() - t0 < 20  # no Ray instance was started for it
+
+
 def test_serve_args_take_load_options_per_model(ckpt, capsys):
     """``serve --ray`` gives each model its family's load options (one dict per model, as
     ``vocalis serve`` passes them) to ``vocalis.load``; a load option or value the model's

@@ -216,6 +216,38 @@ def test_cli_refuses_mismatched_or_clashing_names(checkpoints, tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and "is a file, not a folder" in lines[0]
 
 
+def test_two_configs_in_one_folder_are_refused_before_either_loads(checkpoints, tmp_path):
+    """Two config files in one folder would both be served under the folder's name: refused
+    before any weights are read (both configs name weights that do not exist; a load would
+    fail on those first, as the old code did), naming both files and the fix."""
+    config = (checkpoints.get(SMALL) / "config.yaml").read_text()
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    missing = tmp_path / "missing.safetensors"
+    lines = [f"weights_path: {missing}" if ln.startswith("weights_path:") else ln
+             for ln in config.splitlines()]
+    for name in ("a.yaml", "b.yaml"):
+        (folder / name).write_text("\n".join(lines) + "\n")
+    a, b = str(folder / "a.yaml"), str(folder / "b.yaml")
+    r = _serve("--model", a, "--model", b, "--port", "0", "--voices-dir", str(tmp_path / "v"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: two models would be served as 'configs': --model {a!r} and --model {b!r} "
+        "(a local checkpoint is served under its folder's name); give one its own "
+        "--model-name (once per --model, in their order)"]
+    # the same --model-name on both: named alike, both files named
+    r = _serve("--model", a, "--model", b, "--model-name", "x", "--model-name", "x",
+               "--port", "0", "--voices-dir", str(tmp_path / "v"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: two models would be served as 'x': --model {a!r} and --model {b!r} are both "
+        "given that --model-name; give each its own --model-name (in the order of --model)"]
+    # with a name each, the clash is gone: the load runs (and fails on the missing weights)
+    r = _serve("--model", a, "--model", b, "--model-name", "x", "--port", "0",
+               "--voices-dir", str(tmp_path / "v"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
+        f"error: file not found: {missing}; check the path or the config that names it")
+
+
 def test_a_shared_voice_folder_warns_only_about_voices_this_model_should_use(multi, checkpoints,
                                                                              tmp_path, caplog):
     """Models of one server share a voice folder: a model is not warned about the voices of

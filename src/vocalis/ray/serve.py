@@ -61,6 +61,7 @@ from vocalis.ray import (
     last_error_line,
 )
 from vocalis.server import create_app
+from vocalis.server.app import served_ids
 from vocalis.server.run import _bind, default_voices_dir
 
 log = logging.getLogger("vocalis.ray")
@@ -141,10 +142,14 @@ def check_load_options(args: ServeArgs) -> None:
 
     Raises:
         ModelNotFound: an unknown model. InputError: a load option its family does not take
-        or a bad value (naming the model)."""
+        or a bad value (naming the model), two models that would be served under one id."""
+    infos = []
     for m, opts in zip(args.models(), args.model_load_options()):
         info = check_model(m)
         info.family.load_options.check(opts, info.name)
+        infos.append(info)
+    names = args.names()
+    served_ids(infos, names + [None] * (len(infos) - len(names)))
 
 
 def engine_options(args: ServeArgs) -> dict:

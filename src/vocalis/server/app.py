@@ -249,6 +249,35 @@ def served_model_name(tts, model_name: str | None = None) -> str:
     return name or "local-model"
 
 
+def served_ids(models, names) -> list[str]:
+    """The id each of ``models`` is served under (:func:`served_model_name`); ``models``:
+    loaded models or, before any loads, their :class:`~vocalis.family.ModelInfo`
+    (:func:`vocalis.families.describe`: the ids follow from the configs, no weights read);
+    ``names``: each one's ``model_name`` (None: its own id), in order.
+
+    Raises:
+        InputError: a name outside the grammar, or two models that would be served under
+            one id (naming both models and the fix: give one its own ``--model-name``).
+    """
+    ids: list[str] = []
+    for i, (m, name) in enumerate(zip(models, names)):
+        mid = served_model_name(m, name)
+        if mid in ids:
+            j = ids.index(mid)
+            both = f"--model {shown(models[j].model_id, 200)} and --model {shown(m.model_id, 200)}"
+            if name is not None and names[j] is not None:
+                raise InputError(f"two models would be served as {mid!r}: {both} are both given "
+                                 "that --model-name; give each its own --model-name (in the "
+                                 "order of --model)")
+            why = (" (a local checkpoint is served under its folder's name)"
+                   if not (m.served_name or name) or not (models[j].served_name or names[j])
+                   else "")
+            raise InputError(f"two models would be served as {mid!r}: {both}{why}; give one "
+                             "its own --model-name (once per --model, in their order)")
+        ids.append(mid)
+    return ids
+
+
 #: characters that continue a path component: a folder's spelling is hidden only where it
 #: stands as a whole path (not inside a longer name or path)
 _PATH_CHAR = r"[\w.~/-]"
@@ -470,11 +499,7 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         raise InputError(f"{len(names)} model names for {len(models)} model(s): give at most "
                          "one --model-name per --model, in the same order")
     hosted = []
-    for i, (t, name) in enumerate(zip(models, names)):
-        mid = served_model_name(t, name)
-        if any(h.model_id == mid for h in hosted):
-            raise InputError(f"two models would be served as {mid!r}: give each its own "
-                             "--model-name (in the order of --model)")
+    for i, (t, mid) in enumerate(zip(models, served_ids(models, names))):
         voices = VoiceStore(t, voices_dir, default_voice if i == 0 else None)
         voices.first = i == 0
         hosted.append(Hosted(t, voices, mid))

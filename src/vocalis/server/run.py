@@ -11,7 +11,7 @@ from pathlib import Path
 
 import vocalis
 from vocalis.errors import InputError
-from vocalis.server.app import MODEL_NAME_GRAMMAR, MODEL_NAME_RE, create_app
+from vocalis.server.app import MODEL_NAME_GRAMMAR, MODEL_NAME_RE, create_app, served_ids
 from vocalis.server.voices import shown
 
 log = logging.getLogger("vocalis.server")
@@ -57,21 +57,17 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _same_model_twice(models: list[str], names: list) -> None:
-    """Refuse, before anything loads, two ``--model`` naming the same checkpoint (or two
-    equal ``--model-name``), which would be served under one id."""
+    """Refuse, before anything loads, two ``--model`` naming the same checkpoint without
+    a ``--model-name`` each (other clashes of served ids: :func:`served_ids`)."""
     def key(i: int, m: str) -> str:
         if i < len(names) and names[i] is not None:
-            return "name:" + names[i]
+            return f"name:{i}"  # named: its served id is checked with the others'
         p = Path(str(m).strip()).expanduser()
         return "path:" + str(p.resolve()) if p.exists() else "id:" + str(m).strip()
 
     keys = [key(i, m) for i, m in enumerate(models)]
     for i, k in enumerate(keys):
         if keys.count(k) > 1:
-            kind, what = k.split(":", 1)
-            if kind == "name":
-                raise InputError(f"two models would be served as {shown(what)}: give each its "
-                                 "own --model-name (in the order of --model)")
             raise InputError(f"--model {shown(models[i], 300)} is given twice: serve it once, "
                              "or give each its own --model-name (in the order of --model)")
 
@@ -106,6 +102,8 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     """
     import uvicorn
 
+    from vocalis.api import check_load
+
     if max_input_chars < 1:
         raise InputError(f"--max-input-chars must be >= 1, got {max_input_chars}")
     if not 0 <= shutdown_timeout <= 24 * 3600:  # NaN fails both
@@ -126,12 +124,18 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
             raise InputError(f"--model-name {shown(name)} is not a valid name: use "
                              f"{MODEL_NAME_GRAMMAR}")
     _same_model_twice(models, names)
+    per_model = list(load_options or [])
+    per_model += [{}] * (len(models) - len(per_model))
+    # every model described (its config: no weights) and its served id known before the
+    # first one loads: two models under one id are refused now, not after both loaded
+    infos = [check_load(m, device=device, threads=threads, max_batch=max_batch,
+                       max_queue=max_queue, quantize=quantize, **opts)[0]
+             for m, opts in zip(models, per_model)]
+    served_ids(infos, names + [None] * (len(models) - len(names)))
     vdir = voices_folder(voices_dir)
     sock = _bind(host, port)
     loaded = []
     try:
-        per_model = list(load_options or [])
-        per_model += [{}] * (len(models) - len(per_model))
         for m, opts in zip(models, per_model):
             loaded.append(vocalis.load(m, device=device, threads=threads, max_batch=max_batch,
                                        max_queue=max_queue, quantize=quantize, **opts))
