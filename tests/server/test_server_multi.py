@@ -216,6 +216,37 @@ def test_cli_refuses_mismatched_or_clashing_names(checkpoints, tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and "is a file, not a folder" in lines[0]
 
 
+def test_a_later_model_named_tts_1_takes_that_alias_over_saying_so(multi, caplog):
+    """``--model-name tts-1`` on a second model: a served id is explicit and wins over
+    OpenAI's alias (ServerState.pick), so ``tts-1`` then means that model; the start-up log
+    says which model lost the alias. The first model keeps OpenAI's other names."""
+    _, tts, root = multi
+    with caplog.at_level("WARNING", logger="vocalis.server"):
+        app = create_app([tts["narrator"], tts["speakers"]], voices_dir=root / "voices",
+                         model_name=["narrator", "tts-1"])
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ["model 2 is served as 'tts-1', one of OpenAI's model names: requests for "
+                      "it go to model 2, not to the first model 'narrator', which loses that "
+                      "alias (it keeps OpenAI's others); give model 2 another --model-name to "
+                      "keep the alias on 'narrator'"], warned
+    server = Server(app)
+    try:
+        client = server.client()
+        cards = {m.id: m for m in client.models.list().data}
+        assert cards["tts-1"].family == "qwen3-tts" and cards["tts-1-hd"].family == "pocket-tts"
+        got = wav_of(client.audio.speech.create(model="tts-1", input=TEXT, voice="Ryan",
+                                                response_format="wav",
+                                                extra_body=dict(seed=5, **QWEN)).content)
+        assert got.shape == (8 * 1920,)  # the Qwen3 model's speaker and frames
+    finally:
+        server.stop()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="vocalis.server"):  # the first model: nothing lost
+        create_app([tts["narrator"], tts["speakers"]], voices_dir=root / "voices",
+                   model_name=["tts-1", "speakers"])
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_two_configs_in_one_folder_are_refused_before_either_loads(checkpoints, tmp_path):
     """Two config files in one folder would both be served under the folder's name: refused
     before any weights are read (both configs name weights that do not exist; a load would

@@ -140,6 +140,14 @@ class ServerState:
                 h.names.append(h.family)
         self.model_ids = [n for h in hosted for n in h.names]
         self.model_ids += [m for m in OPENAI_MODELS if m not in self.model_ids]
+        for i, h in enumerate(hosted[1:], 2):
+            if _openai_name(h.model_id):  # an explicit served id wins over the alias (pick)
+                first = self.default.model_id
+                log.warning("model %d is served as %r, one of OpenAI's model names: requests "
+                            "for it go to model %d, not to the first model %r, which loses "
+                            "that alias (it keeps OpenAI's others); give model %d another "
+                            "--model-name to keep the alias on %r", i, h.model_id, i, first,
+                            i, first)
         self.metrics = Metrics(self.engine_status)
         self.admitted: set = set()  # engine requests whose end is not yet counted
         self.shutting_down = False
@@ -207,14 +215,17 @@ class ServerState:
 
     def pick(self, model: str, param: str = "model") -> Hosted:
         """The hosted model a request names: a served id or alias; OpenAI's model names
-        (``tts-1*``, ``gpt-4o-mini-tts*``) mean the default model.
+        (``tts-1*``, ``gpt-4o-mini-tts*``) mean the default model, unless a model is served
+        under that very name: a served id is explicit and wins over the alias, so that a
+        client fixed on ``tts-1`` can be pointed at any model (the server warns at start,
+        naming the model that lost the alias).
 
         Raises APIError 404 ``model_not_found`` naming the served models."""
         m = model.strip()
         for h in self.models:
             if m in h.names:
                 return h
-        if m in OPENAI_MODELS or m.startswith(("tts-1", "gpt-4o-mini-tts")):
+        if _openai_name(m):
             return self.default
         if len(self.models) == 1:
             hint = (f"use {self.model_id!r} (or any of {', '.join(self.model_ids[1:])})")
@@ -223,6 +234,12 @@ class ServerState:
                     + f"; OpenAI's model names mean {self.model_id!r}")
         raise APIError(404, f"model {shown(model)} is not served here; {hint}: GET /v1/models",
                        param=param, code="model_not_found")
+
+
+def _openai_name(model: str) -> bool:
+    """``model`` is one of OpenAI's model names (``tts-1*``, ``gpt-4o-mini-tts*``), which
+    mean the default model unless a hosted model is served under it (:meth:`ServerState.pick`)."""
+    return model in OPENAI_MODELS or model.startswith(("tts-1", "gpt-4o-mini-tts"))
 
 
 def served_model_name(tts, model_name: str | None = None) -> str:
@@ -481,6 +498,9 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         model_name: the id the model is served under (``/v1/models``, ``/health``), or one
             per model (None keeps a model's own); default: ``pocket-tts/<config>`` or
             ``qwen3-tts/<variant>`` for a released model, else the checkpoint folder's name.
+            A later model named as one of OpenAI's models (``tts-1``, ``tts-1-hd``...) takes
+            that name over from the first model, which keeps OpenAI's other names; a
+            warning names the model that lost it.
         normalize: read numbers, dates, money, units and abbreviations as words
             (:mod:`vocalis.text.normalize`) for requests without a ``normalize`` field, in
             the languages it covers (others, and exact models, are left as written); a
