@@ -1422,7 +1422,7 @@ def wyoming(
 def say(
     url: Annotated[str, typer.Option(
         "--url", metavar="URL", rich_help_panel=SERVER_PANEL,
-        help="The running server's WebSocket endpoint.")]
+        help="The running server's WebSocket endpoint, or its base URL (http://HOST:PORT).")]
     = "ws://127.0.0.1:8000/v1/audio/speech/stream",
     text: Annotated[str | None, typer.Option(
         "--text", "-t", metavar="TEXT", rich_help_panel=TEXT_PANEL, show_default=False,

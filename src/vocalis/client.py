@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator
 from vocalis.errors import VocalisError
 
 DEFAULTS = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+PATH = "/v1/audio/speech/stream"  # the server's endpoint (a base URL gets it appended)
 
 
 class StreamError(VocalisError):
@@ -37,7 +38,8 @@ class StreamError(VocalisError):
     connection (``code``: ``http_<status>``), could not be reached (``unreachable``), did
     not answer as a WebSocket server (``bad_handshake``) or closed the connection first
     (``closed``); ``bad_url``: the URL is none of ``ws://``, ``wss://``, ``http://``,
-    ``https://``.
+    ``https://``; ``wrong_endpoint``: the URL is another WebSocket route (an ElevenLabs
+    one: its messages are not this protocol's).
 
     ``http_status``: the refusal's status; 502 or 503 where the server failed or was not
     there (not a mistake in the request: ``vocalis say`` exits 1 for those, 2 for the
@@ -59,7 +61,8 @@ _SCHEMES = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
 
 
 def _ws_url(url) -> str:
-    """``url`` as a WebSocket URL (``http://`` becomes ``ws://``, ``https://`` ``wss://``).
+    """``url`` as a WebSocket URL (``http://`` becomes ``ws://``, ``https://`` ``wss://``;
+    the server's base URL, without a path, gets :data:`PATH`).
 
     Raises StreamError (``bad_url``): not a string, another scheme, no host, a bad port."""
     from urllib.parse import urlsplit
@@ -76,21 +79,36 @@ def _ws_url(url) -> str:
     scheme = _SCHEMES.get(parts.scheme.lower())
     if scheme is None or not parts.hostname:
         raise bad
+    if parts.path in ("", "/"):  # the server's base URL: its streaming endpoint
+        parts = parts._replace(path=PATH)
     return parts._replace(scheme=scheme).geturl()
+
+
+def _use_base(url: str) -> str:
+    """The fix for a URL that is not the streaming endpoint: the server's base URL (the
+    scheme and address of ``url``), or that with :data:`PATH`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    base = f"{parts.scheme}://{parts.netloc}"
+    return f"pass the server's base URL, {base} (or {base}{PATH})"
 
 
 class SpeechStream:
     """One connection: ``async with SpeechStream(url, api_key=..., **config) as s``.
 
     Args:
-        url: ``ws://HOST:PORT/v1/audio/speech/stream`` (``wss://`` behind TLS).
+        url: ``ws://HOST:PORT/v1/audio/speech/stream`` (``wss://`` behind TLS; ``http://``
+            and ``https://`` are taken too), or the server's base URL ``ws://HOST:PORT``.
         api_key: sent as ``Authorization: Bearer`` (servers started with ``--api-key``).
         config: ``session.config`` fields (``voice``, ``model``, ``seed``, ``language``...),
             over :data:`DEFAULTS`.
 
     Raises (on entering): StreamError when the URL is not a WebSocket or HTTP URL
-    (``bad_url``), the server refuses the handshake (401: the key) or cannot be reached
-    (``code`` ``unreachable``, ``http_status`` 503).
+    (``bad_url``), the server refuses the handshake (401: the key; 403 or 404: no
+    WebSocket route there, the message says to pass the server's base URL) or cannot be
+    reached (``code`` ``unreachable``, ``http_status`` 503). Reading: StreamError
+    ``wrong_endpoint`` when the URL is another protocol's route (an ElevenLabs one).
     """
 
     def __init__(self, url: str, *, api_key: str | None = None, **config):
@@ -118,7 +136,8 @@ class SpeechStream:
             except (ValueError, KeyError, TypeError):
                 message = f"the server refused the connection (HTTP {status})"
             if status in (403, 404):  # no WebSocket route there
-                message += f": is {self.url!r} the server's /v1/audio/speech/stream?"
+                message += (f": {self.url!r} is not the server's streaming endpoint; "
+                            + _use_base(self.url))
             elif status == 401:
                 message += " (api_key=...; vocalis say: --api-key or $VOCALIS_API_KEY)"
             raise StreamError(message, f"http_{status}", http_status=status) from None
@@ -172,7 +191,10 @@ class SpeechStream:
     async def events(self) -> AsyncIterator[dict | bytes]:
         """The server's messages in order: ``bytes`` for audio, a dict for every JSON
         event (``error`` events included), until the connection closes (normally, or after
-        an error the server sent before closing)."""
+        an error the server sent before closing).
+
+        Raises StreamError ``wrong_endpoint``: a message that is no event of this protocol
+        (no ``"type"``): the URL is another route."""
         from websockets.exceptions import ConnectionClosed
 
         try:
@@ -180,7 +202,16 @@ class SpeechStream:
                 if isinstance(msg, bytes):
                     yield msg
                     continue
-                ev = json.loads(msg)
+                try:
+                    ev = json.loads(msg)
+                except ValueError:
+                    ev = None
+                if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+                    # another protocol's route (ElevenLabs' answers {"message", "error"}
+                    # or {"audio"}): nothing here will ever end the utterance
+                    raise StreamError(f"{self.url!r} is not the server's streaming endpoint "
+                                      "(it answers in another protocol, e.g. an ElevenLabs "
+                                      f"route); {_use_base(self.url)}", "wrong_endpoint")
                 if ev.get("type") == "audio.start":
                     self.sample_rate = ev.get("sample_rate") or self.sample_rate
                     self.seeds.append(ev.get("seed"))

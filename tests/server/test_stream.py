@@ -634,6 +634,38 @@ def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     assert err[0].startswith("error: text is empty: ") and "(--text)" not in err[0], err
 
 
+def test_say_at_another_route_says_to_pass_the_base_url(server, tmp_path, capsys):
+    """``vocalis say --url`` at an ElevenLabs route: one line, exit 2, naming the server's
+    base URL (old code: the HTTP route got a question; the WebSocket routes, which speak
+    another protocol, exit 1 after 20 s: "closed the connection before session.done"). The
+    base URL itself is taken: it speaks as the endpoint does."""
+    from vocalis import cli
+
+    base = server.url
+    wsbase = base.replace("http://", "ws://")
+    fix = f"pass the server's base URL, {{}} (or {{}}{stream.PATH})"
+    out = tmp_path / "said.wav"
+    for url in (f"{base}/v1/text-to-speech/alloy", f"{wsbase}/v1/text-to-speech/alloy",
+                f"{wsbase}/v1/text-to-speech/alloy/stream-input",
+                f"{base}/v1/text-to-speech/alloy/multi-stream-input"):
+        capsys.readouterr()
+        t0 = time.monotonic()
+        rc = cli.main(["say", "--url", url, "--text", "Hello there.", "-o", str(out)])
+        lines = capsys.readouterr().err.strip().splitlines()
+        root = url.split("/v1/")[0]
+        assert rc == 2 and len(lines) == 1, (url, rc, lines)
+        assert lines[0].startswith("error: ") and f"{url!r} is not the server's streaming " \
+            "endpoint" in lines[0] and lines[0].endswith(fix.format(root, root)), lines
+        assert time.monotonic() - t0 < 10 and not out.exists()
+    said = []
+    for url in (ws_url(server), base, base + "/"):
+        assert cli.main(["say", "--url", url, "--voice", "alloy", "--seed", "7", "--text",
+                         "Hello there.", "-o", str(out), "-q"]) == 0
+        with wave.open(str(out)) as w:
+            said.append(w.readframes(w.getnframes()))
+    assert said[0] and said[1] == said[0] and said[2] == said[0]
+
+
 def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,
                                                                             monkeypatch):
     """The engine's refusals (a full queue; here made on purpose for two sentences) are an
