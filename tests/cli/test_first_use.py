@@ -51,6 +51,12 @@ def customvoice(tmp_path_factory) -> Path:
                                    tmp_path_factory.mktemp("q") / "qckpt", seed=1, tiny=True)
 
 
+@pytest.fixture(scope="module")
+def qwen_base(tmp_path_factory) -> Path:
+    return write_random_checkpoint("qwen3-tts/0.6b-base",
+                                   tmp_path_factory.mktemp("q") / "qbase", seed=1, tiny=True)
+
+
 # --------------------------------------------------------------------------- the flag typed
 
 
@@ -67,6 +73,29 @@ def test_an_unknown_speaker_names_the_flag_that_gave_it(customvoice, tmp_path, c
                    "-o", str(out)])
     line = _one_line(capsys.readouterr().err, 2, rc)
     assert "unknown speaker 'nobody'" in line and line.endswith(f"({flag})"), line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("base,given,flag", [
+    (False, ["--speaker", "ryan", "--ref-text", "Some words."], "--ref-text"),
+    (False, ["--speaker", "ryan", "--xvector-only"], "--xvector-only"),
+    (True, ["--voice", "{saved}", "--xvector-only"], "--xvector-only"),
+    (True, ["--voice", "{saved}", "--ref-text", "Some words."], "--ref-text"),
+])
+def test_a_misused_reference_option_names_the_flag_given(customvoice, request, tmp_path,
+                                                          capsys, base, given, flag):
+    """Qwen3-TTS reference options where they do not apply (a CustomVoice model; a saved
+    voice-clone prompt) are refused naming the flag the user gave (old code: --ref-audio
+    for a CustomVoice model given --ref-text or --xvector-only, --ref-text for a saved
+    prompt given --xvector-only)."""
+    model = request.getfixturevalue("qwen_base") if base else customvoice
+    saved = tmp_path / "saved.safetensors"
+    saved.write_bytes(b"")  # refused before it is read
+    out = tmp_path / "never.wav"
+    rc = cli.main(["generate", "--model", str(model), *[g.format(saved=saved) for g in given],
+                   "--text", "Hi.", "-o", str(out)])
+    line = _one_line(capsys.readouterr().err, 2, rc)
+    assert line.endswith(f"({flag})"), line
     assert not out.exists()
 
 

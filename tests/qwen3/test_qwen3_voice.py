@@ -302,8 +302,9 @@ def test_ref_text_rules(encoders):
         create_clone_prompt(wav, 24000, speaker_encoder=spk, speech_encoder=speech, ref_text="  \n")
     p = create_clone_prompt(wav, 24000, speaker_encoder=spk, ref_text="ignored", xvector_only=True)
     assert p.xvector_only and p.ref_codes is None and p.ref_text is None
-    with pytest.raises(InputError, match=r"looks like \[channels, samples\]"):
+    with pytest.raises(InputError, match=r"looks like \[channels, samples\]") as e:
         create_clone_prompt(chirp(1.2, 24000, 2).T, 24000, speaker_encoder=spk, xvector_only=True)
+    assert e.value.param == "voice"  # the reference (old code: None, no field named)
 
 
 @pytest.mark.slow

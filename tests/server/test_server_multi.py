@@ -144,6 +144,41 @@ def test_errors_name_what_the_chosen_model_accepts(multi):
         err["message"] and "--voice gives only the first --model a default voice" in err["message"]
 
 
+def test_reference_options_misused_are_named_as_given(multi, checkpoints):
+    """Qwen3-TTS reference options where they do not apply: the error's ``param`` is the
+    option the request gave (old code: ``ref_audio`` for a CustomVoice model given only
+    ref_text or xvector_only, ``ref_text`` for a saved voice given only xvector_only)."""
+    import httpx
+
+    server, _, _ = multi
+
+    def refused(**fields):
+        status, _, data = server.request("POST", "/v1/audio/speech",
+                                         {"input": TEXT, **fields})
+        err = json.loads(data)["error"]
+        assert status == 400, (fields, err)
+        return err["param"], err["message"]
+
+    for given in (dict(ref_text="Some words."), dict(xvector_only=True)):
+        param, message = refused(model="speakers", voice="ryan", **given)
+        assert param == next(iter(given)) and "only Base models clone voices" in message
+    sample = (checkpoints.get(SMALL) / "voice.wav").read_bytes()
+    r = httpx.post(server.url + "/v1/audio/voices",
+                   data={"name": "saved_ref", "model": "cloner", "ref_text": "Hello there."},
+                   files={"audio_sample": ("me.wav", sample, "audio/wav")}, timeout=120)
+    assert r.status_code == 201, r.text
+    try:
+        for given in (dict(xvector_only=True), dict(ref_text="Some words.")):
+            param, message = refused(model="cloner", voice="saved_ref", **given)
+            assert param == next(iter(given)), (given, message)
+            assert "apply to reference audio, not to a saved prompt" in message
+    finally:
+        assert server.request("DELETE", "/v1/audio/voices/saved_ref")[0] == 200
+    # a transcript without any reference: what is missing is the voice (its reference)
+    param, message = refused(model="cloner", ref_text="Some words.")
+    assert param == "voice" and "missing required parameter 'voice'" in message, message
+
+
 def test_voices_are_per_model_and_uploads_go_where_asked(multi, checkpoints):
     server, tts, root = multi
     listed = json.loads(server.request("GET", "/v1/audio/voices")[2])["data"]

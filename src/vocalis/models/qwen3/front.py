@@ -80,6 +80,12 @@ def takes_instruct(kind: str, size: str) -> bool:
     return kind == "voice_design" or (kind == "custom_voice" and size != "0b6")
 
 
+def _given(ref_text) -> str:
+    """Which of ``ref_text`` and ``xvector_only`` a refusal of them names: the one given
+    (``ref_text`` when both were)."""
+    return "ref_text" if ref_text is not None else "xvector_only"
+
+
 class Qwen3TTSFamily(ModelFamily):
     """Alibaba's Qwen3-TTS 12 Hz models (``qwen-tts`` 0.1.1): Base, CustomVoice, VoiceDesign."""
 
@@ -202,8 +208,10 @@ class Qwen3TTSFamily(ModelFamily):
                              + ("clone a voice with ref_audio" if kind == "base"
                                 else "describe it with instruct"), param="speaker")
         if kind != "base" and (ref_audio is not None or ref_text is not None or xvector_only):
+            given = ("ref_audio" if ref_audio is not None
+                     else "ref_text" if ref_text is not None else "xvector_only")
             raise InputError(f"{name} takes no reference audio (ref_audio, ref_text, "
-                             "xvector_only): only Base models clone voices", param="ref_audio")
+                             "xvector_only): only Base models clone voices", param=given)
         if instruct is not None and kind == "base":
             raise InputError(f"{name} (Base) takes no instruct: CustomVoice 1.7B and VoiceDesign "
                              "models do", param="instruct")
@@ -259,7 +267,7 @@ class Qwen3TTSFamily(ModelFamily):
             if isinstance(src, Voice) or not is_audio_array(src):
                 if ref_text is not None or xvector_only:
                     raise InputError("ref_text and xvector_only apply to reference audio, not to "
-                                     "a saved prompt", param="ref_text")
+                                     "a saved prompt", param=_given(ref_text))
                 return  # a loaded prompt (checked against the model when it is used)
         else:
             text = str(src)
@@ -270,7 +278,7 @@ class Qwen3TTSFamily(ModelFamily):
             if path.suffix.lower() == ".safetensors":
                 if ref_text is not None or xvector_only:
                     raise InputError("ref_text and xvector_only apply to reference audio, not to "
-                                     "a saved prompt", param="ref_text")
+                                     "a saved prompt", param=_given(ref_text))
                 if "://" not in text and not path.is_file():
                     raise VoiceError(f"voice-clone prompt not found: {path}", param=given_as)
                 return
@@ -420,7 +428,7 @@ class Qwen3LoadedModel(LoadedModel):
             if ref_text is not None or xvector_only:
                 raise InputError(f"{m.name} (CustomVoice) takes no reference audio options "
                                  "(ref_text, xvector_only): only Base models clone voices",
-                                 param="ref_text")
+                                 param=_given(ref_text))
             name = Qwen3TTSFamily._speaker(info, src)
             return Voice(name, name, self.family)
         if isinstance(src, qvoice.ClonePrompt):

@@ -389,10 +389,11 @@ def _mono(samples: np.ndarray) -> np.ndarray:
     if x.ndim == 2:
         if x.shape[0] < x.shape[1] and x.shape[0] <= 8:
             raise InputError(f"reference audio has shape {x.shape} (looks like [channels, samples]); "
-                             "pass [samples] or [samples, channels]")
+                             "pass [samples] or [samples, channels]", param="voice")
         x = np.mean(x.astype(np.float32), axis=-1)  # W:259-262 (float32 mean over channels)
     elif x.ndim != 1:
-        raise InputError(f"reference audio must be [samples] or [samples, channels], got shape {x.shape}")
+        raise InputError(f"reference audio must be [samples] or [samples, channels], got shape "
+                         f"{x.shape}", param="voice")
     return x.astype(np.float32)
 
 
