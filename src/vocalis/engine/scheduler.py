@@ -146,7 +146,13 @@ class Engine:
         self._decode_q: queue.Queue = queue.Queue(maxsize=max(4, self.codec_frames))
         self._held: collections.deque = collections.deque()  # taken from _decode_q, not decoded
         self._decoding = False  # frames are queued or being decoded
-        self._early_turn: _Turn | None = None  # asked for before a lone prompt pass
+        # the codec thread waits for a message with nothing left to do (its frames out, no
+        # second stage on the helper): the model thread may then decode without a turn
+        # (_borrow_idle_codec); guarded by _codec_lock, as is _tails_out (second stages
+        # queued on the helper and not yet handed out)
+        self._codec_lock = threading.Lock()
+        self._codec_idle = False
+        self._tails_out = 0
         self._expected = 0  # announced submissions not yet made (expect)
         self.steps = 0
         self.frames = 0
@@ -262,14 +268,6 @@ class Engine:
                         burst = False
                 if burst:
                     self.threads.use("all")
-                if burst and len(admitted) == 1:
-                    # a lone request at an idle engine: this thread decodes its first frame
-                    # (_decode_here) with the codec thread's turn, asked for now so that the
-                    # codec thread hands it over while the prompt pass runs. Asked for after
-                    # the step, the codec thread woke with both cores busy (the step's
-                    # OpenMP worker spinning on one) and took 0.2-4 ms to hand it over
-                    # (2-core AMD EPYC Zen 4), added to the time to first audio.
-                    self._early_turn = self._ask_turn()
                 for job in admitted:
                     job.req.stats.queued_ms = job.req._ms()
                     self._end_chunk(job, finishes)  # set up its first chunk
@@ -313,9 +311,6 @@ class Engine:
                         self._decode_here(decode_items, finishes, burst)
                     else:
                         self._decode_q.put((decode_items, finishes, None))
-                if self._early_turn is not None:  # not used (no frame): give it back
-                    self._early_turn.back.set()
-                    self._early_turn = None
                 if stepped:
                     if burst and not here and decode_items:  # the codec decodes beside it
                         self.threads.use("model")
@@ -326,19 +321,11 @@ class Engine:
                     self.threads.use("model")
         self._decode_q.put(None)
 
-    def _ask_turn(self) -> _Turn:
-        """Ask the codec thread for its state (see :class:`_Turn`) without waiting: it
-        hands it over once it has handed out every frame queued before, and waits until
-        ``turn.back`` is set; nothing else may wait on the codec thread meanwhile."""
-        turn = _Turn()
-        self._decode_q.put(([], [], turn))
-        return turn
-
     def _take_turn(self) -> _Turn:
         """The codec thread's state, once it has handed out every frame queued before (see
-        :class:`_Turn`): the turn asked for early (``_early_turn``), else a new one; the
-        caller gives it back with ``turn.back.set()``."""
-        turn, self._early_turn = self._early_turn or self._ask_turn(), None
+        :class:`_Turn`); the caller gives it back with ``turn.back.set()``."""
+        turn = _Turn()
+        self._decode_q.put(([], [], turn))
         turn.granted.wait()
         return turn
 
@@ -355,17 +342,37 @@ class Engine:
         load balancer moves it, the two share a core, each barrier spinning through the
         other's time slice (on a 2-core AMD EPYC Zen 4, a first frame's first codec stage
         took 6-25 ms instead of 3, time to first audio 50-100 ms instead of 50)."""
-        turn = self._take_turn()
+        direct = self._borrow_idle_codec()
+        turn = None if direct else self._take_turn()
         try:
-            # the codec's core is this thread's now: no kernel borrows it (the codec thread
-            # lends it again when it has its turn back)
+            # the codec's core is this thread's now: no kernel borrows it (lent again when
+            # the codec thread waits for frames again)
             self.threads.codec_lends(False)
             self.threads.use("all")
             self._decode_group([(items, finishes, None)])
         finally:
             if not burst:  # (a burst's admission gives this thread its share at its end)
                 self.threads.use("model")
-            turn.back.set()
+            if turn is not None:
+                turn.back.set()
+            else:  # the codec thread still waits, nothing queued: as it was
+                self._decoding = False
+                self.threads.codec_lends(True)
+
+    def _borrow_idle_codec(self) -> bool:
+        """Whether this thread may decode with the codec thread's state without a turn:
+        the codec thread waits for a message with nothing left to do (every frame it took
+        handed out, no second stage on the helper) and nothing is queued for it, so it
+        touches nothing until this thread queues the next message. Asking it for a turn
+        instead wakes it: with both cores busy (the step's OpenMP worker spinning on one)
+        it took 0.2-4 ms to hand the turn over, added to a lone request's time to first
+        audio (2-core AMD EPYC Zen 4)."""
+        with self._codec_lock:
+            if (self._codec_idle and not self._tails_out and not self._held
+                    and self._decode_q.empty()):
+                self._codec_idle = False  # once: the next borrow waits for it to idle again
+                return True
+        return False
 
     def _finish_step(self) -> None:
         """The family's work that follows a step without its frames needing it (its
@@ -644,8 +651,18 @@ class Engine:
         return (msg[2] is None and len(a) == len(b)
                 and all(x[0] is y[0] and not y[4] for x, y in zip(a, b)))
 
-    def _next_msg(self):
-        return self._held.popleft() if self._held else self._decode_q.get()
+    def _wait_msg(self):
+        """The codec thread's next message (a held one first); while it waits for one with
+        nothing held, the model thread may decode with its state (:meth:`_borrow_idle_codec`),
+        done before it queues the next message."""
+        if self._held:
+            return self._held.popleft()
+        with self._codec_lock:
+            self._codec_idle = True
+        msg = self._decode_q.get()
+        with self._codec_lock:
+            self._codec_idle = False
+        return msg
 
     def _gather(self, msg: tuple) -> list[tuple]:
         """``msg`` and the steps after it that share its codec call: up to ``codec_frames``
@@ -693,6 +710,8 @@ class Engine:
                     except Exception as e:
                         error = e
                 self._emit(items, pcm, error, finishes)
+                with self._codec_lock:
+                    self._tails_out -= 1
 
     def _emit(self, items: list, pcm, error, finishes: list) -> None:
         """Hand decoded frames, then finished requests, to their callers (in order)."""
@@ -775,7 +794,7 @@ class Engine:
         tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
             self.threads.codec_lends(True)
-            while (msg := self._next_msg()) is not None:
+            while (msg := self._wait_msg()) is not None:
                 items, finishes, done = msg
                 if isinstance(done, _Turn):  # the model thread decodes: every frame before
                     if tails_queued:         # its frames is out; wait until it is done
@@ -808,6 +827,8 @@ class Engine:
                             x = self.batch.decode_head(*self._args(items))
                         except Exception as e:
                             error = e
+                    with self._codec_lock:
+                        self._tails_out += 1
                     self._helper_in.put(("tail", (items, x, finishes, error)))
                     tails_queued = True
                 if self._decode_q.empty() and not self._held:
