@@ -102,6 +102,40 @@ def test_codec_split_waits_for_frames_still_on_the_helper(tts, monkeypatch):
         np.testing.assert_allclose(collect(req)[0], alone[i], atol=1e-3, rtol=0)
 
 
+def test_a_lone_first_frame_borrows_an_idle_codec_thread_and_not_a_busy_one(tts, monkeypatch):
+    """A lone request at an idle engine has its first frame decoded by the model thread
+    without asking the codec thread for a turn when that thread has nothing left to do
+    (time to first audio); when the previous request's last second stage is still out on
+    the helper thread (injected delay), the next request waits for it: both requests' audio
+    equals each one's alone, sample for sample within float rounding."""
+    eng = tts.engine
+    alone = {i: solo(tts, i, max_frames=6) for i in (0, 1)}
+    turns = []
+    take = eng._take_turn
+    monkeypatch.setattr(eng, "_take_turn", lambda: turns.append(1) or take())
+    time.sleep(0.2)  # idle: the codec thread is done with everything
+    pcm, _ = collect(tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=6))
+    np.testing.assert_allclose(pcm, alone[0], atol=1e-5, rtol=0)
+    assert turns == []  # borrowed, no turn asked for
+    batch = eng.batch
+    tail = batch.decode_tail
+
+    def slow_on_helper(*args):
+        if threading.current_thread().name == "vocalis-decoder-2":
+            time.sleep(0.3)
+        return tail(*args)
+
+    monkeypatch.setattr(batch, "decode_tail", slow_on_helper)
+    first = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=6)
+    deadline = time.monotonic() + 60
+    while eng.status()["active_rows"] and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.1)  # its steps and first stages are done, its second stages on the helper
+    second = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, max_frames=6)
+    np.testing.assert_allclose(collect(first)[0], alone[0], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(collect(second)[0], alone[1], atol=1e-5, rtol=0)
+
+
 def test_cancel_mid_stream_frees_row_and_others_unaffected(tts):
     alone = solo(tts, 1, eos_threshold=100.0)
     long_req = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, eos_threshold=100.0)

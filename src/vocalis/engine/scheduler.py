@@ -146,12 +146,14 @@ class Engine:
         self._decode_q: queue.Queue = queue.Queue(maxsize=max(4, self.codec_frames))
         self._held: collections.deque = collections.deque()  # taken from _decode_q, not decoded
         self._decoding = False  # frames are queued or being decoded
-        # the codec thread waits for a message with nothing left to do (its frames out, no
-        # second stage on the helper): the model thread may then decode without a turn
-        # (_borrow_idle_codec); guarded by _codec_lock, as is _tails_out (second stages
-        # queued on the helper and not yet handed out)
+        # messages the model thread has queued for the codec thread (_send), those the codec
+        # thread is done with, and second stages it queued on the helper that are not yet
+        # handed out: when it is done with every message and none is out, the model thread
+        # may decode without a turn (_borrow_idle_codec). The last two are guarded by
+        # _codec_lock.
+        self._sent = 0
         self._codec_lock = threading.Lock()
-        self._codec_idle = False
+        self._handled = 0
         self._tails_out = 0
         self._expected = 0  # announced submissions not yet made (expect)
         self.steps = 0
@@ -310,7 +312,7 @@ class Engine:
                     if here:  # a lone first frame, or a group's: this thread decodes them
                         self._decode_here(decode_items, finishes, burst)
                     else:
-                        self._decode_q.put((decode_items, finishes, None))
+                        self._send((decode_items, finishes, None))
                 if stepped:
                     if burst and not here and decode_items:  # the codec decodes beside it
                         self.threads.use("model")
@@ -325,7 +327,7 @@ class Engine:
         """The codec thread's state, once it has handed out every frame queued before (see
         :class:`_Turn`); the caller gives it back with ``turn.back.set()``."""
         turn = _Turn()
-        self._decode_q.put(([], [], turn))
+        self._send(([], [], turn))
         turn.granted.wait()
         return turn
 
@@ -342,8 +344,7 @@ class Engine:
         load balancer moves it, the two share a core, each barrier spinning through the
         other's time slice (on a 2-core AMD EPYC Zen 4, a first frame's first codec stage
         took 6-25 ms instead of 3, time to first audio 50-100 ms instead of 50)."""
-        direct = self._borrow_idle_codec()
-        turn = None if direct else self._take_turn()
+        turn = None if self._borrow_idle_codec() else self._take_turn()
         try:
             # the codec's core is this thread's now: no kernel borrows it (lent again when
             # the codec thread waits for frames again)
@@ -361,18 +362,19 @@ class Engine:
 
     def _borrow_idle_codec(self) -> bool:
         """Whether this thread may decode with the codec thread's state without a turn:
-        the codec thread waits for a message with nothing left to do (every frame it took
-        handed out, no second stage on the helper) and nothing is queued for it, so it
-        touches nothing until this thread queues the next message. Asking it for a turn
-        instead wakes it: with both cores busy (the step's OpenMP worker spinning on one)
-        it took 0.2-4 ms to hand the turn over, added to a lone request's time to first
-        audio (2-core AMD EPYC Zen 4)."""
+        the codec thread is done with every message this thread queued (the only thread
+        that queues any) and no second stage is out on the helper, so it waits for the
+        next message and touches nothing until this thread queues one. Asking it for a
+        turn instead wakes it: with both cores busy (the step's OpenMP worker spinning on
+        one) it took 0.2-4 ms to hand the turn over, added to a lone request's time to
+        first audio (2-core AMD EPYC Zen 4)."""
         with self._codec_lock:
-            if (self._codec_idle and not self._tails_out and not self._held
-                    and self._decode_q.empty()):
-                self._codec_idle = False  # once: the next borrow waits for it to idle again
-                return True
-        return False
+            return self._handled == self._sent and not self._tails_out
+
+    def _send(self, msg: tuple) -> None:
+        """Queue ``msg`` for the codec thread (this thread only: see _borrow_idle_codec)."""
+        self._sent += 1
+        self._decode_q.put(msg)
 
     def _finish_step(self) -> None:
         """The family's work that follows a step without its frames needing it (its
@@ -386,7 +388,7 @@ class Engine:
             self._fail_active(e, finishes)
             if finishes:
                 self._decoding = True
-                self._decode_q.put(([], finishes, None))
+                self._send(([], finishes, None))
 
     def _fail_active(self, error: BaseException, finishes: list) -> None:
         """A failure of a whole step: every active row fails with ``error``."""
@@ -528,7 +530,7 @@ class Engine:
         if any(j.pending for j in self._active.values()):
             if self.codec_frames > 1:  # the codec decodes what it holds meanwhile (_gather)
                 self._decoding = True
-                self._decode_q.put(([], [], None))
+                self._send(([], [], None))
             before = torch.get_num_threads()
             self.threads.use("all")
             try:
@@ -651,18 +653,8 @@ class Engine:
         return (msg[2] is None and len(a) == len(b)
                 and all(x[0] is y[0] and not y[4] for x, y in zip(a, b)))
 
-    def _wait_msg(self):
-        """The codec thread's next message (a held one first); while it waits for one with
-        nothing held, the model thread may decode with its state (:meth:`_borrow_idle_codec`),
-        done before it queues the next message."""
-        if self._held:
-            return self._held.popleft()
-        with self._codec_lock:
-            self._codec_idle = True
-        msg = self._decode_q.get()
-        with self._codec_lock:
-            self._codec_idle = False
-        return msg
+    def _next_msg(self):
+        return self._held.popleft() if self._held else self._decode_q.get()
 
     def _gather(self, msg: tuple) -> list[tuple]:
         """``msg`` and the steps after it that share its codec call: up to ``codec_frames``
@@ -794,8 +786,9 @@ class Engine:
         tails_queued = False  # the helper may still be running second stages
         with torch.inference_mode():
             self.threads.codec_lends(True)
-            while (msg := self._wait_msg()) is not None:
+            while (msg := self._next_msg()) is not None:
                 items, finishes, done = msg
+                taken = 1  # messages this pass is done with
                 if isinstance(done, _Turn):  # the model thread decodes: every frame before
                     if tails_queued:         # its frames is out; wait until it is done
                         self._wait_for_helper()
@@ -809,6 +802,7 @@ class Engine:
                         self._wait_for_helper()
                         tails_queued = False
                     group = self._gather(msg)
+                    taken = len(group)
                     self.threads.codec_lends(False)  # the codec's threads are busy from here
                     # every thread for the last frames of the engine's last request (the
                     # model thread has no work left)
@@ -833,6 +827,8 @@ class Engine:
                     tails_queued = True
                 if self._decode_q.empty() and not self._held:
                     self._decoding = False
+                with self._codec_lock:
+                    self._handled += taken
             self.threads.codec_lends(False)
 
 
