@@ -64,7 +64,7 @@ def apply_rope(
     """Rotary position embedding (:func:`rotate`) of queries ``[B, T, H, D]`` and keys
     ``[B, T, Hkv, D]`` whose first step sits at ``offset``: an int for all rows, or a long
     tensor ``[B]`` (one position per row)."""
-    b, t = q.shape[0], q.shape[1]
+    t = q.shape[1]
     steps = torch.arange(t, device=q.device)
     if isinstance(offset, torch.Tensor) and offset.dim() == 1:
         positions = offset[:, None] + steps
