@@ -1550,6 +1550,8 @@ class _PCMSink:
 
     def write(self, data: bytes, rate: int | None) -> None:
         self.samples += len(data) // 2
+        if self.rate is None:  # the first audio's (the summary's seconds, the WAV header)
+            self.rate = rate or 24000
         if self.output == "-":
             try:
                 sys.stdout.buffer.write(data)
@@ -1560,7 +1562,6 @@ class _PCMSink:
         if self._wav is None:
             import wave
 
-            self.rate = rate or 24000
             self._wav = wave.open(self.output, "wb")
             self._wav.setnchannels(1)
             self._wav.setsampwidth(2)

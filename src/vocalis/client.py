@@ -62,7 +62,7 @@ _SCHEMES = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}
 
 def _ws_url(url) -> str:
     """``url`` as a WebSocket URL (``http://`` becomes ``ws://``, ``https://`` ``wss://``;
-    the server's base URL, without a path, gets :data:`PATH`).
+    the server's base URL, or its API's ``/v1``, gets :data:`PATH`).
 
     Raises StreamError (``bad_url``): not a string, another scheme, no host, a bad port."""
     from urllib.parse import urlsplit
@@ -79,8 +79,8 @@ def _ws_url(url) -> str:
     scheme = _SCHEMES.get(parts.scheme.lower())
     if scheme is None or not parts.hostname:
         raise bad
-    if parts.path in ("", "/"):  # the server's base URL: its streaming endpoint
-        parts = parts._replace(path=PATH)
+    if parts.path.rstrip("/") in ("", "/v1", PATH):  # the server's base URL (or its API's,
+        parts = parts._replace(path=PATH)              # as OpenAI clients take it): the endpoint
     return parts._replace(scheme=scheme).geturl()
 
 

@@ -1088,9 +1088,10 @@ def test_two_models_under_one_served_id_are_refused_before_ray_starts(ckpt, caps
     t0 = time.monotonic()
     rc, lines = _main(capsys, "serve", "--ray", "--model", a, "--model", b)
     assert rc == 2 and lines == [
-        f"error: two models would be served as 'configs': --model {a!r} and --model {b!r} "
-        "(a local checkpoint is served under its folder's name); give one its own "
-        "--model-name (once per --model, in their order)"], lines
+        f"error: two models would be served as 'configs': --model {a!r} (its folder's "
+        f"name, as for every local checkpoint) and --model {b!r} (its folder's name, as for "
+        "every local checkpoint); give one its own --model-name (once per --model, in their "
+        "order)"], lines
     assert time.monotonic() - t0 < 20  # no Ray instance was started for it
 
 

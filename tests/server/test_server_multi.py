@@ -298,15 +298,26 @@ def test_two_configs_in_one_folder_are_refused_before_either_loads(checkpoints, 
     r = _serve("--model", a, "--model", b, "--port", "0", "--voices-dir", str(tmp_path / "v"))
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [
-        f"error: two models would be served as 'configs': --model {a!r} and --model {b!r} "
-        "(a local checkpoint is served under its folder's name); give one its own "
-        "--model-name (once per --model, in their order)"]
+        f"error: two models would be served as 'configs': --model {a!r} (its folder's "
+        f"name, as for every local checkpoint) and --model {b!r} (its folder's name, as for "
+        "every local checkpoint); give one its own --model-name (once per --model, in their "
+        "order)"]
     # the same --model-name on both: named alike, both files named
     r = _serve("--model", a, "--model", b, "--model-name", "x", "--model-name", "x",
                "--port", "0", "--voices-dir", str(tmp_path / "v"))
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         f"error: two models would be served as 'x': --model {a!r} and --model {b!r} are both "
         "given that --model-name; give each its own --model-name (in the order of --model)"]
+    # a --model-name on the first that is the second's folder name: each id's source named
+    c = tmp_path / "x"
+    c.mkdir()
+    (c / "c.yaml").write_text("\n".join(lines) + "\n")
+    r = _serve("--model", a, "--model", str(c / "c.yaml"), "--model-name", "x",
+               "--port", "0", "--voices-dir", str(tmp_path / "v"))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: two models would be served as 'x': --model {a!r} (its --model-name) and "
+        f"--model {str(c / 'c.yaml')!r} (its folder's name, as for every local checkpoint); "
+        "give one its own --model-name (once per --model, in their order)"]
     # with a name each, the clash is gone: the load runs (and fails on the missing weights)
     r = _serve("--model", a, "--model", b, "--model-name", "x", "--port", "0",
                "--voices-dir", str(tmp_path / "v"))

@@ -658,12 +658,24 @@ def test_say_at_another_route_says_to_pass_the_base_url(server, tmp_path, capsys
             "endpoint" in lines[0] and lines[0].endswith(fix.format(root, root)), lines
         assert time.monotonic() - t0 < 10 and not out.exists()
     said = []
-    for url in (ws_url(server), base, base + "/"):
+    for url in (ws_url(server), base, base + "/", base + "/v1", ws_url(server) + "/"):
         assert cli.main(["say", "--url", url, "--voice", "alloy", "--seed", "7", "--text",
                          "Hello there.", "-o", str(out), "-q"]) == 0
         with wave.open(str(out)) as w:
             said.append(w.readframes(w.getnframes()))
-    assert said[0] and said[1] == said[0] and said[2] == said[0]
+    assert said[0] and all(x == said[0] for x in said[1:])
+
+
+def test_say_to_stdout_reports_seconds_of_audio(server, capsysbinary):
+    """``vocalis say -o -``: 16-bit PCM on stdout and, on stderr, its length in seconds
+    (samples over the server's rate; a trial found samples reported as seconds)."""
+    from vocalis import cli
+
+    assert cli.main(["say", "--url", server.url, "--voice", "alloy", "--seed", "7",
+                     "--text", "Hello there.", "-o", "-"]) == 0
+    out, err = capsysbinary.readouterr()
+    seconds = len(out) / 2 / 24000
+    assert out and err.decode().startswith(f"vocalis: {seconds:.2f} s of audio on stdout")
 
 
 def test_a_sentence_refused_at_submission_is_reported_and_the_rest_is_spoken(server, tts,

@@ -281,16 +281,22 @@ def served_ids(models, names) -> list[str]:
         mid = served_model_name(m, name)
         if mid in ids:
             j = ids.index(mid)
-            both = f"--model {shown(models[j].model_id, 200)} and --model {shown(m.model_id, 200)}"
             if name is not None and names[j] is not None:
+                both = (f"--model {shown(models[j].model_id, 200)} and --model "
+                        f"{shown(m.model_id, 200)}")
                 raise InputError(f"two models would be served as {mid!r}: {both} are both given "
                                  "that --model-name; give each its own --model-name (in the "
                                  "order of --model)")
-            why = (" (a local checkpoint is served under its folder's name)"
-                   if not (m.served_name or name) or not (models[j].served_name or names[j])
-                   else "")
-            raise InputError(f"two models would be served as {mid!r}: {both}{why}; give one "
-                             "its own --model-name (once per --model, in their order)")
+
+            def source(k: int) -> str:  # where model k's id comes from
+                return (f"--model {shown(models[k].model_id, 200)} ("
+                        + ("its --model-name" if names[k] is not None
+                           else "its released model's id" if models[k].served_name
+                           else "its folder's name, as for every local checkpoint") + ")")
+
+            raise InputError(f"two models would be served as {mid!r}: {source(j)} and "
+                             f"{source(i)}; give one its own --model-name (once per --model, "
+                             "in their order)")
         ids.append(mid)
     return ids
 
