@@ -72,20 +72,25 @@ def test_batched_equals_alone_with_staggered_arrivals(tts):
     assert tts.engine_status()["active_rows"] == 0
 
 
+def slow_second_stage(tts, monkeypatch, seconds: float) -> None:
+    """Delay each second codec stage run on the helper thread by ``seconds`` (injected)."""
+    batch = tts.engine.batch
+    tail = batch.decode_tail
+
+    def slow_on_helper(*args):
+        if threading.current_thread().name == "vocalis-decoder-2":
+            time.sleep(seconds)
+        return tail(*args)
+
+    monkeypatch.setattr(batch, "decode_tail", slow_on_helper)
+
+
 def test_codec_split_waits_for_frames_still_on_the_helper(tts, monkeypatch):
     """A slow second codec stage on the helper thread (injected delay) must not let the
     decoder thread's split-mode pass read a row's codec state before its previous frame is
     done, nor deliver frames out of order (this raced in CI under load)."""
     alone = {i: solo(tts, i, max_frames=40 if i == 0 else 10) for i in range(6)}
-    batch = tts.engine.batch
-    orig = batch.decode_tail
-
-    def slow_on_helper(*args):
-        if threading.current_thread().name == "vocalis-decoder-2":
-            time.sleep(0.1)
-        return orig(*args)
-
-    monkeypatch.setattr(batch, "decode_tail", slow_on_helper)
+    slow_second_stage(tts, monkeypatch, 0.1)
     first = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=40)
     events = first.events(timeout=60)
     got = [next(events)]  # one row alone: its frames go through the two-thread pipeline
@@ -117,15 +122,7 @@ def test_a_lone_first_frame_borrows_an_idle_codec_thread_and_not_a_busy_one(tts,
     pcm, _ = collect(tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=6))
     np.testing.assert_allclose(pcm, alone[0], atol=1e-5, rtol=0)
     assert turns == []  # borrowed, no turn asked for
-    batch = eng.batch
-    tail = batch.decode_tail
-
-    def slow_on_helper(*args):
-        if threading.current_thread().name == "vocalis-decoder-2":
-            time.sleep(0.3)
-        return tail(*args)
-
-    monkeypatch.setattr(batch, "decode_tail", slow_on_helper)
+    slow_second_stage(tts, monkeypatch, 0.3)
     first = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=6)
     deadline = time.monotonic() + 60
     while eng.status()["active_rows"] and time.monotonic() < deadline:
