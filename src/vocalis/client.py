@@ -67,18 +67,25 @@ def _ws_url(url) -> str:
     Raises StreamError (``bad_url``): not a string, another scheme, no host, a bad port."""
     from urllib.parse import urlsplit
 
-    bad = StreamError(f"bad URL {url!r}: use ws://HOST:PORT/v1/audio/speech/stream",
-                      "bad_url")
+    def bad(why: str) -> StreamError:
+        return StreamError(f"bad URL {url!r}: {why}; use the server's base URL, "
+                           "http://HOST:PORT (or ws://HOST:PORT/v1/audio/speech/stream)",
+                           "bad_url")
+
     if not isinstance(url, str):
-        raise bad
+        raise bad(f"a URL is a string, not {type(url).__name__}")
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError:
-        raise bad from None
+    except ValueError as e:
+        raise bad(str(e)) from None  # e.g. "Port out of range 0-65535"
     scheme = _SCHEMES.get(parts.scheme.lower())
-    if scheme is None or not parts.hostname:
-        raise bad
+    if "://" not in url:
+        raise bad("it has no scheme (http://, ws://...)")
+    if scheme is None:
+        raise bad(f"the scheme must be one of ws, wss, http, https, not {parts.scheme!r}")
+    if not parts.hostname:
+        raise bad("it names no host")
     if parts.path.rstrip("/") in ("", "/v1", PATH):  # the server's base URL (or its API's,
         parts = parts._replace(path=PATH)              # as OpenAI clients take it): the endpoint
     return parts._replace(scheme=scheme).geturl()

@@ -120,12 +120,19 @@ def test_say_without_a_server_is_a_failure_naming_the_url(tmp_path, capsys, sche
     assert not out.exists()
 
 
-@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "127.0.0.1:8000", "ws:///no-host",
-                                 "ws://127.0.0.1:99999/v1/audio/speech/stream"])
-def test_say_with_a_bad_url_is_a_mistake(tmp_path, capsys, url):
+@pytest.mark.parametrize("url,why", [
+    ("ftp://127.0.0.1/x", "the scheme must be one of ws, wss, http, https, not 'ftp'"),
+    ("127.0.0.1:8000", "it has no scheme (http://, ws://...)"),
+    ("localhost:8000", "it has no scheme (http://, ws://...)"),
+    ("ws:///no-host", "it names no host"),
+    ("ws://127.0.0.1:99999/v1/audio/speech/stream", "out of range")])
+def test_say_with_a_bad_url_is_a_mistake(tmp_path, capsys, url, why):
+    """One line, exit 2, saying what is wrong with the URL and what to give instead."""
     rc = cli.main(["say", "--url", url, "--text", "Hi.", "-o", str(tmp_path / "said.wav")])
     line = _one_line(capsys.readouterr().err, 2, rc)
-    assert f"bad URL {url!r}" in line and "ws://HOST:PORT" in line, line
+    assert f"bad URL {url!r}: " in line and why in line, line
+    assert line.endswith("use the server's base URL, http://HOST:PORT (or "
+                         "ws://HOST:PORT/v1/audio/speech/stream)"), line
 
 
 # --------------------------------------------------------------------------- stdout
