@@ -148,8 +148,7 @@ def check_load_options(args: ServeArgs) -> None:
         info = check_model(m)
         info.family.load_options.check(opts, info.name)
         infos.append(info)
-    names = args.names()
-    served_ids(infos, names + [None] * (len(infos) - len(names)))
+    served_ids(infos, args.names())
 
 
 def engine_options(args: ServeArgs) -> dict:

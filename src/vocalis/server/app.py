@@ -270,12 +270,14 @@ def served_ids(models, names) -> list[str]:
     """The id each of ``models`` is served under (:func:`served_model_name`); ``models``:
     loaded models or, before any loads, their :class:`~vocalis.family.ModelInfo`
     (:func:`vocalis.families.describe`: the ids follow from the configs, no weights read);
-    ``names``: each one's ``model_name`` (None: its own id), in order.
+    ``names``: each one's ``model_name`` (None: its own id), in order; fewer names than
+    models leave the rest their own ids.
 
     Raises:
         InputError: a name outside the grammar, or two models that would be served under
             one id (naming both models and the fix: give one its own ``--model-name``).
     """
+    names = list(names) + [None] * (len(models) - len(names))
     ids: list[str] = []
     for i, (m, name) in enumerate(zip(models, names)):
         mid = served_model_name(m, name)
@@ -520,7 +522,6 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
     if not models:
         raise InputError("no model to serve")
     names = list(model_name) if isinstance(model_name, (list, tuple)) else [model_name]
-    names += [None] * (len(models) - len(names))
     if len(names) > len(models):
         raise InputError(f"{len(names)} model names for {len(models)} model(s): give at most "
                          "one --model-name per --model, in the same order")

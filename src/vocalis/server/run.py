@@ -59,15 +59,15 @@ def _bind(host: str, port: int) -> socket.socket:
 def _same_model_twice(models: list[str], names: list) -> None:
     """Refuse, before anything loads, two ``--model`` naming the same checkpoint without
     a ``--model-name`` each (other clashes of served ids: :func:`served_ids`)."""
-    def key(i: int, m: str) -> str:
-        if i < len(names) and names[i] is not None:
-            return f"name:{i}"  # named: its served id is checked with the others'
+    def key(m: str) -> str:
         p = Path(str(m).strip()).expanduser()
         return "path:" + str(p.resolve()) if p.exists() else "id:" + str(m).strip()
 
-    keys = [key(i, m) for i, m in enumerate(models)]
+    # a named model's served id is its name, checked with the others' (served_ids)
+    keys = [key(m) if i >= len(names) or names[i] is None else None
+            for i, m in enumerate(models)]
     for i, k in enumerate(keys):
-        if keys.count(k) > 1:
+        if k is not None and keys.count(k) > 1:
             raise InputError(f"--model {shown(models[i], 300)} is given twice: serve it once, "
                              "or give each its own --model-name (in the order of --model)")
 
@@ -131,7 +131,7 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
     infos = [check_load(m, device=device, threads=threads, max_batch=max_batch,
                        max_queue=max_queue, quantize=quantize, **opts)[0]
              for m, opts in zip(models, per_model)]
-    served_ids(infos, names + [None] * (len(models) - len(names)))
+    served_ids(infos, names)
     vdir = voices_folder(voices_dir)
     sock = _bind(host, port)
     loaded = []
