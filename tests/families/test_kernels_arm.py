@@ -100,7 +100,8 @@ def plan(t: Target) -> tuple[list[str], list[str], list[str]] | str:
         flags = ["-O3", "-DVOCALIS_FORCE_SCALAR"]
         variant_machines: tuple[str, ...] = (cpu.machine(),)
     else:
-        flags = [f for f in t.variant.flags if f != "-fopenmp"]  # the program runs one thread
+        # without OpenMP: the program's threads are its own (std::thread, check_seanet)
+        flags = [f for f in t.variant.flags if f != "-fopenmp"]
         variant_machines = t.variant.machines
     if cpu.machine() in variant_machines:
         if t.variant is not None and not cpu.supports(t.variant):
@@ -280,7 +281,8 @@ def selftest(tmp_path_factory):
                 pytest.skip(how)
             argv, flags, run = how
             exe = folder / t.name
-            r = subprocess.run([*argv, native.STD, *flags, str(SELFTEST), "-o", str(exe)],
+            r = subprocess.run([*argv, native.STD, *flags, str(SELFTEST), "-o", str(exe),
+                                "-pthread"],
                                check=False, capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr
             built[t.name] = exe, run

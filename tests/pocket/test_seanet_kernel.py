@@ -105,6 +105,39 @@ def test_a_block_gives_the_same_bits_whatever_its_calls_and_rows(model):
         set_seanet(dec, "default")
 
 
+def test_a_lone_row_shared_by_threads_gives_the_bits_of_one_thread(model):
+    """A lone row (a stream's first frame) is computed by every thread of the caller, each
+    stage's channels (the output convolution's time steps) split among them: for one, two
+    and three threads, two calls of each block give the bits of the same row decoded among
+    others (whose rows are computed one per thread, whole), states included."""
+    dec = model.mimi.decoder
+    set_seanet(dec, "vocalis")
+    before = torch.get_num_threads()
+    try:
+        g = torch.Generator().manual_seed(3)
+        for i in range(1, len(dec.model) - 2, 3):
+            c_in = dec.model[i + 1].convtr.in_channels
+            steps = {1: 16, 4: 96, 7: 480}.get(i, 16)
+            x = torch.randn(3, c_in, 2 * steps, generator=g)
+            among_state = DecoderState(model.mimi, 3, 8).convs
+            with torch.inference_mode():
+                torch.set_num_threads(1)
+                among = torch.cat([fused_block(dec, i, x[..., :steps], among_state),
+                                   fused_block(dec, i, x[..., steps:], among_state)], dim=-1)
+                for threads in (1, 2, 3):
+                    torch.set_num_threads(threads)
+                    alone_state = DecoderState(model.mimi, 1, 8).convs
+                    alone = torch.cat([fused_block(dec, i, x[1:2, :, :steps], alone_state),
+                                       fused_block(dec, i, x[1:2, :, steps:], alone_state)],
+                                      dim=-1)
+                    assert torch.equal(among[1:2], alone), (i, threads)
+                    for m, s in among_state.items():
+                        assert torch.equal(s[0][1:2], alone_state[m][0]), (i, m, threads)
+    finally:
+        torch.set_num_threads(before)
+        set_seanet(dec, "default")
+
+
 def test_the_choice_refuses_what_it_cannot_compute(model):
     dec = model.mimi.decoder
     with pytest.raises(ValueError, match="unknown SEANet kind 'fast'"):

@@ -10,6 +10,9 @@
 #include <torch/library.h>  // TORCH_LIBRARY: no Python headers needed
 #include <torch/types.h>
 #include <ATen/Parallel.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <cstdint>
 #include <optional>
@@ -154,6 +157,15 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> pack_seanet(torch::Tenso
   return {w0p, w1p, w2p};
 }
 
+// The threads of this thread's OpenMP pool computing one row of a SEANet block together
+// (f32_core::seanet_block's team): the stages meet at OpenMP barriers.
+struct OmpTeam {
+  int id, size;
+  void sync() const {
+#pragma omp barrier
+  }
+};
+
 // One upsampling block of the SEANet decoder (f32_core::seanet_block) for u [B, Ci, n]: ELU,
 // the transposed convolution of stride S (w0p of pack_seanet, b0 [C]), the residual block
 // (w1p, b1 [H], dilation d1; w2p, b2 [C]), and, when w3 is given, ELU and the output
@@ -161,7 +173,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> pack_seanet(torch::Tenso
 // convolution's partial sums, without bias), s1 [B, C, (K1 - 1) d1] (the previous values of the
 // residual block's first ELU) and s3 [B, C, K3 - 1] (of the ELU before the output
 // convolution; with w3 only) -> (y [B, C, n S] or out [B, O, n S], the next s0, s1 and s3
-// (empty without w3)), new tensors. Threads take rows.
+// (empty without w3)), new tensors. Threads take rows; a lone row, the parts of each stage.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> seanet_block(
     torch::Tensor u, torch::Tensor s0, torch::Tensor w0p, torch::Tensor b0, int64_t stride,
     torch::Tensor s1, torch::Tensor w1p, torch::Tensor b1, torch::Tensor w2p, torch::Tensor b2,
@@ -227,6 +239,16 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> seanet_bl
       f32_core::seanet_products(L, U.data(), W, pre.data(), m0, m1);
     });
   }
+#ifdef _OPENMP
+  const int threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  if (B == 1 && threads > 1) {  // a lone row (a stream's first frame): every thread on it
+    std::vector<float> buf(f32_core::seanet_floats(L, n));
+#pragma omp parallel num_threads(threads)
+    f32_core::seanet_block(L, X, n, S0, S1, S3, Y, buf.data(), nullptr, 0,
+                           OmpTeam{omp_get_thread_num(), omp_get_num_threads()});
+    return {out, n0, n1, n3};
+  }
+#endif
   at::parallel_for(0, B, 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> buf(f32_core::seanet_floats(L, n));
     for (int64_t r = r0; r < r1; ++r)

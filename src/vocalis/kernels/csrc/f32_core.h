@@ -730,14 +730,34 @@ inline void seanet_products(const SeanetBlock& L, const float* U, int64_t W, flo
   product<TV>(L.w0p + mb0 * L.Ci * OB, U, (mb1 - mb0) * OB, L.Ci, W, W, P + mb0 * OB * W, W);
 }
 
+// The threads that compute one row of seanet_block together: member id of size, meeting at
+// sync() (a barrier) between the stages that read what the others wrote. Solo: one thread.
+struct Solo {
+  int id = 0, size = 1;
+  void sync() const {}
+};
+
+// [lo, hi): member id's share of n items in whole groups of g (n a multiple of g, or the
+// last group short).
+inline void share(int64_t n, int64_t g, int id, int size, int64_t& lo, int64_t& hi) {
+  const int64_t groups = (n + g - 1) / g;
+  lo = std::min(n, groups * id / size * g);
+  hi = std::min(n, groups * (id + 1) / size * g);
+}
+
 // One row: u [Ci, n] and the states s0 [C, S], s1 [C, P1], s3 [C, P3] (read, then replaced by
 // the next ones) -> y [C, n S], or out [O, n S] when O > 0 (then y is not written). buf:
 // scratch of seanet_floats(L, n) floats. pre: the row's transposed-convolution products
 // computed beforehand (seanet_products: [C 2S] rows of stride pstride, this row's n columns
-// first), or null to compute them here tile by tile.
+// first), or null to compute them here tile by tile. team: the threads computing this row
+// together (every member calls this with the same arguments, buf shared): each stage of a
+// tile splits its output channels among them (the output convolution, of few channels, its
+// time steps), and they meet between stages; every value is computed by the same operations
+// whichever member computes it, so the result is the same bits for any team.
+template <class Team = Solo>
 inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float* s0, float* s1,
                          float* s3, float* out, float* buf, const float* pre = nullptr,
-                         int64_t pstride = 0) {
+                         int64_t pstride = 0, const Team& team = Team()) {
   using namespace seanet_detail;
   const int64_t Ci = L.Ci, C = L.C, S = L.S, H = L.H, K1 = L.K1, D1 = L.D1, K3 = L.K3, O = L.O;
   const int64_t K0 = 2 * S, T = n * S, F = seanet_frames(n), TT = F * S;
@@ -750,8 +770,13 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
   float* Hb = V + C * WV;      // [H][W]: elu(h)
   float* Z = Hb + H * W;       // [C][P3 + W]: x, then y, then z, with z's left context
   float* q = Z + C * WZ;       // [W]: one output channel of a tile
-  std::memcpy(carry, s0, C * S * 4);
-  for (int64_t c = 0; c < C; ++c) {
+  int64_t c0, c1, i0, i1, h0, h1, w0, w1;  // this member's channels, inputs, hidden, time
+  share(C, OB, team.id, team.size, c0, c1);
+  share(Ci, 1, team.id, team.size, i0, i1);
+  share(H, OB, team.id, team.size, h0, h1);
+  share(W, 8 * TV, team.id, team.size, w0, w1);
+  std::memcpy(carry + c0 * S, s0 + c0 * S, (c1 - c0) * S * 4);
+  for (int64_t c = c0; c < c1; ++c) {
     std::memcpy(V + c * WV, s1 + c * P1, P1 * 4);
     std::memcpy(Z + c * WZ, s3 + c * P3, P3 * 4);
   }
@@ -759,7 +784,7 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
   for (int64_t f0 = 0; f0 < n; f0 += F) {
     const int64_t nf = std::min(F, n - f0), t0 = f0 * S;
     if (f0 > 0)
-      for (int64_t c = 0; c < C; ++c) {  // the left contexts: the last values of the last tile
+      for (int64_t c = c0; c < c1; ++c) {  // the left contexts: the last values of the last tile
         std::memmove(V + c * WV, V + c * WV + nt, P1 * 4);
         std::memmove(Z + c * WZ, Z + c * WZ + nt, P3 * 4);
       }
@@ -770,17 +795,18 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
       PP = pre + f0;
       ps = pstride;
     } else {
-      for (int64_t ci = 0; ci < Ci; ++ci) {
+      for (int64_t ci = i0; ci < i1; ++ci) {
         std::memcpy(U + ci * F, u + ci * n + f0, nf * 4);
         std::fill(U + ci * F + nf, U + ci * F + F, 0.f);
         elu(U + ci * F, U + ci * F, F);
       }
+      team.sync();  // U whole; each member's products are its own channels' (c K0 + k rows)
       if (F % (8 * TV) == 0)
-        product<TV>(L.w0p, U, C * K0, Ci, F, F, P, F);
+        product<TV>(L.w0p + c0 * K0 * Ci, U, (c1 - c0) * K0, Ci, F, F, P + c0 * K0 * F, F);
       else
-        product<2>(L.w0p, U, C * K0, Ci, F, F, P, F);
+        product<2>(L.w0p + c0 * K0 * Ci, U, (c1 - c0) * K0, Ci, F, F, P + c0 * K0 * F, F);
     }
-    for (int64_t c = 0; c < C; ++c) {  // overlap-add: x, into Z's columns
+    for (int64_t c = c0; c < c1; ++c) {  // overlap-add: x, into Z's columns
       float* z = Z + c * WZ + P3;
       const float* p = PP + c * K0 * ps;
       for (int64_t j = 0; j < S; ++j)
@@ -792,7 +818,8 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
       std::fill(z + nt, z + W, 0.f);
       elu(z, V + c * WV + P1, W);
     }
-    for (int64_t ob = 0; ob < H / OB; ++ob)  // h, then elu(h)
+    team.sync();  // V whole
+    for (int64_t ob = h0 / OB; ob < h1 / OB; ++ob)  // h, then elu(h)
       for (int64_t t = 0; t < W; t += 8 * TV) {
         f32x8 acc[OB][TV];
         for (auto& r : acc)
@@ -805,8 +832,9 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
           for (int j = 0; j < TV; ++j) store8(Hb + (ob * OB + i) * W + t + 8 * j, add8(acc[i][j], b));
         }
       }
-    elu(Hb, Hb, H * W);
-    for (int64_t cb = 0; cb < C / OB; ++cb)  // y = x + conv1x1(elu(h))
+    elu(Hb + h0 * W, Hb + h0 * W, (h1 - h0) * W);
+    team.sync();  // Hb whole
+    for (int64_t cb = c0 / OB; cb < c1 / OB; ++cb)  // y = x + conv1x1(elu(h))
       for (int64_t t = 0; t < W; t += 8 * TV) {
         f32x8 acc[OB][TV];
         for (auto& r : acc)
@@ -819,15 +847,16 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
         }
       }
     if (O == 0) {  // the block's output: y
-      for (int64_t c = 0; c < C; ++c) std::memcpy(out + c * T + t0, Z + c * WZ + P3, nt * 4);
+      for (int64_t c = c0; c < c1; ++c) std::memcpy(out + c * T + t0, Z + c * WZ + P3, nt * 4);
       continue;
     }
-    for (int64_t c = 0; c < C; ++c) {  // z = elu(y) (past nt: values no valid step reads)
+    for (int64_t c = c0; c < c1; ++c) {  // z = elu(y) (past nt: values no valid step reads)
       float* z = Z + c * WZ + P3;
       elu(z, z, W);
     }
-    for (int64_t o = 0; o < O; ++o) {  // out = conv(z)
-      for (int64_t t = 0; t < W; t += 8 * TV) {
+    team.sync();  // Z whole
+    for (int64_t o = 0; o < O; ++o) {  // out = conv(z), the members taking time steps
+      for (int64_t t = w0; t < w1; t += 8 * TV) {
         f32x8 acc[TV];
         for (auto& v : acc) v = zero8();
         for (int64_t c = 0; c < C; ++c)
@@ -839,12 +868,13 @@ inline void seanet_block(const SeanetBlock& L, const float* u, int64_t n, float*
         const f32x8 b = bcast8(L.b3 + o);
         for (int j = 0; j < TV; ++j) store8(q + t + 8 * j, add8(acc[j], b));
       }
-      std::memcpy(out + o * T + t0, q, nt * 4);
+      if (std::min(w1, nt) > w0) std::memcpy(out + o * T + t0 + w0, q + w0, (std::min(w1, nt) - w0) * 4);
     }
+    team.sync();  // Z read: the next tile may write it
   }
-  std::memcpy(s0, carry, C * S * 4);  // the next states: the last values before the padding
-  if (n > 0)
-    for (int64_t c = 0; c < C; ++c) {
+  std::memcpy(s0 + c0 * S, carry + c0 * S, (c1 - c0) * S * 4);  // the next states: the last
+  if (n > 0)                                                      // values before the padding
+    for (int64_t c = c0; c < c1; ++c) {
       std::memcpy(s1 + c * P1, V + c * WV + nt, P1 * 4);
       if (O > 0) std::memcpy(s3 + c * P3, Z + c * WZ + nt, P3 * 4);
     }

@@ -20,7 +20,8 @@
 // float32 roundings of expm1), and the reference bit for bit.
 // The prompt passes' GEMM (check_gemm): its sum written out with std::fma, bit for bit.
 // The SEANet decoder's blocks (check_seanet): the reference bit for bit, row by row, in two
-// calls, and with the rows' products computed together.
+// calls, with the rows' products computed together, and each row shared by teams of 2 and 3
+// threads (std::thread: the build links -pthread).
 //
 // The file (little-endian): "VOCKT001", u32 cases, then per case u32 kind (1 float32, 2 bfloat16
 // weights, 3 int8, 4 int4, 5 ELU, 6 bfloat16 GEMM, 7 GELU), u32 name length, the name, i64 M, N,
@@ -35,7 +36,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "f32_core.h"
@@ -247,6 +250,28 @@ bool check_activation(Reader& in, int64_t M, std::string& why, const char* name,
 // or C, N S], s0, s1, s3). Checks: each row alone, in two calls of N / 2 and N - N / 2 frames
 // (the states carry exactly), and all rows with their products computed together
 // (seanet_products, in two blocks as threads split them) give the reference's bits.
+// A team of std::threads for f32_core::seanet_block: they meet at a spinning barrier.
+struct Barrier {
+  std::atomic<int> waiting{0}, round{0};
+  int size;
+  explicit Barrier(int n) : size(n) {}
+  void wait() {
+    const int r = round.load();
+    if (waiting.fetch_add(1) + 1 == size) {
+      waiting.store(0);
+      round.fetch_add(1);
+    } else {
+      while (round.load() == r) std::this_thread::yield();
+    }
+  }
+};
+
+struct ThreadTeam {
+  int id, size;
+  Barrier* barrier;
+  void sync() const { barrier->wait(); }
+};
+
 bool check_seanet(Reader& in, int64_t B, int64_t n, int64_t K, std::string& why) {
   auto u = in.read<float>(B * K);
   auto d = in.read<int64_t>(8);
@@ -302,6 +327,28 @@ bool check_seanet(Reader& in, int64_t B, int64_t n, int64_t K, std::string& why)
     if (!same(out, ref, what, why) || !same(a0, r0, "the next s0", why) ||
         !same(a1, r1, "the next s1", why) || !same(a3, r3, "the next s3", why)) {
       why = std::string(what) + ": " + why;
+      return false;
+    }
+  }
+  // each row shared by a team of threads, its frames in one call
+  for (int size = 2; size <= 3; ++size) {
+    auto a0 = s0, a1 = s1, a3 = s3;
+    std::vector<float> out(B * outc * n * S), buf(f32_core::seanet_floats(L, n));
+    for (int64_t r = 0; r < B; ++r) {
+      Barrier barrier(size);
+      std::vector<std::thread> team;
+      for (int id = 0; id < size; ++id)
+        team.emplace_back([&, id] {
+          f32_core::seanet_block(L, &u[r * Ci * n], n, &a0[r * C * S], &a1[r * C * P1],
+                                 &a3[r * C * P3], &out[r * outc * n * S], buf.data(), nullptr, 0,
+                                 ThreadTeam{id, size, &barrier});
+        });
+      for (auto& t : team) t.join();
+    }
+    const std::string what = "rows shared by " + std::to_string(size) + " threads";
+    if (!same(out, ref, what.c_str(), why) || !same(a0, r0, "the next s0", why) ||
+        !same(a1, r1, "the next s1", why) || !same(a3, r3, "the next s3", why)) {
+      if (why.rfind(what, 0) != 0) why = what + ": " + why;  // (the states' lines)
       return false;
     }
   }
