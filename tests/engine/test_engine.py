@@ -133,6 +133,59 @@ def test_a_lone_first_frame_borrows_an_idle_codec_thread_and_not_a_busy_one(tts,
     np.testing.assert_allclose(collect(second)[0], alone[1], atol=1e-5, rtol=0)
 
 
+def test_a_lone_first_audio_waits_for_its_reader_and_a_request_never_read_ends(
+        tts, monkeypatch):
+    """After a lone request's first frame the model thread lets the reader take the audio
+    before its next step (the reader's thread needs the GIL the step would hold): with the
+    wait made long, no step follows the first until the reader reads; then the request
+    goes on to its full audio. With the default wait (the switch interval), a request that
+    nobody reads still ends."""
+    from vocalis.engine import scheduler
+
+    eng = tts.engine
+    alone = solo(tts, 0, max_frames=6)
+    monkeypatch.setattr(scheduler, "hand_over_s", lambda: 60.0)
+    time.sleep(0.2)
+    before = eng.steps
+    req = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=6)
+    deadline = time.monotonic() + 60
+    while req.stats.ttfa_ms is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.3)  # time for many steps, were the engine not waiting
+    assert req.stats.ttfa_ms is not None and eng.steps == before + 1
+    pcm, _ = collect(req)
+    np.testing.assert_allclose(pcm, alone, atol=1e-5, rtol=0)
+    monkeypatch.undo()
+    unread = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, max_frames=6)
+    assert unread.done.wait(60)
+    assert isinstance(list(unread.events())[-1], Finished)
+
+
+def test_a_relayed_first_audio_is_taken_by_the_thread_it_goes_to(tts):
+    """The server's pump reads a request's events and relays the audio to the event loop:
+    reading does not count as taking the first audio, the loop's ``next`` does."""
+    import asyncio
+
+    from vocalis.audio.encode import make_encoder
+    from vocalis.server.bridge import SpeechJob
+
+    async def run():
+        req = tts.submit(TEXTS[0], voice=tts.test_voice, seed=100, max_frames=4)
+        job = SpeechJob(req, make_encoder("pcm", tts.sample_rate), asyncio.get_running_loop())
+        job.start()
+        while job.queue.empty():  # the pump has read the first audio and relayed it
+            await asyncio.sleep(0.005)
+        relayed = req._handed.is_set()
+        piece = await job.next()
+        taken = req._handed.is_set()
+        while (await job.next()).kind == "audio":
+            pass
+        return relayed, piece.kind, taken
+
+    relayed, kind, taken = asyncio.run(run())
+    assert (relayed, kind, taken) == (False, "audio", True)
+
+
 def test_cancel_mid_stream_frees_row_and_others_unaffected(tts):
     alone = solo(tts, 1, eos_threshold=100.0)
     long_req = tts.submit(TEXTS[1], voice=tts.test_voice, seed=101, eos_threshold=100.0)

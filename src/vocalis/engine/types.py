@@ -119,6 +119,9 @@ class Request:
         self._read_lock = threading.Lock()
         self._reading = False  # a reader is iterating events()
         self._read_all = False  # the last event (Finished or Failed) was handed out
+        # the first audio is in its reader's hands (or the request ended): see handed_over
+        self._handed = threading.Event()
+        self._relayed = False  # the reader passes audio on (relay_audio)
 
     # called by the engine
     def _put(self, ev: Event) -> None:
@@ -131,6 +134,22 @@ class Request:
 
     def _ms(self) -> float:
         return (time.perf_counter() - self.t_submit) * 1000
+
+    def relay_audio(self) -> None:
+        """Say that the reader of :meth:`events` passes the audio on to another thread (the
+        server's event loop), which calls :meth:`audio_taken` when it has the first chunk;
+        otherwise reading the first event counts."""
+        self._relayed = True
+
+    def audio_taken(self) -> None:
+        """The first audio is in the hands of the thread it was relayed to."""
+        self._handed.set()
+
+    def handed_over(self, timeout: float) -> bool:
+        """Wait until the first audio is in its reader's hands, at most ``timeout`` seconds
+        (the engine's model thread after a lone request's first frame: see
+        :meth:`vocalis.engine.scheduler.Engine._hand_over`)."""
+        return self._handed.wait(timeout)
 
     @property
     def cancelled(self) -> bool:
@@ -178,6 +197,8 @@ class Request:
                 except queue.Empty:
                     raise TimeoutError(f"request {self.id}: no event within {timeout} s") from None
                 end = isinstance(ev, (Finished, Failed))
+                if end or not self._relayed:
+                    self._handed.set()
                 if end:
                     with self._read_lock:
                         self._read_all = True

@@ -50,6 +50,11 @@ class SpeechJob:
         self._on_generated = on_generated
         self._thread = threading.Thread(target=self._pump, daemon=True,
                                         name=f"vocalis-pump-{getattr(request, 'id', '?')}")
+        # the engine hands a lone request's first audio over to the event loop, not to
+        # the pump (Request.relay_audio)
+        self._relayed = getattr(request, "relay_audio", None) is not None
+        if self._relayed:
+            request.relay_audio()
 
     def start(self) -> SpeechJob:
         self._thread.start()
@@ -62,6 +67,9 @@ class SpeechJob:
         piece = await self.queue.get()
         if piece.kind in ("done", "failed"):
             self.finished = True
+        elif self._relayed:
+            self._relayed = False
+            self.request.audio_taken()
         return piece
 
     def _put(self, piece: Piece) -> bool:
