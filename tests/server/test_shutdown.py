@@ -1,11 +1,13 @@
 """``vocalis serve`` stopped while a stream still runs: a stream still running after
 ``--shutdown-timeout`` is cut (the client gets a short WAV) and the log says so in one
 line, without uvicorn's "Exception in ASGI application ... CancelledError" traceback; any
-other exception is still logged as before."""
+other exception is still logged as before. A streaming WebSocket connection speaks the
+sentences it has received, then is closed 1001 with a reason."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import weakref
@@ -17,6 +19,8 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 from tests.server.test_server_cli import SMALL, Proc
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
 
 
 def test_ctrl_c_cuts_a_long_stream_with_one_line_and_no_traceback(checkpoints, tmp_path):
@@ -51,6 +55,68 @@ def test_ctrl_c_cuts_a_long_stream_with_one_line_and_no_traceback(checkpoints, t
     want = ("warning: 1 stream cut off at shutdown (still running after the 1 s shutdown "
             "timeout)")
     assert lines == [want], log
+
+
+def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
+        checkpoints, tmp_path):
+    """Ctrl-C while a streaming WebSocket connection speaks the first of two sentences it
+    has received: an error message says the server shuts down, both sentences' audio still
+    comes whole (not cancelled), the utterance ends (session.done), and the connection is
+    closed 1001 with a reason (uvicorn alone closed it 1012 at once, without one); the
+    server exits 0."""
+    ckpt = checkpoints.get(SMALL)
+    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
+                 "--max-batch", "2"]).wait_ready()
+    frames = 150
+
+    async def go():
+        url = proc.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+        events, audio = [], bytearray()
+        async with connect(url) as ws:
+            await ws.send(json.dumps({
+                "type": "session.config", "model": "tts-1", "voice": "alloy",
+                "response_format": "pcm", "stream_audio": True, "seed": 3,
+                "split_granularity": "sentence", "max_frames": frames}))
+            await ws.send(json.dumps({"type": "input.text",
+                                      "text": "The first sentence is here. The second one "
+                                              "follows it."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            while not audio:
+                msg = await asyncio.wait_for(ws.recv(), 60)
+                if isinstance(msg, bytes):
+                    audio += msg
+                else:
+                    events.append(json.loads(msg))
+            proc.p.send_signal(signal.SIGINT)
+            try:
+                while True:
+                    msg = await asyncio.wait_for(ws.recv(), 60)
+                    if isinstance(msg, bytes):
+                        audio += msg
+                    else:
+                        events.append(json.loads(msg))
+            except ConnectionClosed as e:
+                return events, audio, e.rcvd
+
+    try:
+        events, audio, close = asyncio.run(go())
+        code = proc.p.wait(60)
+    finally:
+        proc.stop()
+    log = proc.log()
+    kinds = [e["type"] for e in events]
+    errors = [e for e in events if e["type"] == "error"]
+    assert [e["code"] for e in errors] == ["server_shutting_down"], events
+    dones = [e for e in events if e["type"] == "audio.done"]
+    assert [d["cancelled"] for d in dones] == [False, False], events
+    assert [d["samples"] for d in dones] == [frames * 1920] * 2
+    assert len(audio) == 2 * 2 * frames * 1920  # 16-bit PCM, every sample sent
+    assert kinds[-1] == "session.done" and events[-1]["cancelled"] is False
+    assert close is not None and close.code == 1001, close
+    assert "shutting down" in close.reason and "reconnect" in close.reason
+    assert code == 0, log
+    assert "Traceback" not in log, log
 
 
 def _record(msg: str, error: BaseException | None = None, *args) -> logging.LogRecord:

@@ -155,6 +155,8 @@ class ServerState:
         # counts by kind, and their CancelledErrors (see cut_at_shutdown)
         self.cut_off = {"stream": 0, "request": 0}
         self.cut_off_errors: weakref.WeakSet = weakref.WeakSet()
+        # open streaming WebSocket connections (vocalis.server.stream): drained at shutdown
+        self.streams: set = set()
         self.started = time.time()
         # a local model named by its config's path is called by its served id instead, then
         # the folders are hidden
@@ -190,6 +192,22 @@ class ServerState:
         if self.shutting_down:
             self.cut_off["stream" if streaming else "request"] += 1
             self.cut_off_errors.add(error)
+
+    async def drain_streams(self, timeout: float, stop=lambda: False) -> int:
+        """At shutdown, before the web server closes the WebSocket connections: each open
+        streaming connection speaks the sentences it has received, then closes (1001, with
+        a reason; :meth:`vocalis.server.stream.StreamConnection.drain`). Waits until they
+        have closed, ``timeout`` seconds at most or until ``stop()`` (a second signal).
+        Returns how many were still open then."""
+        conns = list(self.streams)
+        for conn in conns:
+            conn.drain()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not stop():
+            if not any(c in self.streams for c in conns):
+                break
+            await asyncio.sleep(0.05)
+        return sum(c in self.streams for c in conns)
 
     def engine_status(self) -> dict:
         """The engines' numbers summed over the hosted models (for the metrics)."""

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,6 +160,19 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
                 super().handle_exit(sig, frame)
 
             async def shutdown(self, sockets=None):
+                if state.streams and not self.force_exit:
+                    # streaming WebSocket connections first: uvicorn would close them at
+                    # once (1012); they speak what they have received within the timeout
+                    start = time.monotonic()
+                    for server in self.servers:
+                        server.close()  # no new connections meanwhile
+                    left = await state.drain_streams(shutdown_timeout, lambda: self.force_exit)
+                    if left:
+                        log.warning("%d streaming connection%s still speaking after the %g s "
+                                    "shutdown timeout: closed", left, "" if left == 1 else "s",
+                                    shutdown_timeout)
+                    self.config.timeout_graceful_shutdown = max(
+                        0.0, shutdown_timeout - (time.monotonic() - start))
                 await super().shutdown(sockets=sockets)
                 await _end_cut_off(self, quiet_cuts, shutdown_timeout)
                 # uvicorn re-raises the captured signal after a clean shutdown (exit 143):

@@ -76,6 +76,12 @@ their rows freed, text not yet spoken is dropped; then each utterance stopped ge
 ``session.done`` with ``cancelled: true``; the rows are free by then. A closed socket does
 the same without the messages.
 
+Shutdown: when the server stops (``vocalis serve``'s first signal), each connection gets
+an ``error`` ``server_shutting_down``, reads no more messages, speaks the sentences it has
+received (as after ``session.close``; a ``token`` utterance's text ends where it got to),
+then is closed with 1001 and a reason (:meth:`StreamConnection.drain`, called by
+:meth:`vocalis.server.app.ServerState.drain_streams` within the shutdown timeout).
+
 Timeouts: the ``session.config`` must come within ``CONFIG_TIMEOUT_S`` of connecting
 (else an ``error`` ``config_timeout`` and close 1008); a connection with no message for
 ``IDLE_TIMEOUT_S`` and nothing being generated or sent gets an ``error`` ``idle_timeout``
@@ -140,6 +146,8 @@ CLOSE_POLICY = 1008
 CONFIG_TIMEOUT_S = 30.0              # the first message (session.config) comes within this
 IDLE_TIMEOUT_S = 300.0               # no message and nothing to speak for this long: closed
 
+_DRAIN = "vocalis.drain"  # (not a client message: the server shuts down, see drain)
+
 _MESSAGES = {"input.text": InputText, "input.done": InputDone, "session.close": SessionClose,
              "input.cancel": InputCancel}
 
@@ -155,6 +163,11 @@ class StreamError(Exception):
         self.code = code
         self.param = param
         self.close = close
+
+
+SHUTTING_DOWN = StreamError("the server is shutting down: the sentences received are spoken, "
+                            "then the connection closes; reconnect to go on",
+                            "server_shutting_down", close=1001)
 
 
 def _empty() -> APIError:
@@ -256,6 +269,7 @@ class StreamConnection:
         self.waiting_chars = 0  # characters of sentences queued and not yet submitted
         self.closing = False
         self.tasks: list[asyncio.Task] = []
+        self.draining = asyncio.Event()  # the server shuts down (drain)
 
     # ------------------------------------------------------------------ sending
 
@@ -280,9 +294,17 @@ class StreamConnection:
 
     # ------------------------------------------------------------------ main loop
 
+    def drain(self) -> None:
+        """The server shuts down: take no more text, speak the sentences received (an
+        open utterance's complete ones; a streamed-text utterance's text so far), then close
+        with 1001 and a reason, as after a ``session.close`` (an ``error`` message
+        ``server_shutting_down`` says so first)."""
+        self.draining.set()
+
     async def run(self) -> None:
         self.tasks = [asyncio.create_task(self._submitter(), name="vocalis-ws-submit"),
                       asyncio.create_task(self._speaker(), name="vocalis-ws-speak")]
+        draining = False
         try:
             while True:
                 try:
@@ -293,6 +315,15 @@ class StreamConnection:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
+                if message["type"] == _DRAIN:
+                    draining = True
+                    await self.send_error(SHUTTING_DOWN)
+                    if self.utt is not None and self.utt.fed is not None:
+                        try:  # a streamed text ends where it got to
+                            await self._done()
+                        except (StreamError, APIError) as e:
+                            await self.send_error(e)
+                    break
                 try:
                     if await self._handle(message):
                         break
@@ -312,7 +343,10 @@ class StreamConnection:
             async with self.changed:
                 self.changed.notify_all()
             await self.tasks[1]
-            await self.ws.close()
+            if draining:
+                await self._close(SHUTTING_DOWN)
+            else:
+                await self.ws.close()
         except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
             pass  # the client went away (or closed while we sent)
         finally:
@@ -328,20 +362,34 @@ class StreamConnection:
         generated or sent (a connection speaking its audio is never idle)."""
         while True:
             limit = CONFIG_TIMEOUT_S if self.config is None else IDLE_TIMEOUT_S
+            if self.draining.is_set():
+                return {"type": _DRAIN}
+            recv = asyncio.ensure_future(self.ws.receive())
+            drain = asyncio.ensure_future(self.draining.wait())
             try:
-                return await asyncio.wait_for(self.ws.receive(), limit)
-            except asyncio.TimeoutError:
-                if self.config is None:
-                    raise StreamError(f"no session.config within {CONFIG_TIMEOUT_S:g} s of "
-                                      "connecting: send it first; closing", "config_timeout",
-                                      param="type", close=CLOSE_POLICY) from None
-                if self.items:
-                    continue
-                dropped = " (its unflushed text is dropped)" if self.utt and self.utt.started \
-                    else ""
-                raise StreamError(f"no message for {IDLE_TIMEOUT_S:g} s and nothing to speak: "
-                                  f"closing the idle connection{dropped}; reconnect to go on",
-                                  "idle_timeout", close=1000) from None
+                done, _ = await asyncio.wait({recv, drain}, timeout=limit,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (recv, drain):
+                    if not t.done():
+                        t.cancel()
+                await asyncio.gather(recv, drain, return_exceptions=True)
+            if recv in done:
+                return recv.result()
+            if drain in done:
+                return {"type": _DRAIN}
+            # timed out
+            if self.config is None:
+                raise StreamError(f"no session.config within {CONFIG_TIMEOUT_S:g} s of "
+                                  "connecting: send it first; closing", "config_timeout",
+                                  param="type", close=CLOSE_POLICY)
+            if self.items:
+                continue
+            dropped = " (its unflushed text is dropped)" if self.utt and self.utt.started \
+                else ""
+            raise StreamError(f"no message for {IDLE_TIMEOUT_S:g} s and nothing to speak: "
+                              f"closing the idle connection{dropped}; reconnect to go on",
+                              "idle_timeout", close=1000)
 
     async def _handle(self, message: dict) -> bool:
         """One client message; True when the connection should close (session.close)."""
@@ -919,9 +967,11 @@ async def serve(ws: WebSocket, state) -> None:
     conn = StreamConnection(ws, state)
     gauge = state.metrics.websockets.labels("vllm-omni")
     gauge.inc()
+    state.streams.add(conn)
     try:
         await conn.run()
     finally:
+        state.streams.discard(conn)
         gauge.dec()
         if ws.application_state == WebSocketState.CONNECTED \
                 and ws.client_state == WebSocketState.CONNECTED:
