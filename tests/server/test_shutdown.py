@@ -119,6 +119,59 @@ def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
     assert "Traceback" not in log, log
 
 
+def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_1001(
+        checkpoints, tmp_path):
+    """The same on the ElevenLabs stream-input route: an error message
+    ``server_shutting_down``, the audio of both sentences received, ``isFinal``, then close
+    1001 with a reason; the audio equals the same text's when the server is not stopped."""
+    import base64
+
+    ckpt = checkpoints.get(SMALL)
+    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
+                 "--max-batch", "2"]).wait_ready()
+    text = ("The first sentence is here, and it goes on for a while before it ends. The "
+            "second one follows it, and it is about as long as the first one was. ")
+
+    async def go(stop: bool):
+        url = (proc.url.replace("http://", "ws://")
+               + "/v1/text-to-speech/alloy/stream-input?output_format=pcm_24000")
+        msgs, audio = [], bytearray()
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"text": " ", "seed": 5}))
+            await ws.send(json.dumps({"text": text, "flush": True}))
+            if not stop:  # the end of input: spoken, then isFinal
+                await ws.send(json.dumps({"text": ""}))
+            try:
+                while True:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                    msgs.append(m)
+                    if m.get("audio"):
+                        if stop and not audio:
+                            proc.p.send_signal(signal.SIGINT)
+                        audio += base64.b64decode(m["audio"])
+                    if m.get("isFinal") and not stop:
+                        return msgs, audio, None
+            except ConnectionClosed as e:
+                return msgs, audio, e.rcvd
+
+    try:
+        _, whole, _ = asyncio.run(go(stop=False))
+        msgs, audio, close = asyncio.run(go(stop=True))
+        code = proc.p.wait(60)
+    finally:
+        proc.stop()
+    log = proc.log()
+    errors = [m for m in msgs if "error" in m]
+    assert [m["error"] for m in errors] == ["server_shutting_down"], msgs
+    assert msgs[-1] == {"isFinal": True}, msgs
+    assert len(whole) > 0 and audio == whole
+    assert close is not None and close.code == 1001, close
+    assert "shutting down" in close.reason and "reconnect" in close.reason
+    assert code == 0, log
+    assert "Traceback" not in log, log
+
+
 def _record(msg: str, error: BaseException | None = None, *args) -> logging.LogRecord:
     exc_info = (type(error), error, None) if error is not None else None
     return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, msg, args, exc_info)

@@ -119,7 +119,6 @@ def prompt_tokens(job: Job) -> int:
     return len(job.chunks[0][1]) if job.chunks else 0
 
 
-
 def hand_over_s() -> float:
     """How long the model thread waits for a lone request's reader to take its first audio
     (:meth:`Engine._hand_over`): the interpreter's switch interval, the longest the reader
@@ -376,14 +375,15 @@ class Engine:
         Its reader's thread, woken by the audio, needs the GIL, which this thread would hold
         between the next step's operations; CPython takes it from this thread only when the
         reader has waited a switch interval. Measured on a 2-core AMD EPYC Zen 4: 0.1-5.5 ms
-        from the audio's hand-out to the reader (3 ms on average over 12 requests), 0.1-0.3
-        ms with this wait; the wait itself is that long."""
+        from the audio's hand-out to the reader (about 3 ms on average), 0.1-0.3 ms with
+        this wait in three requests of four (the wait itself is that long); in the fourth
+        the reader still waits for a core, the other one held by this thread's OpenMP
+        worker, which spins a while after the frame."""
         if len(items) != 1 or len(self._active) > 1:
             return
         job, _, chunk, frame, _ = items[0]
         if chunk == 0 and frame == 0:
             job.req.handed_over(hand_over_s())
-
 
     def _borrow_idle_codec(self) -> bool:
         """Whether this thread may decode with the codec thread's state without a turn:

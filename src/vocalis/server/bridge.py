@@ -122,6 +122,34 @@ class SpeechJob:
             self._on_generated()
 
 
+#: what :func:`receive_unless` returns when the server shuts down (not a client message)
+DRAIN = {"type": "vocalis.drain"}
+
+
+async def receive_unless(ws, draining: asyncio.Event, timeout: float | None) -> dict:
+    """The next ASGI message of the WebSocket ``ws``, or :data:`DRAIN` once ``draining``
+    is set (the server shuts down: the connection speaks what it has, then closes).
+
+    Raises asyncio.TimeoutError: neither within ``timeout`` seconds."""
+    if draining.is_set():
+        return DRAIN
+    recv = asyncio.ensure_future(ws.receive())
+    drain = asyncio.ensure_future(draining.wait())
+    try:
+        done, _ = await asyncio.wait({recv, drain}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (recv, drain):
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(recv, drain, return_exceptions=True)
+    if recv in done:
+        return recv.result()
+    if drain in done:
+        return DRAIN
+    raise asyncio.TimeoutError
+
+
 def unsent(items) -> int:
     """How many of a streaming connection's ``items`` (with ``job``, a :class:`SpeechJob`
     or None, and ``submitting``) are engine requests whose audio is not all sent."""

@@ -69,7 +69,10 @@ is concerned); a problem with the connection itself (auth, voice, format) adds `
 1008`` and closes it with that code and the message as the close reason. Text flushed with
 nothing to speak since the last flush (only emoji, symbols or punctuation) gets the error
 ``POST /v1/audio/speech`` gives it (its message, ``"error"`` its code ``nothing_to_speak``),
-before ``isFinal``.
+before ``isFinal``. When the server shuts down, a connection gets ``{"message": ...,
+"error": "server_shutting_down"}``, speaks the sentences it has received (the text after a
+context's last sentence end is dropped), sends each context's ``isFinal`` and is closed
+with 1001 and a reason (:meth:`Connection.drain`).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from vocalis.audio.encode import Encoder, make_encoder
 from vocalis.server import errors, speech
-from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
+from vocalis.server.bridge import DRAIN, SpeechJob, notify_soon, receive_unless, submit_turn
 from vocalis.server.errors import APIError
 from vocalis.options import seed_from_text
 from vocalis.server.schemas import SpeechRequest
@@ -132,6 +135,10 @@ QUERY = frozenset({"model_id", "output_format", "inactivity_timeout", "seed", "l
                    "enable_logging", "enable_ssml_parsing", "sync_alignment", "auto_mode",
                    "apply_text_normalization", "optimize_streaming_latency"})
 READ_QUERY = {f: f'"{f}"' for f in ("model_id", "output_format", "inactivity_timeout", "seed")}
+
+
+SHUTTING_DOWN = ("the server is shutting down: the sentences received are spoken, then the "
+                 "connection closes; reconnect to go on")
 
 
 class ELError(Exception):
@@ -296,6 +303,14 @@ class Connection:
         except APIError:  # ElevenLabs' model ids: the default model
             self.hosted = state.default
         self.rate = self.hosted.tts.sample_rate
+        self.draining = asyncio.Event()  # the server shuts down (drain)
+
+    def drain(self) -> None:
+        """The server shuts down: take no more text, speak the sentences received (the
+        text after a context's last sentence end is dropped), send each context's
+        ``isFinal``, then close with 1001 and a reason; an error message
+        ``server_shutting_down`` says so first."""
+        self.draining.set()
 
     # ------------------------------------------------------------------ sending
 
@@ -315,12 +330,17 @@ class Connection:
     # ------------------------------------------------------------------ main loop
 
     async def run(self) -> None:
+        draining = False
         try:
             while True:
                 try:
                     message = await self._receive()
                     if message["type"] == "websocket.disconnect":
                         return
+                    if message is DRAIN:
+                        draining = True
+                        await self._stop_input()
+                        break
                     if await self._handle(message):
                         break
                 except ELError as e:
@@ -332,7 +352,10 @@ class Connection:
                 except APIError as e:
                     await self.send_error(e)
             if await self._drain():
-                await self.ws.close(1000)
+                if draining:
+                    await self.ws.close(1001, errors.close_reason(SHUTTING_DOWN))
+                else:
+                    await self.ws.close(1000)
         except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
             pass  # the client went away
         finally:
@@ -343,7 +366,7 @@ class Connection:
         ``inactivity_timeout`` seconds while nothing was being generated or sent."""
         while True:
             try:
-                return await asyncio.wait_for(self.ws.receive(), self.inactivity_s)
+                return await receive_unless(self.ws, self.draining, self.inactivity_s)
             except asyncio.TimeoutError:
                 if any(c.items for c in self.contexts.values()):
                     continue  # still speaking: not inactive
@@ -352,6 +375,16 @@ class Connection:
                               "to keep it open, or raise the inactivity_timeout query "
                               "parameter, at most 180)", "input_timeout_exceeded",
                               CLOSE_POLICY) from None
+
+    async def _stop_input(self) -> None:
+        """The server shuts down (:meth:`drain`): every context's text after its last
+        sentence end dropped, the sentences queued kept, the contexts closing."""
+        await self.send_json({"message": SHUTTING_DOWN, "error": "server_shutting_down"})
+        for ctx in list(self.contexts.values()):
+            ctx.buf = SentenceBuffer(ctx.buf.max_chars)
+            ctx.closing = True
+            async with ctx.cond:
+                ctx.cond.notify_all()
 
     async def _drain(self) -> bool:
         """The input is over: wait until every context has sent its audio and ``isFinal``,
@@ -774,6 +807,7 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
     await ws.accept()
     gauge = state.metrics.websockets.labels("elevenlabs")
     gauge.inc()
+    conn = None
     try:
         try:
             conn = Connection(ws, state, voice_id, multi, _query(ws.scope),
@@ -783,10 +817,13 @@ async def serve(ws: WebSocket, state, voice_id: str, multi: bool) -> None:
                                            "code": e.close}))
             await ws.close(e.close, errors.close_reason(e.message))
             return
+        state.streams.add(conn)
         await conn.run()
     except (WebSocketDisconnect, ConnectionError, OSError, RuntimeError):
         pass
     finally:
+        if conn is not None:
+            state.streams.discard(conn)
         gauge.dec()
         if ws.application_state == WebSocketState.CONNECTED \
                 and ws.client_state == WebSocketState.CONNECTED:

@@ -119,7 +119,7 @@ from vocalis.audio.encode import make_encoder
 from vocalis.errors import InputError
 from vocalis.options import did_you_mean, new_seed
 from vocalis.server import errors
-from vocalis.server.bridge import SpeechJob, notify_soon, submit_turn
+from vocalis.server.bridge import DRAIN, SpeechJob, notify_soon, receive_unless, submit_turn
 from vocalis.server.errors import APIError
 from vocalis.server import speech
 from vocalis.server.schemas import (
@@ -145,8 +145,6 @@ CLOSE_TOO_BIG = 1009
 CLOSE_POLICY = 1008
 CONFIG_TIMEOUT_S = 30.0              # the first message (session.config) comes within this
 IDLE_TIMEOUT_S = 300.0               # no message and nothing to speak for this long: closed
-
-_DRAIN = "vocalis.drain"  # (not a client message: the server shuts down, see drain)
 
 _MESSAGES = {"input.text": InputText, "input.done": InputDone, "session.close": SessionClose,
              "input.cancel": InputCancel}
@@ -315,7 +313,7 @@ class StreamConnection:
                     return
                 if message["type"] == "websocket.disconnect":
                     return
-                if message["type"] == _DRAIN:
+                if message is DRAIN:
                     draining = True
                     await self.send_error(SHUTTING_DOWN)
                     if self.utt is not None and self.utt.fed is not None:
@@ -362,34 +360,20 @@ class StreamConnection:
         generated or sent (a connection speaking its audio is never idle)."""
         while True:
             limit = CONFIG_TIMEOUT_S if self.config is None else IDLE_TIMEOUT_S
-            if self.draining.is_set():
-                return {"type": _DRAIN}
-            recv = asyncio.ensure_future(self.ws.receive())
-            drain = asyncio.ensure_future(self.draining.wait())
             try:
-                done, _ = await asyncio.wait({recv, drain}, timeout=limit,
-                                             return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for t in (recv, drain):
-                    if not t.done():
-                        t.cancel()
-                await asyncio.gather(recv, drain, return_exceptions=True)
-            if recv in done:
-                return recv.result()
-            if drain in done:
-                return {"type": _DRAIN}
-            # timed out
-            if self.config is None:
-                raise StreamError(f"no session.config within {CONFIG_TIMEOUT_S:g} s of "
-                                  "connecting: send it first; closing", "config_timeout",
-                                  param="type", close=CLOSE_POLICY)
-            if self.items:
-                continue
-            dropped = " (its unflushed text is dropped)" if self.utt and self.utt.started \
-                else ""
-            raise StreamError(f"no message for {IDLE_TIMEOUT_S:g} s and nothing to speak: "
-                              f"closing the idle connection{dropped}; reconnect to go on",
-                              "idle_timeout", close=1000)
+                return await receive_unless(self.ws, self.draining, limit)
+            except asyncio.TimeoutError:
+                if self.config is None:
+                    raise StreamError(f"no session.config within {CONFIG_TIMEOUT_S:g} s of "
+                                      "connecting: send it first; closing", "config_timeout",
+                                      param="type", close=CLOSE_POLICY) from None
+                if self.items:
+                    continue
+                dropped = " (its unflushed text is dropped)" if self.utt and self.utt.started \
+                    else ""
+                raise StreamError(f"no message for {IDLE_TIMEOUT_S:g} s and nothing to speak: "
+                                  f"closing the idle connection{dropped}; reconnect to go on",
+                                  "idle_timeout", close=1000) from None
 
     async def _handle(self, message: dict) -> bool:
         """One client message; True when the connection should close (session.close)."""
