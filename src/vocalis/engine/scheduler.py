@@ -121,9 +121,10 @@ def prompt_tokens(job: Job) -> int:
 
 def hand_over_s() -> float:
     """How long the model thread waits for a lone request's reader to take its first audio
-    (:meth:`Engine._hand_over`): the interpreter's switch interval, the longest the reader
-    would otherwise wait for the GIL."""
-    return sys.getswitchinterval()
+    (:meth:`Engine._hand_over`): the interpreter's switch interval (5 ms by default), the
+    longest the reader would otherwise wait for the GIL, and 10 ms at most (a reader that
+    does not read at once never stalls the engine longer, whatever the interval)."""
+    return min(sys.getswitchinterval(), 0.01)
 
 
 class Engine:
