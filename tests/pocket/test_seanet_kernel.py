@@ -74,28 +74,38 @@ def test_the_released_layout_is_fusable_and_the_kernel_decodes_as_the_modules(mo
     assert not torch.equal(fused, modules)  # the kernel did run
 
 
+def block_inputs(dec, rows: int, seed: int):
+    """Each upsampling block's first layer, its frames per call and an input of two calls'
+    frames for ``rows`` rows (past the first convolution, which is PyTorch's)."""
+    g = torch.Generator().manual_seed(seed)
+    for i in range(1, len(dec.model) - 2, 3):
+        c_in = dec.model[i + 1].convtr.in_channels
+        steps = {1: 16, 4: 96, 7: 480}.get(i, 16)
+        yield i, steps, torch.randn(rows, c_in, 2 * steps, generator=g)
+
+
+def in_two_calls(dec, i: int, x: torch.Tensor, steps: int, state: dict) -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.cat([fused_block(dec, i, x[..., :steps], state),
+                          fused_block(dec, i, x[..., steps:], state)], dim=-1)
+
+
 def test_a_block_gives_the_same_bits_whatever_its_calls_and_rows(model):
-    """Each block alone (past the first convolution, which is PyTorch's): two frames in one
-    call equal the same frames in two calls (the states carry the exact partial sums and
-    left contexts), and a row decoded alone equals it decoded among others (the products of
-    many rows share their weights, each row's sums keep their order)."""
+    """Each block alone: two frames in one call equal the same frames in two calls (the
+    states carry the exact partial sums and left contexts), and a row decoded alone equals
+    it decoded among others (the products of many rows share their weights, each row's
+    sums keep their order)."""
     dec = model.mimi.decoder
     set_seanet(dec, "vocalis")
     try:
-        g = torch.Generator().manual_seed(2)
-        for i in range(1, len(dec.model) - 2, 3):
-            c_in = dec.model[i + 1].convtr.in_channels
-            steps = {1: 16, 4: 96, 7: 480}.get(i, 16)
-            x = torch.randn(4, c_in, 2 * steps, generator=g)
+        for i, steps, x in block_inputs(dec, 4, seed=2):
             whole_state = DecoderState(model.mimi, 4, 8).convs
             split_state = DecoderState(model.mimi, 4, 8).convs
             alone_state = DecoderState(model.mimi, 1, 8).convs
             with torch.inference_mode():
                 whole = fused_block(dec, i, x, whole_state)
-                split = torch.cat([fused_block(dec, i, x[..., :steps], split_state),
-                                   fused_block(dec, i, x[..., steps:], split_state)], dim=-1)
-                alone = torch.cat([fused_block(dec, i, x[2:3, :, :steps], alone_state),
-                                   fused_block(dec, i, x[2:3, :, steps:], alone_state)], dim=-1)
+            split = in_two_calls(dec, i, x, steps, split_state)
+            alone = in_two_calls(dec, i, x[2:3], steps, alone_state)
             assert torch.equal(whole, split), i
             assert torch.equal(whole[2:3], alone), i
             for m, s in whole_state.items():
@@ -114,25 +124,17 @@ def test_a_lone_row_shared_by_threads_gives_the_bits_of_one_thread(model):
     set_seanet(dec, "vocalis")
     before = torch.get_num_threads()
     try:
-        g = torch.Generator().manual_seed(3)
-        for i in range(1, len(dec.model) - 2, 3):
-            c_in = dec.model[i + 1].convtr.in_channels
-            steps = {1: 16, 4: 96, 7: 480}.get(i, 16)
-            x = torch.randn(3, c_in, 2 * steps, generator=g)
+        for i, steps, x in block_inputs(dec, 3, seed=3):
             among_state = DecoderState(model.mimi, 3, 8).convs
-            with torch.inference_mode():
-                torch.set_num_threads(1)
-                among = torch.cat([fused_block(dec, i, x[..., :steps], among_state),
-                                   fused_block(dec, i, x[..., steps:], among_state)], dim=-1)
-                for threads in (1, 2, 3):
-                    torch.set_num_threads(threads)
-                    alone_state = DecoderState(model.mimi, 1, 8).convs
-                    alone = torch.cat([fused_block(dec, i, x[1:2, :, :steps], alone_state),
-                                       fused_block(dec, i, x[1:2, :, steps:], alone_state)],
-                                      dim=-1)
-                    assert torch.equal(among[1:2], alone), (i, threads)
-                    for m, s in among_state.items():
-                        assert torch.equal(s[0][1:2], alone_state[m][0]), (i, m, threads)
+            torch.set_num_threads(1)
+            among = in_two_calls(dec, i, x, steps, among_state)
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)
+                alone_state = DecoderState(model.mimi, 1, 8).convs
+                alone = in_two_calls(dec, i, x[1:2], steps, alone_state)
+                assert torch.equal(among[1:2], alone), (i, threads)
+                for m, s in among_state.items():
+                    assert torch.equal(s[0][1:2], alone_state[m][0]), (i, m, threads)
     finally:
         torch.set_num_threads(before)
         set_seanet(dec, "default")
