@@ -402,6 +402,11 @@ class Connection:
                     break
                 if recv.result()["type"] == "websocket.disconnect":
                     return False
+                if self.draining.is_set():
+                    await self.send_error(ELError("message while the server shuts down: it was "
+                                                  "ignored; reconnect to go on",
+                                                  "server_shutting_down"))
+                    continue
                 await self.send_error(ELError("message after the end of input (the empty "
                                               "text or close_socket): it was ignored",
                                               "context_closed"))
