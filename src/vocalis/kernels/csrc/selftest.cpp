@@ -32,11 +32,11 @@
 // (N = K = 1) has no weights: f32 x [M], f32 y [M], f64 expm1 or x [M], f64 bound [M]. Kind 6
 // (the bfloat16 GEMM) is laid out as kind 2, kind 7 (GELU) as kind 5. Kind 8 (a SEANet block:
 // M rows, N input frames, K = Ci N) as check_seanet says.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,13 +243,6 @@ bool check_activation(Reader& in, int64_t M, std::string& why, const char* name,
 
 // ---------------------------------------------------------------- SEANet blocks
 
-// One SEANet upsampling block (f32_core::seanet_block) for B = M rows of N input frames: the
-// case's x, u [B, Ci, N] (K = Ci N), then the dims Ci, C, S, H, K1, D1, K3, O (i64), w0 [Ci,
-// C, 2S], b0 [C], w1 [H, C, K1], b1 [H], w2 [C, H], b2 [C], w3 [O, C, K3], b3 [O], the
-// states s0 [B, C, S], s1 [B, C, P1], s3 [B, C, P3], then the reference's outputs (out [B, O
-// or C, N S], s0, s1, s3). Checks: each row alone, in two calls of N / 2 and N - N / 2 frames
-// (the states carry exactly), and all rows with their products computed together
-// (seanet_products, in two blocks as threads split them) give the reference's bits.
 // A team of std::threads for f32_core::seanet_block: they meet at a spinning barrier.
 struct Barrier {
   std::atomic<int> waiting{0}, round{0};
@@ -272,6 +265,14 @@ struct ThreadTeam {
   void sync() const { barrier->wait(); }
 };
 
+// One SEANet upsampling block (f32_core::seanet_block) for B = M rows of N input frames: the
+// case's x, u [B, Ci, N] (K = Ci N), then the dims Ci, C, S, H, K1, D1, K3, O (i64), w0 [Ci,
+// C, 2S], b0 [C], w1 [H, C, K1], b1 [H], w2 [C, H], b2 [C], w3 [O, C, K3], b3 [O], the
+// states s0 [B, C, S], s1 [B, C, P1], s3 [B, C, P3], then the reference's outputs (out [B, O
+// or C, N S], s0, s1, s3). Checks: each row alone, in two calls of N / 2 and N - N / 2 frames
+// (the states carry exactly), and all rows with their products computed together
+// (seanet_products, in two blocks as threads split them) give the reference's bits, and so
+// does each row shared by a team of 2 and of 3 threads (ThreadTeam).
 bool check_seanet(Reader& in, int64_t B, int64_t n, int64_t K, std::string& why) {
   auto u = in.read<float>(B * K);
   auto d = in.read<int64_t>(8);
