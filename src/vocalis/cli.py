@@ -1466,6 +1466,7 @@ def say(
     sink = _PCMSink(output)
     refused: list = []  # sentences the server did not speak (it spoke the rest)
     seeds: list = []  # each sentence's seed (audio.start's; None: refused)
+    sent_all: list = []  # [True] once every piece of text and the end went out
 
     async def run() -> None:
         async with SpeechStream(url, api_key=api_key, **config) as s:
@@ -1488,6 +1489,7 @@ def say(
                 while (line := await lines.get()) is not None:
                     await s.send_text(line)
                 await s.flush()
+                sent_all.append(True)
 
             feeder = asyncio.create_task(feed())
             try:
@@ -1496,7 +1498,8 @@ def say(
             finally:
                 feeder.cancel()
                 seeds.extend(s.seeds)  # None: a sentence refused (said above)
-            await s.close()
+            if not any(e.code == "server_shutting_down" for e in refused):
+                await s.close()  # (a server shutting down closes by itself)
 
     interrupted = False
     try:
@@ -1515,6 +1518,16 @@ def say(
             what = f"no audio yet, so {output} was not written"
         _error(f"interrupted: {what}")
         raise typer.Exit(130)
+    shut = [e for e in refused if e.code == "server_shutting_down"]
+    refused = [e for e in refused if e not in shut]
+    if shut and not sent_all:  # it spoke what it had: that audio is kept, exit 1
+        duration_s = sink.samples / (sink.rate or 24000)
+        where = ("on stdout" if output == "-" else
+                 f"in {output}" if sink.samples else "none, so no file was written")
+        raise StreamError(f"the server shut down before the text ended: it spoke what it had "
+                          f"received ({duration_s:.2f} s of audio {where}); the rest was not "
+                          "sent: run again against a server that is up", shut[0].code,
+                          http_status=503)
     if sink.samples == 0 and refused:  # the server's reason is the error: one line, exit 2
         last = refused.pop()
         for e in refused:

@@ -41,9 +41,9 @@ class StreamError(VocalisError):
     ``https://``; ``wrong_endpoint``: the URL is another WebSocket route (an ElevenLabs
     one: its messages are not this protocol's).
 
-    ``http_status``: the refusal's status; 502 or 503 where the server failed or was not
-    there (not a mistake in the request: ``vocalis say`` exits 1 for those, 2 for the
-    others)."""
+    ``http_status``: the refusal's status; 502 or 503 where the server failed, was not
+    there or shuts down (``server_shutting_down``: it speaks the text it has, then closes)
+    (not a mistake in the request: ``vocalis say`` exits 1 for those, 2 for the others)."""
 
     code = "stream_error"
 
@@ -243,7 +243,9 @@ class SpeechStream:
                 if on_audio is not None:
                     on_audio(msg)
             elif msg.get("type") == "error":
-                last = StreamError(msg.get("message", "error"), msg.get("code"), msg.get("param"))
+                code = msg.get("code")
+                last = StreamError(msg.get("message", "error"), code, msg.get("param"),
+                                   http_status=503 if code == "server_shutting_down" else None)
                 if on_error is not None:
                     on_error(last)
                 elif first is None:

@@ -60,10 +60,11 @@ def test_ctrl_c_cuts_a_long_stream_with_one_line_and_no_traceback(checkpoints, t
 def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
         checkpoints, tmp_path):
     """Ctrl-C while a streaming WebSocket connection speaks the first of two sentences it
-    has received: an error message says the server shuts down, both sentences' audio still
-    comes whole (not cancelled), the utterance ends (session.done), and the connection is
-    closed 1001 with a reason (uvicorn alone closed it 1012 at once, without one); the
-    server exits 0."""
+    has received, its utterance still open (no input.done; the second sentence's end not
+    yet sure): an error message says the server shuts down, the utterance is ended as
+    input.done ends it, both sentences' audio comes whole (not cancelled), then its
+    session.done, and the connection is closed 1001 with a reason (uvicorn alone closed it
+    1012 at once, without one); the server exits 0."""
     ckpt = checkpoints.get(SMALL)
     proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
                  "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
@@ -81,7 +82,6 @@ def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
             await ws.send(json.dumps({"type": "input.text",
                                       "text": "The first sentence is here. The second one "
                                               "follows it."}))
-            await ws.send(json.dumps({"type": "input.done"}))
             while not audio:
                 msg = await asyncio.wait_for(ws.recv(), 60)
                 if isinstance(msg, bytes):
@@ -121,9 +121,10 @@ def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
 
 def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_1001(
         checkpoints, tmp_path):
-    """The same on the ElevenLabs stream-input route: an error message
-    ``server_shutting_down``, the audio of both sentences received, ``isFinal``, then close
-    1001 with a reason; the audio equals the same text's when the server is not stopped."""
+    """The same on the ElevenLabs stream-input route, the text not flushed (its last
+    sentence unfinished): an error message ``server_shutting_down``, the text flushed and
+    spoken, ``isFinal``, then close 1001 with a reason; the audio equals the same text's
+    when the input ends normally and the server is not stopped."""
     import base64
 
     ckpt = checkpoints.get(SMALL)
@@ -131,7 +132,7 @@ def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_100
                  "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
                  "--max-batch", "2"]).wait_ready()
     text = ("The first sentence is here, and it goes on for a while before it ends. The "
-            "second one follows it, and it is about as long as the first one was. ")
+            "second one follows it, and it is about as long as the first one")
 
     async def go(stop: bool):
         url = (proc.url.replace("http://", "ws://")
@@ -139,7 +140,7 @@ def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_100
         msgs, audio = [], bytearray()
         async with connect(url) as ws:
             await ws.send(json.dumps({"text": " ", "seed": 5}))
-            await ws.send(json.dumps({"text": text, "flush": True}))
+            await ws.send(json.dumps({"text": text}))
             if not stop:  # the end of input: spoken, then isFinal
                 await ws.send(json.dumps({"text": ""}))
             try:
@@ -170,6 +171,88 @@ def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_100
     assert "shutting down" in close.reason and "reconnect" in close.reason
     assert code == 0, log
     assert "Traceback" not in log, log
+
+
+def test_say_while_the_server_shuts_down_keeps_the_audio_and_exits_1(checkpoints, tmp_path):
+    """``vocalis say`` reading stdin while the server is stopped: the server speaks what it
+    has received; ``say`` keeps that audio in its WAV file, says in one line that the
+    server shut down before the text ended, and exits 1 (the server's side, not a mistake:
+    2 is for those). A second Ctrl-C during a drain is logged as such."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import wave
+
+    ckpt = checkpoints.get(SMALL)
+    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
+                 "--max-batch", "2"]).wait_ready()
+    path = tmp_path / "said.wav"
+    try:
+        say = subprocess.Popen(
+            [sys.executable, "-m", "vocalis.cli", "say", "--url", proc.url, "--voice", "alloy",
+             "--seed", "7", "-o", str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        say.stdin.write(b"Hello there. And more\n")
+        say.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not (path.exists() and path.stat().st_size > 1000):
+            assert time.monotonic() < deadline and say.poll() is None
+            time.sleep(0.05)
+        proc.p.send_signal(signal.SIGINT)
+        say.wait(60)  # its stdin still open: the text has not ended
+        err = say.stderr.read()
+        say.stdin.close()
+        code = proc.p.wait(60)
+    finally:
+        proc.stop()
+    lines = err.decode().strip().splitlines()
+    assert say.returncode == 1, err.decode()
+    assert len(lines) == 1 and lines[0].startswith("error: the server shut down before the "
+                                                    "text ended"), lines
+    seconds = float(lines[0].split("received (")[1].split(" s")[0])
+    with wave.open(str(path)) as w:  # "Hello there." and "And more", both spoken
+        assert w.getnframes() > 0 and abs(w.getnframes() / 24000 - seconds) < 0.01
+    assert code == 0, proc.log()
+
+
+def test_a_second_ctrl_c_cuts_a_draining_websocket_and_says_so(checkpoints, tmp_path):
+    ckpt = checkpoints.get(SMALL)
+    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
+                 "--max-batch", "2"]).wait_ready()
+
+    async def go():
+        url = proc.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+        async with connect(url) as ws:
+            await ws.send(json.dumps({
+                "type": "session.config", "voice": "alloy", "response_format": "pcm",
+                "stream_audio": True, "split_granularity": "none", "max_frames": 5000}))
+            await ws.send(json.dumps({"type": "input.text", "text": "A long one."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            while not isinstance(await asyncio.wait_for(ws.recv(), 60), bytes):
+                pass
+            proc.p.send_signal(signal.SIGINT)
+            await asyncio.sleep(1.0)
+            proc.p.send_signal(signal.SIGINT)
+            try:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 30)
+            except ConnectionClosed as e:
+                return e.rcvd
+
+    try:
+        close = asyncio.run(go())
+        code = proc.p.wait(60)
+    finally:
+        proc.stop()
+    log = proc.log()
+    assert close is not None and close.code == 1012, close  # uvicorn's, at once
+    lines = [ln for ln in log.splitlines() if "cut off at shutdown" in ln]
+    assert lines == ["warning: 1 WebSocket connection cut off at shutdown (stopped at once by "
+                     "a second signal)"], log
+    assert code == 0, log
 
 
 def _record(msg: str, error: BaseException | None = None, *args) -> logging.LogRecord:

@@ -70,9 +70,9 @@ is concerned); a problem with the connection itself (auth, voice, format) adds `
 nothing to speak since the last flush (only emoji, symbols or punctuation) gets the error
 ``POST /v1/audio/speech`` gives it (its message, ``"error"`` its code ``nothing_to_speak``),
 before ``isFinal``. When the server shuts down, a connection gets ``{"message": ...,
-"error": "server_shutting_down"}``, speaks the sentences it has received (the text after a
-context's last sentence end is dropped), sends each context's ``isFinal`` and is closed
-with 1001 and a reason (:meth:`Connection.drain`).
+"error": "server_shutting_down"}``, speaks all the text it has received (each context
+flushed), sends each context's ``isFinal`` and is closed with 1001 and a reason
+(:meth:`Connection.drain`).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ QUERY = frozenset({"model_id", "output_format", "inactivity_timeout", "seed", "l
 READ_QUERY = {f: f'"{f}"' for f in ("model_id", "output_format", "inactivity_timeout", "seed")}
 
 
-SHUTTING_DOWN = ("the server is shutting down: the sentences received are spoken, then the "
+SHUTTING_DOWN = ("the server is shutting down: the text received is spoken, then the "
                  "connection closes; reconnect to go on")
 
 
@@ -306,10 +306,9 @@ class Connection:
         self.draining = asyncio.Event()  # the server shuts down (drain)
 
     def drain(self) -> None:
-        """The server shuts down: take no more text, speak the sentences received (the
-        text after a context's last sentence end is dropped), send each context's
-        ``isFinal``, then close with 1001 and a reason; an error message
-        ``server_shutting_down`` says so first."""
+        """The server shuts down: take no more text, speak all the text received (each
+        context flushed), send each context's ``isFinal``, then close with 1001 and a
+        reason; an error message ``server_shutting_down`` says so first."""
         self.draining.set()
 
     # ------------------------------------------------------------------ sending
@@ -377,11 +376,12 @@ class Connection:
                               CLOSE_POLICY) from None
 
     async def _stop_input(self) -> None:
-        """The server shuts down (:meth:`drain`): every context's text after its last
-        sentence end dropped, the sentences queued kept, the contexts closing."""
+        """The server shuts down (:meth:`drain`): every context's text flushed (spoken, as
+        the end of input speaks it) and the contexts closing."""
         await self.send_json({"message": SHUTTING_DOWN, "error": "server_shutting_down"})
         for ctx in list(self.contexts.values()):
-            ctx.buf = SentenceBuffer(ctx.buf.max_chars)
+            if not ctx.closing:
+                await self._queue(ctx, ctx.buf.flush(), flushed=True)
             ctx.closing = True
             async with ctx.cond:
                 ctx.cond.notify_all()

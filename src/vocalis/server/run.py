@@ -167,10 +167,12 @@ def run(model: str | list[str], *, host: str = "127.0.0.1", port: int = 8000,
                     for server in self.servers:
                         server.close()  # no new connections meanwhile
                     left = await state.drain_streams(shutdown_timeout, lambda: self.force_exit)
-                    if left:
-                        log.warning("%d streaming connection%s still speaking after the %g s "
-                                    "shutdown timeout: closed", left, "" if left == 1 else "s",
-                                    shutdown_timeout)
+                    if left:  # (closed by uvicorn next, 1012)
+                        why = ("stopped at once by a second signal" if self.force_exit else
+                               f"still speaking after the {shutdown_timeout:g} s shutdown "
+                               "timeout")
+                        log.warning("%d WebSocket connection%s cut off at shutdown (%s)", left,
+                                    "" if left == 1 else "s", why)
                     self.config.timeout_graceful_shutdown = max(
                         0.0, shutdown_timeout - (time.monotonic() - start))
                 await super().shutdown(sockets=sockets)

@@ -77,9 +77,9 @@ their rows freed, text not yet spoken is dropped; then each utterance stopped ge
 the same without the messages.
 
 Shutdown: when the server stops (``vocalis serve``'s first signal), each connection gets
-an ``error`` ``server_shutting_down``, reads no more messages, speaks the sentences it has
-received (as after ``session.close``; a ``token`` utterance's text ends where it got to),
-then is closed with 1001 and a reason (:meth:`StreamConnection.drain`, called by
+an ``error`` ``server_shutting_down``, reads no more messages, speaks all the text it has
+received (an open utterance is ended as ``input.done`` ends it), then is closed with 1001
+and a reason (:meth:`StreamConnection.drain`, called by
 :meth:`vocalis.server.app.ServerState.drain_streams` within the shutdown timeout).
 
 Timeouts: the ``session.config`` must come within ``CONFIG_TIMEOUT_S`` of connecting
@@ -163,8 +163,8 @@ class StreamError(Exception):
         self.close = close
 
 
-SHUTTING_DOWN = StreamError("the server is shutting down: the sentences received are spoken, "
-                            "then the connection closes; reconnect to go on",
+SHUTTING_DOWN = StreamError("the server is shutting down: the text received is spoken, then "
+                            "the connection closes; reconnect to go on",
                             "server_shutting_down", close=1001)
 
 
@@ -293,10 +293,10 @@ class StreamConnection:
     # ------------------------------------------------------------------ main loop
 
     def drain(self) -> None:
-        """The server shuts down: take no more text, speak the sentences received (an
-        open utterance's complete ones; a streamed-text utterance's text so far), then close
-        with 1001 and a reason, as after a ``session.close`` (an ``error`` message
-        ``server_shutting_down`` says so first)."""
+        """The server shuts down: take no more text, speak all the text received (an open
+        utterance is ended as ``input.done`` ends it), then close with 1001 and a reason, as
+        after a ``session.close`` (an ``error`` message ``server_shutting_down`` says so
+        first)."""
         self.draining.set()
 
     async def run(self) -> None:
@@ -316,8 +316,8 @@ class StreamConnection:
                 if message is DRAIN:
                     draining = True
                     await self.send_error(SHUTTING_DOWN)
-                    if self.utt is not None and self.utt.fed is not None:
-                        try:  # a streamed text ends where it got to
+                    if self.utt is not None and self.utt.started:
+                        try:  # the open utterance ends where its text got to (input.done)
                             await self._done()
                         except (StreamError, APIError) as e:
                             await self.send_error(e)
