@@ -96,7 +96,9 @@ NORMALIZE_HELP = ("Read numbers, dates, money, units and abbreviations as words 
                   "(docs/normalization.md).")
 QUIET_HELP = "Only warnings and errors on stderr: no progress bar, no summary."
 DEVICE_HELP = "cpu, cuda or cuda:N."
-THREADS_HELP = "CPU threads for torch. Default: torch's choice."
+THREADS_HELP = ("CPU threads for torch. Default: torch's choice (every core). On a machine where "
+                "other work keeps cores busy, give no more than the free cores (see "
+                "docs/limitations.md).")
 QUANTIZE_HELP = ("int8 weights where the model's family offers them (CPU; faster, not "
                  "bit-identical).")
 QUANTIZE_MODE_HELP = ("int8 (= --quantize) or int4 where the family offers it (Qwen3-TTS: "
