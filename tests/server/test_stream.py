@@ -536,6 +536,38 @@ def test_api_key_applies_to_the_handshake(tts, ckpt, tmp_path):
         s.stop()
 
 
+def test_a_websocket_to_a_path_without_one_is_a_404_and_http_to_one_says_so(server):
+    """A WebSocket handshake to a path with no WebSocket route: HTTP 404 naming the routes
+    (Starlette's default refusal reached clients as a 403); an HTTP request to a WebSocket
+    route: 404 saying it is one."""
+    import http.client
+
+    async def go():
+        with pytest.raises(InvalidStatus) as e:
+            async with connect(server.url.replace("http://", "ws://")
+                               + "/v1/text-to-speech/alloy/bogus"):
+                pass
+        return e.value.response
+
+    resp = run(go())
+    assert resp.status_code == 404
+    err = json.loads(resp.body)["error"]
+    assert err["code"] == "not_found"
+    assert err["message"].startswith("no WebSocket route /v1/text-to-speech/alloy/bogus: ")
+    assert stream.PATH in err["message"]
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", stream.PATH)
+        got = conn.getresponse()
+        err = json.loads(got.read())["error"]
+    finally:
+        conn.close()
+    assert got.status == 404
+    assert err["message"] == (f"{stream.PATH} is a WebSocket route: connect to it with a "
+                              "WebSocket client (ws:// or wss://), not with GET")
+
+
 def test_client_helper_and_say_command(server, tmp_path, monkeypatch, capsys):
     import io
     import wave

@@ -742,6 +742,14 @@ def create_app(tts, *, voices_dir: str | Path, default_voice: str | None = None,
         return StreamingResponse(_body(state, job, first, sse, tts.sample_rate), media_type=media,
                                  headers=headers)
 
+    @app.websocket("/{path:path}", name=errors.NO_WEBSOCKET_ROUTE)
+    async def no_websocket_route(websocket: WebSocket, path: str):
+        """A WebSocket to a path that has none: HTTP 404 naming the WebSocket routes (clients
+        reported the handshake Starlette refuses by default as a 403)."""
+        await websocket.send_denial_response(errors.error_response(
+            404, f"no WebSocket route /{path}: the WebSocket routes are {stream.PATH}, "
+                 f"{elevenlabs.STREAM_PATH} and {elevenlabs.MULTI_PATH}", code="not_found"))
+
     return app
 
 

@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import WebSocketRoute
 
 from vocalis.errors import VocalisError
 
@@ -176,6 +177,18 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "request_too_la
                401: "invalid_api_key", 503: "unavailable"}
 
 
+#: the name of the server's catch-all WebSocket route (a 404 for paths without one)
+NO_WEBSOCKET_ROUTE = "no_websocket_route"
+
+
+def _websocket_route(request: Request) -> bool:
+    """Whether the request's path is one of the app's WebSocket routes (the catch-all
+    aside)."""
+    path = request.url.path
+    return any(isinstance(r, WebSocketRoute) and r.name != NO_WEBSOCKET_ROUTE
+               and r.path_regex.match(path) for r in request.app.routes)
+
+
 def install(app: FastAPI, redact: Callable[[str], str] = str) -> None:
     """Register the handlers that turn every error into an envelope; ``redact`` rewrites
     each message before it leaves (the server hides its folders with it)."""
@@ -198,7 +211,10 @@ def install(app: FastAPI, redact: Callable[[str], str] = str) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         status = exc.status_code
-        if status == 404:
+        if status == 404 and _websocket_route(request):
+            message = (f"{request.url.path} is a WebSocket route: connect to it with a "
+                       "WebSocket client (ws:// or wss://), not with " + request.method)
+        elif status == 404:
             message = f"no route {request.method} {request.url.path}: see /openapi.json for the API"
         elif status == 405:
             message = f"method {request.method} not allowed on {request.url.path}"
