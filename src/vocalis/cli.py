@@ -1524,12 +1524,12 @@ def say(
     refused = [e for e in refused if e not in shut]
     if shut and not sent_all:  # it spoke what it had: that audio is kept, exit 1
         duration_s = sink.samples / (sink.rate or 24000)
-        where = ("on stdout" if output == "-" else
-                 f"in {output}" if sink.samples else "none, so no file was written")
+        got = (f"{duration_s:.2f} s of audio " + ("on stdout" if output == "-" else
+                                                  f"in {output}")
+               if sink.samples else f"no audio, so {output} was not written")
         raise StreamError(f"the server shut down before the text ended: it spoke what it had "
-                          f"received ({duration_s:.2f} s of audio {where}); the rest was not "
-                          "sent: run again against a server that is up", shut[0].code,
-                          http_status=503)
+                          f"received ({got}); the rest was not sent: run again against a "
+                          "server that is up", shut[0].code, http_status=503)
     if sink.samples == 0 and refused:  # the server's reason is the error: one line, exit 2
         last = refused.pop()
         for e in refused:
