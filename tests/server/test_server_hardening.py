@@ -442,6 +442,18 @@ def test_a_misspelled_required_field_is_pointed_at(server):
     assert "the request has 'mdoel': did you mean 'model'?" in err["message"]
 
 
+def test_every_problem_of_a_request_is_named(server):
+    """The first problem in full, the others by field (the message said only "and 1 more
+    problem(s)")."""
+    r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
+                   json={"input": "Hi.", "voice": "alloy", "speed": "fast",
+                         "response_format": "ogg"})
+    err = assert_envelope(r.status_code, r.content, 400, "model", "missing_required_parameter")
+    assert err["message"].startswith("missing required parameter 'model' (also: ")
+    assert "'speed' invalid" in err["message"]
+    assert "'response_format' invalid" in err["message"]
+
+
 def test_nothing_speakable_names_the_input(server):
     r = httpx.post(server.url + "/v1/audio/speech", timeout=30,
                    json={"model": "tts-1", "input": "\U0001f642\U0001f642", "voice": "alloy"})

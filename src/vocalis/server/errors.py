@@ -148,8 +148,26 @@ def _validation_error(exc: RequestValidationError, content_type: str | None = ""
             msg = "request body must be a JSON object"
     if len(errors) > 1 and not all(e.get("loc", ())[:2] == first.get("loc", ())[:2]
                                    for e in errors):
-        msg += f" (and {len(errors) - 1} more problem(s))"
+        msg += f" (also: {_others(errors[1:], first)})"
     return APIError(400, msg, param=param, code=_PYDANTIC_CODES.get(kind, kind))
+
+
+def _others(errors: list, first: dict) -> str:
+    """The other problems of a request, one short phrase each (``'input' missing``,
+    ``'speed' invalid``), each field once, the first error's field left out."""
+    seen = {tuple(first.get("loc", ())[:2])}
+    out = []
+    for e in errors:
+        loc = tuple(e.get("loc", ())[:2])
+        if loc in seen:
+            continue
+        seen.add(loc)
+        name = ".".join(str(p) for p in e.get("loc", ())
+                        if p not in ("body", "query", "path", "header")
+                        and p not in _UNION_TAGS and "[" not in str(p)) or "the body"
+        what = {"missing": "missing", "extra_forbidden": "unknown"}.get(e.get("type"), "invalid")
+        out.append(f"{name!r} {what}")
+    return ", ".join(out)
 
 
 _BODY_TYPE_ERRORS = ("model_type", "model_attributes_type", "dict_type")
