@@ -57,6 +57,14 @@ def test_ctrl_c_cuts_a_long_stream_with_one_line_and_no_traceback(checkpoints, t
     assert lines == [want], log
 
 
+def serving(checkpoints, tmp_path) -> Proc:
+    """``vocalis serve`` of the small checkpoint with a 60 s shutdown timeout, ready."""
+    ckpt = checkpoints.get(SMALL)
+    return Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
+                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
+                 "--max-batch", "2"]).wait_ready()
+
+
 def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
         checkpoints, tmp_path):
     """Ctrl-C while a streaming WebSocket connection speaks the first of two sentences it
@@ -65,10 +73,7 @@ def test_ctrl_c_lets_a_websocket_stream_speak_what_it_received_then_closes_1001(
     input.done ends it, both sentences' audio comes whole (not cancelled), then its
     session.done, and the connection is closed 1001 with a reason (uvicorn alone closed it
     1012 at once, without one); the server exits 0."""
-    ckpt = checkpoints.get(SMALL)
-    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
-                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
-                 "--max-batch", "2"]).wait_ready()
+    proc = serving(checkpoints, tmp_path)
     frames = 150
 
     async def go():
@@ -127,10 +132,7 @@ def test_ctrl_c_lets_an_elevenlabs_stream_speak_what_it_received_then_closes_100
     when the input ends normally and the server is not stopped."""
     import base64
 
-    ckpt = checkpoints.get(SMALL)
-    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
-                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
-                 "--max-batch", "2"]).wait_ready()
+    proc = serving(checkpoints, tmp_path)
     text = ("The first sentence is here, and it goes on for a while before it ends. The "
             "second one follows it, and it is about as long as the first one")
 
@@ -178,28 +180,14 @@ def test_say_while_the_server_shuts_down_keeps_the_audio_and_exits_1(checkpoints
     has received; ``say`` keeps that audio in its WAV file, says in one line that the
     server shut down before the text ended, and exits 1 (the server's side, not a mistake:
     2 is for those). A second Ctrl-C during a drain is logged as such."""
-    import os
-    import subprocess
-    import sys
-    import time
     import wave
 
-    ckpt = checkpoints.get(SMALL)
-    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
-                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
-                 "--max-batch", "2"]).wait_ready()
+    from tests.server.test_stream import say_until_audio
+
+    proc = serving(checkpoints, tmp_path)
     path = tmp_path / "said.wav"
     try:
-        say = subprocess.Popen(
-            [sys.executable, "-m", "vocalis.cli", "say", "--url", proc.url, "--voice", "alloy",
-             "--seed", "7", "-o", str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        say.stdin.write(b"Hello there. And more\n")
-        say.stdin.flush()
-        deadline = time.monotonic() + 60
-        while not (path.exists() and path.stat().st_size > 1000):
-            assert time.monotonic() < deadline and say.poll() is None
-            time.sleep(0.05)
+        say = say_until_audio(proc, path, b"Hello there. And more\n")
         proc.p.send_signal(signal.SIGINT)
         say.wait(60)  # its stdin still open: the text has not ended
         err = say.stderr.read()
@@ -218,10 +206,7 @@ def test_say_while_the_server_shuts_down_keeps_the_audio_and_exits_1(checkpoints
 
 
 def test_a_second_ctrl_c_cuts_a_draining_websocket_and_says_so(checkpoints, tmp_path):
-    ckpt = checkpoints.get(SMALL)
-    proc = Proc(["--model", str(ckpt), "--voice", str(ckpt / "voice.wav"), "--port", "0",
-                 "--voices-dir", str(tmp_path / "voices"), "--shutdown-timeout", "60",
-                 "--max-batch", "2"]).wait_ready()
+    proc = serving(checkpoints, tmp_path)
 
     async def go():
         url = proc.url.replace("http://", "ws://") + "/v1/audio/speech/stream"

@@ -860,6 +860,19 @@ def _say(server, *args, **popen) -> subprocess.Popen:
                              "--voice", "alloy", "--seed", "7", *args], env=env, **popen)
 
 
+def say_until_audio(server, path, line: bytes) -> subprocess.Popen:
+    """``vocalis say -o path`` given ``line`` on its stdin (left open), once ``path`` holds
+    some audio."""
+    p = _say(server, "-o", str(path), stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(line)
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not (path.exists() and path.stat().st_size > 1000):
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    return p
+
+
 def test_say_ctrl_c_exits_130_with_one_line_and_a_closed_pipe_exits_141(server, tts,
                                                                          tmp_path):
     """docs/cli.md: Ctrl-C stops with one line saying what was left, exit 130 (at once, also
@@ -867,13 +880,7 @@ def test_say_ctrl_c_exits_130_with_one_line_and_a_closed_pipe_exits_141(server, 
     quietly with 141, as ``vocalis generate``."""
     # Ctrl-C while waiting for the next line of stdin, after some audio was written
     path = tmp_path / "said.wav"
-    p = _say(server, "-o", str(path), stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdin.write(b"Hello there.\n")
-    p.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not (path.exists() and path.stat().st_size > 1000):
-        assert time.monotonic() < deadline and p.poll() is None
-        time.sleep(0.05)
+    p = say_until_audio(server, path, b"Hello there.\n")
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
