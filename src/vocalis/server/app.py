@@ -195,8 +195,9 @@ class ServerState:
 
     async def drain_streams(self, timeout: float, stop=lambda: False) -> int:
         """At shutdown, before the web server closes the WebSocket connections: each open
-        streaming connection speaks the sentences it has received, then closes (1001, with
-        a reason; :meth:`vocalis.server.stream.StreamConnection.drain`). Waits until they
+        streaming connection speaks all the text it has received, then closes (1001, with a
+        reason; :meth:`vocalis.server.stream.StreamConnection.drain`,
+        :meth:`vocalis.server.elevenlabs.Connection.drain`). Waits until they
         have closed, ``timeout`` seconds at most or until ``stop()`` (a second signal).
         Returns how many were still open then."""
         conns = list(self.streams)
